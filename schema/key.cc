@@ -1,0 +1,178 @@
+#include "schema/key.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <cctype>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+#include "schema/strings.h"
+
+namespace tessel {
+namespace {
+
+template <typename Items>
+std::string JoinPairs(const Items& items) {
+  std::string out;
+  for (const auto& [name, value] : items) {
+    if (!out.empty()) out += ',';
+    fmt::format_to(std::back_inserter(out), "{}={}", name, value);
+  }
+  return out;
+}
+
+bool IsIdentifier(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseKeyValues(
+    std::string_view text, std::string_view what) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string_view trimmed = StripWhitespace(text);
+  if (trimmed.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("empty ", what, "; expected NAME=VALUE pairs separated by commas"));
+  }
+  for (std::string_view piece : StrSplit(trimmed, ',')) {
+    piece = StripWhitespace(piece);
+    size_t eq = piece.find('=');
+    if (eq == std::string_view::npos) {
+      return absl::InvalidArgumentError(StrCat("malformed ", what, " element '", piece,
+                                                     "': expected NAME=VALUE"));
+    }
+    std::string_view name = StripWhitespace(piece.substr(0, eq));
+    std::string_view value = StripWhitespace(piece.substr(eq + 1));
+    if (!IsIdentifier(name)) {
+      return absl::InvalidArgumentError(
+          StrCat("malformed ", what, " element '", piece, "': bad name '", name, "'"));
+    }
+    if (value.empty()) {
+      return absl::InvalidArgumentError(
+          StrCat("malformed ", what, " element '", piece, "': missing value"));
+    }
+    for (const auto& [seen, unused] : out) {
+      if (seen == name) {
+        return absl::InvalidArgumentError(
+            StrCat(what, " names '", name, "' more than once"));
+      }
+    }
+    out.emplace_back(std::string(name), std::string(value));
+  }
+  return out;
+}
+
+Dims::Dims(std::initializer_list<std::pair<std::string, int64_t>> dims) {
+  for (const auto& [name, value] : dims) Set(name, value);
+}
+
+absl::StatusOr<Dims> Dims::Parse(std::string_view text) {
+  auto pairs = ParseKeyValues(text, "shape");
+  if (!pairs.ok()) return pairs.status();
+  Dims dims;
+  for (const auto& [name, value] : *pairs) {
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || ptr != value.data() + value.size()) {
+      return absl::InvalidArgumentError(
+          StrCat("shape dim ", name, "=", value, " is not an integer"));
+    }
+    if (v <= 0) {
+      return absl::InvalidArgumentError(
+          StrCat("shape dim ", name, "=", value, " must be positive"));
+    }
+    dims.Set(name, v);
+  }
+  return dims;
+}
+
+void Dims::Set(std::string_view name, int64_t value) {
+  for (auto& [n, v] : items_) {
+    if (n == name) {
+      v = value;
+      return;
+    }
+  }
+  items_.emplace_back(std::string(name), value);
+}
+
+std::optional<int64_t> Dims::Get(std::string_view name) const {
+  for (const auto& [n, v] : items_) {
+    if (n == name) return v;
+  }
+  return std::nullopt;
+}
+
+std::string Dims::ToString() const {
+  return JoinPairs(items_);
+}
+
+std::string Dims::Canonical() const {
+  auto sorted = items_;
+  std::sort(sorted.begin(), sorted.end());
+  return JoinPairs(sorted);
+}
+
+Config::Config(std::initializer_list<std::pair<std::string, std::string>> items) {
+  for (const auto& [name, value] : items) Set(name, value);
+}
+
+absl::StatusOr<Config> Config::Parse(std::string_view text) {
+  auto pairs = ParseKeyValues(text, "config");
+  if (!pairs.ok()) return pairs.status();
+  Config config;
+  for (auto& [name, value] : *pairs) config.Set(name, std::move(value));
+  return config;
+}
+
+void Config::Set(std::string_view name, std::string value) {
+  for (auto& [n, v] : items_) {
+    if (n == name) {
+      v = std::move(value);
+      return;
+    }
+  }
+  items_.emplace_back(std::string(name), std::move(value));
+}
+
+std::optional<std::string_view> Config::Get(std::string_view name) const {
+  for (const auto& [n, v] : items_) {
+    if (n == name) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<int64_t> Config::GetInt(std::string_view name) const {
+  auto value = Get(name);
+  if (!value) return absl::InvalidArgumentError(StrCat("config is missing '", name, "'"));
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(value->data(), value->data() + value->size(), v);
+  if (ec != std::errc() || ptr != value->data() + value->size()) {
+    return absl::InvalidArgumentError(
+        StrCat("config value ", name, "=", *value, " is not an integer"));
+  }
+  return v;
+}
+
+std::string Config::ToString() const {
+  return JoinPairs(items_);
+}
+
+std::string TuningKey::ToString() const {
+  return StrCat(kernel, "@v", kernel_version, "|", dims.Canonical(), "|", dtype, "|", target,
+                      "@v", target_version);
+}
+
+std::string TuningKey::WorkloadString() const {
+  return StrCat(kernel, "|", dims.Canonical(), "|", dtype, "|", target);
+}
+
+}  // namespace tessel

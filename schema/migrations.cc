@@ -1,0 +1,2 @@
+// Migrations() is defined in the generated migrations_data.cc.
+#include "schema/migrations.h"
