@@ -1,0 +1,149 @@
+// The SQLite store: every job, every measurement and every published best config.
+//
+// One connection writes, on a dedicated writer thread that groups queued writes into one
+// transaction; each write call returns only after its transaction committed, so a caller that
+// acknowledges after the call returns never acknowledges a lost write. Reads use their own
+// connection (WAL mode lets them run beside the writer). All methods are thread-safe.
+#ifndef TESSEL_SERVER_STORE_H_
+#define TESSEL_SERVER_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tessel::server {
+
+// Stored forms of the enums: the strings of schema/sql/001_init.sql.
+// Job states: "queued", "running", "completed", "cancelled", "failed".
+// Trial statuses: "OK", "INVALID_CONFIG", "WRONG_ANSWER", "RUNTIME_ERROR", "TIMEOUT",
+//                 "WORKER_LOST", "CANCELLED".
+
+struct WorkloadRecord {
+  std::string kernel;
+  std::string dims;     // canonical (sorted) form, e.g. "K=512,M=512,N=512"
+  std::string dtype;
+  std::string target;
+};
+
+struct JobRecord {
+  int64_t id = 0;                // assigned by CreateJob
+  WorkloadRecord workload;
+  std::string dims_display;      // dims in the kernel's order
+  int kernel_version = 0;
+  int target_version = 0;
+  std::string strategy;
+  int budget = 0;
+  uint64_t seed = 0;
+  std::string state = "queued";
+  std::string message;
+  std::string default_config;
+  double roofline_ns = 0;
+  int64_t created_ms = 0;
+  std::optional<int64_t> finished_ms;
+};
+
+struct TrialRecord {
+  int64_t id = 0;                // chosen by the caller (the scheduler); unique
+  int64_t job_id = 0;
+  std::string config;
+  std::string status;            // see above
+  std::optional<double> time_ns; // set iff status == "OK"
+  std::vector<double> samples_ns;
+  std::string message;
+  std::string bound;
+  std::string stats_json = "{}";
+  bool verified = false;
+  bool is_default = false;
+  std::string worker_id;
+  int64_t created_ms = 0;
+};
+
+struct BestRecord {
+  int64_t id = 0;
+  WorkloadRecord workload;
+  int kernel_version = 0;
+  int target_version = 0;
+  std::string config;
+  double time_ns = 0;
+  int64_t job_id = 0;
+  int64_t trial_id = 0;
+  int64_t snapshot_id = 0;       // assigned by Publish
+  int64_t published_ms = 0;
+};
+
+struct WorkerRecord {
+  std::string id;
+  std::string name;
+  std::string targets;           // comma-separated
+  int slots = 1;
+  int64_t registered_ms = 0;
+  int64_t last_heartbeat_ms = 0;
+  int64_t trials_done = 0;
+};
+
+struct StoreOptions {
+  int busy_timeout_ms = 5000;
+  // The writer commits at most this many queued writes in one transaction.
+  int max_batch = 256;
+};
+
+class Store {
+ public:
+  // Opens (creating if needed) the database at `path`, sets WAL, busy_timeout and foreign keys, and
+  // applies every migration of schema/sql not yet recorded in schema_migrations, each in its own
+  // transaction. Fails with a message naming the path on I/O errors, and with FailedPrecondition
+  // when the file was written by a newer tessel (a migration version it does not know).
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
+                                                     const StoreOptions& options = {});
+  ~Store();  // drains the writer queue, then closes
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Migration versions recorded as applied, ascending.
+  absl::StatusOr<std::vector<int>> AppliedMigrations();
+
+  // ---- writes: each returns after its transaction committed ----
+  // Inserts the job (and its workload row if new); returns the job id.
+  absl::StatusOr<int64_t> CreateJob(const JobRecord& job);
+  // Sets state and message; sets finished_ms when the state is final.
+  absl::Status UpdateJobState(int64_t job_id, const std::string& state, const std::string& message);
+  // Inserts trials (all in one transaction). AlreadyExists if an id is taken; nothing is written then.
+  absl::Status InsertTrials(std::span<const TrialRecord> trials);
+  // Publishes a best config as a new immutable row under a new snapshot; returns the snapshot id.
+  absl::StatusOr<int64_t> Publish(const BestRecord& best);
+  absl::Status UpsertWorker(const WorkerRecord& worker);
+
+  // ---- reads ----
+  absl::StatusOr<JobRecord> GetJob(int64_t job_id);          // NotFound when absent
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit);  // newest first
+  absl::StatusOr<std::vector<JobRecord>> JobsInState(const std::string& state);
+  absl::StatusOr<std::vector<TrialRecord>> TrialsForJob(int64_t job_id);  // by id ascending
+  // Largest trial id in the store, 0 when none.
+  absl::StatusOr<int64_t> MaxTrialId();
+  // The newest publication for the workload with snapshot_id <= max_snapshot (0 = no limit), or
+  // nullopt when none.
+  absl::StatusOr<std::optional<BestRecord>> LatestBest(const WorkloadRecord& workload,
+                                                       int64_t max_snapshot = 0);
+  // The newest publication of every workload of `kernel` (any dims, dtype, target).
+  absl::StatusOr<std::vector<BestRecord>> BestForKernel(const std::string& kernel,
+                                                        int64_t max_snapshot = 0);
+  absl::StatusOr<std::vector<WorkerRecord>> ListWorkers();
+
+ private:
+  class Impl;
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Milliseconds since the Unix epoch.
+int64_t NowUnixMs();
+
+}  // namespace tessel::server
+
+#endif  // TESSEL_SERVER_STORE_H_
