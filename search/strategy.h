@@ -1,0 +1,52 @@
+// Search strategies: ask/tell over a kernel's schedule space.
+//
+//   Job (server) --Propose(n)--> configs --> workers measure --> Observe(results) --> Strategy
+//
+// One strategy instance serves one job. It is seeded: the same space, seed and observations give
+// the same proposals. Failed trials are observations like any other, not errors.
+#ifndef TESSEL_SEARCH_STRATEGY_H_
+#define TESSEL_SEARCH_STRATEGY_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/kernel.h"
+#include "schema/key.h"
+
+namespace tessel::search {
+
+// What a strategy learns from one trial.
+struct Observation {
+  Config config;
+  bool ok = false;        // measured successfully
+  double time_ns = 0;     // valid when ok
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  virtual std::string_view name() const = 0;
+  // Returns at most `max_n` valid configs never proposed or observed before. Returns fewer (or
+  // none) when the space has no more; an empty result means the strategy has nothing left to try.
+  virtual std::vector<Config> Propose(int max_n) = 0;
+  // Reports results. Configs the strategy did not propose (the default config, trials recovered
+  // after a restart) are accepted and count as seen.
+  virtual void Observe(std::span<const Observation> results) = 0;
+};
+
+// Creates the strategy called `name` over `space`. InvalidArgument listing the known names when
+// `name` is unknown. `space` must outlive the strategy.
+absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name,
+                                                       const kernels::Space& space, uint64_t seed);
+// Names MakeStrategy accepts, sorted.
+std::vector<std::string> StrategyNames();
+
+}  // namespace tessel::search
+
+#endif  // TESSEL_SEARCH_STRATEGY_H_
