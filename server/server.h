@@ -1,0 +1,60 @@
+// tessel-server as a library: the gRPC services, the scheduler and the store in one object, so the
+// `tessel-server` binary and the CLI's embedded mode run exactly the same code.
+#ifndef TESSEL_SERVER_SERVER_H_
+#define TESSEL_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+
+namespace tessel::server {
+
+struct ServerOptions {
+  // gRPC listen address, e.g. "127.0.0.1:7878"; port 0 picks a free port. Empty: no network port,
+  // in-process channels only (the CLI's embedded mode).
+  std::string listen = "127.0.0.1:7878";
+  // SQLite database file; created with its schema when absent.
+  std::string db_path = "tessel.db";
+  // A leased trial whose result has not arrived by then is re-queued (WORKER_LOST).
+  int lease_ms = 60000;
+  // Workers heartbeat this often; one silent for 3 intervals is declared lost.
+  int heartbeat_interval_ms = 1000;
+  // Measurement protocol sent with each trial.
+  int repeats = 3;
+  int warmup = 1;
+  double noise_sigma = 0;
+  // Verification policy for ordinary trials: "always", "never" or "sample:P". The config a job
+  // publishes as its best is always verified first, whatever this says.
+  std::string verify = "never";
+};
+
+class Server {
+ public:
+  // Opens the store (applying migrations), recovers jobs left running by a previous process, and
+  // starts serving. Fails when the database cannot be opened or the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Server>> Create(const ServerOptions& options);
+  ~Server();  // Shutdown()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // The bound port, 0 when not listening on the network.
+  int port() const;
+  // A channel to this server that does not touch the network.
+  std::shared_ptr<grpc::Channel> InProcessChannel(const grpc::ChannelArguments& args = {});
+  // Blocks until Shutdown() is called from another thread.
+  void Wait();
+  // Stops accepting calls, cancels open streams and closes the store. Idempotent, thread-safe.
+  void Shutdown();
+
+ private:
+  class Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessel::server
+
+#endif  // TESSEL_SERVER_SERVER_H_
