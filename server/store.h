@@ -60,6 +60,7 @@ struct TrialRecord {
   std::string stats_json = "{}";
   bool verified = false;
   bool is_default = false;
+  bool is_verify = false;        // re-measure of a best candidate; not charged to the budget
   std::string worker_id;
   int64_t created_ms = 0;
 };
@@ -91,6 +92,10 @@ struct StoreOptions {
   int busy_timeout_ms = 5000;
   // The writer commits at most this many queued writes in one transaction.
   int max_batch = 256;
+  // PRAGMA synchronous: true = FULL (each commit is fsync'ed, so it survives power loss); false =
+  // NORMAL (a committed transaction survives a process crash, but power loss may lose the last
+  // ones, since WAL is synced only at checkpoints).
+  bool synchronous_full = true;
 };
 
 class Store {
@@ -134,6 +139,13 @@ class Store {
   absl::StatusOr<std::vector<BestRecord>> BestForKernel(const std::string& kernel,
                                                         int64_t max_snapshot = 0);
   absl::StatusOr<std::vector<WorkerRecord>> ListWorkers();
+
+  // ---- observability ----
+  // Write transactions committed by the writer thread since Open; each holds one or more write
+  // calls. Migrations are not counted.
+  int64_t transactions_committed() const;
+  // Write calls that committed successfully since Open.
+  int64_t writes_committed() const;
 
  private:
   class Impl;

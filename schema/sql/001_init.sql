@@ -41,7 +41,8 @@ CREATE TABLE trials (
   bound         TEXT NOT NULL DEFAULT '',
   stats_json    TEXT NOT NULL DEFAULT '{}',
   verified      INTEGER NOT NULL DEFAULT 0,
-  is_default    INTEGER NOT NULL DEFAULT 0,
+  is_default    INTEGER NOT NULL DEFAULT 0,  -- the kernel's default config, measured first
+  is_verify     INTEGER NOT NULL DEFAULT 0,  -- re-measure of a best candidate with verification
   worker_id     TEXT NOT NULL DEFAULT '',
   created_ms    INTEGER NOT NULL
 );
