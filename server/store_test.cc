@@ -1,0 +1,613 @@
+#include "server/store.h"
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "schema/migrations.h"
+
+namespace tessel::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+// A fresh directory per test, removed afterwards.
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "store_test_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    path_ = (dir_ / "tessel.db").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<Store> OpenStore(const StoreOptions& options = {}) {
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path_, options);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  // Runs `sql` on a raw connection to the test database, outside the Store.
+  void RawExec(const std::string& sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    char* error = nullptr;
+    int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+    EXPECT_EQ(rc, SQLITE_OK) << (error != nullptr ? error : "");
+    sqlite3_free(error);
+    sqlite3_close(db);
+  }
+
+  // The first column of the first row of `sql`, as an integer.
+  int64_t RawInt(const std::string& sql) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK);
+    int64_t value = -1;
+    if (sqlite3_step(stmt) == SQLITE_ROW) value = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return value;
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+JobRecord MatmulJob() {
+  JobRecord job;
+  job.workload = {"matmul", "K=512,M=512,N=512", "bf16", "snc2"};
+  job.dims_display = "M=512,N=512,K=512";
+  job.kernel_version = 3;
+  job.target_version = 2;
+  job.strategy = "random";
+  job.budget = 32;
+  job.seed = 0xfedcba9876543210ULL;  // above INT64_MAX: must survive the signed column
+  job.default_config = "tile_m=128,tile_n=512,tile_k=128";
+  job.roofline_ns = 1234.5;
+  job.created_ms = 1700000000123;
+  return job;
+}
+
+TrialRecord OkTrial(int64_t id, int64_t job_id) {
+  TrialRecord trial;
+  trial.id = id;
+  trial.job_id = job_id;
+  trial.config = "tile_m=" + std::to_string(id);
+  trial.status = "OK";
+  trial.time_ns = 100.25 + static_cast<double>(id);
+  trial.samples_ns = {101.5, 100.25, 0.1 + 0.2};
+  trial.bound = "tensor";
+  trial.stats_json = R"({"dma_bytes":4096})";
+  trial.verified = true;
+  trial.is_verify = id % 2 == 1;
+  trial.worker_id = "w1";
+  trial.created_ms = 1700000000500 + id;
+  return trial;
+}
+
+TEST_F(StoreTest, OpenAppliesEveryMigrationOnceAndRecordsIt) {
+  std::vector<int> expected;
+  for (const Migration& migration : Migrations()) expected.push_back(migration.version);
+  int64_t applied_ms = 0;
+  {
+    std::unique_ptr<Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    absl::StatusOr<std::vector<int>> applied = store->AppliedMigrations();
+    ASSERT_TRUE(applied.ok()) << applied.status();
+    EXPECT_EQ(*applied, expected);
+    ASSERT_TRUE(store->CreateJob(MatmulJob()).ok());
+  }
+  applied_ms = RawInt("SELECT applied_ms FROM schema_migrations WHERE version = 1");
+  EXPECT_GT(applied_ms, 0);
+
+  // Reopening finds everything recorded and applies nothing again (001 would fail if re-run).
+  std::unique_ptr<Store> reopened = OpenStore();
+  ASSERT_NE(reopened, nullptr);
+  absl::StatusOr<std::vector<int>> applied = reopened->AppliedMigrations();
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(*applied, expected);
+  EXPECT_EQ(RawInt("SELECT applied_ms FROM schema_migrations WHERE version = 1"), applied_ms);
+  EXPECT_EQ(RawInt("SELECT COUNT(*) FROM schema_migrations"),
+            static_cast<int64_t>(expected.size()));
+  absl::StatusOr<std::vector<JobRecord>> jobs = reopened->ListJobs(10);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_THAT(*jobs, SizeIs(1));
+}
+
+TEST_F(StoreTest, OpenRejectsADatabaseWrittenByANewerTessel) {
+  OpenStore().reset();
+  RawExec(
+      "INSERT INTO schema_migrations (version, name, applied_ms) VALUES (999, '999_future.sql', "
+      "1)");
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("was written by a newer tessel (migration 999)"));
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+}
+
+TEST_F(StoreTest, OpenErrorNamesThePath) {
+  std::string missing = (dir_ / "no" / "such" / "dir" / "t.db").string();
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(missing);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr(missing));
+}
+
+TEST_F(StoreTest, OpenRejectsAnInMemoryDatabase) {
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(":memory:");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreTest, JobRoundTripsThroughCreateAndGet) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  JobRecord job = MatmulJob();
+  absl::StatusOr<int64_t> id = store->CreateJob(job);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_GT(*id, 0);
+
+  absl::StatusOr<JobRecord> got = store->GetJob(*id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->id, *id);
+  EXPECT_EQ(got->workload.kernel, "matmul");
+  EXPECT_EQ(got->workload.dims, "K=512,M=512,N=512");
+  EXPECT_EQ(got->workload.dtype, "bf16");
+  EXPECT_EQ(got->workload.target, "snc2");
+  EXPECT_EQ(got->dims_display, job.dims_display);
+  EXPECT_EQ(got->kernel_version, 3);
+  EXPECT_EQ(got->target_version, 2);
+  EXPECT_EQ(got->strategy, "random");
+  EXPECT_EQ(got->budget, 32);
+  EXPECT_EQ(got->seed, 0xfedcba9876543210ULL);
+  EXPECT_EQ(got->state, "queued");
+  EXPECT_EQ(got->default_config, job.default_config);
+  EXPECT_DOUBLE_EQ(got->roofline_ns, 1234.5);
+  EXPECT_EQ(got->created_ms, 1700000000123);
+  EXPECT_FALSE(got->finished_ms.has_value());
+}
+
+TEST_F(StoreTest, JobsOfTheSameWorkloadShareOneWorkloadRow) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(MatmulJob()).ok());
+  ASSERT_TRUE(store->CreateJob(MatmulJob()).ok());
+  JobRecord other = MatmulJob();
+  other.workload.target = "snc3";
+  ASSERT_TRUE(store->CreateJob(other).ok());
+  store.reset();
+  EXPECT_EQ(RawInt("SELECT COUNT(*) FROM workloads"), 2);
+  EXPECT_EQ(RawInt("SELECT COUNT(DISTINCT workload_id) FROM jobs"), 2);
+}
+
+TEST_F(StoreTest, GetJobOfAnUnknownIdIsNotFound) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<JobRecord> got = store->GetJob(42);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(got.status().message(), HasSubstr("job 42"));
+  EXPECT_EQ(store->UpdateJobState(42, "running", "").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, ListJobsIsNewestFirstAndHonoursTheLimit) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(*store->CreateJob(MatmulJob()));
+  absl::StatusOr<std::vector<JobRecord>> jobs = store->ListJobs(3);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_THAT(*jobs, SizeIs(3));
+  EXPECT_EQ((*jobs)[0].id, ids[4]);
+  EXPECT_EQ((*jobs)[1].id, ids[3]);
+  EXPECT_EQ((*jobs)[2].id, ids[2]);
+  EXPECT_THAT(*store->ListJobs(0), SizeIs(5));
+}
+
+TEST_F(StoreTest, UpdateJobStateSetsFinishedMsOnlyForFinalStates) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t first = *store->CreateJob(MatmulJob());
+  int64_t second = *store->CreateJob(MatmulJob());
+
+  ASSERT_TRUE(store->UpdateJobState(first, "running", "leased").ok());
+  absl::StatusOr<JobRecord> running = store->GetJob(first);
+  ASSERT_TRUE(running.ok());
+  EXPECT_EQ(running->state, "running");
+  EXPECT_EQ(running->message, "leased");
+  EXPECT_FALSE(running->finished_ms.has_value());
+
+  int64_t before = NowUnixMs();
+  ASSERT_TRUE(store->UpdateJobState(first, "completed", "budget spent").ok());
+  absl::StatusOr<JobRecord> done = store->GetJob(first);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, "completed");
+  EXPECT_EQ(done->message, "budget spent");
+  ASSERT_TRUE(done->finished_ms.has_value());
+  EXPECT_GE(*done->finished_ms, before);
+  EXPECT_LE(*done->finished_ms, NowUnixMs());
+
+  ASSERT_TRUE(store->UpdateJobState(second, "failed", "no worker").ok());
+  absl::StatusOr<std::vector<JobRecord>> queued = store->JobsInState("queued");
+  ASSERT_TRUE(queued.ok());
+  EXPECT_THAT(*queued, SizeIs(0));
+  absl::StatusOr<std::vector<JobRecord>> failed = store->JobsInState("failed");
+  ASSERT_TRUE(failed.ok());
+  ASSERT_THAT(*failed, SizeIs(1));
+  EXPECT_EQ((*failed)[0].id, second);
+  EXPECT_TRUE((*failed)[0].finished_ms.has_value());
+}
+
+TEST_F(StoreTest, UpdateJobStateRejectsAnUnknownState) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t id = *store->CreateJob(MatmulJob());
+  absl::Status status = store->UpdateJobState(id, "exploded", "");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("exploded"));
+  EXPECT_EQ(store->GetJob(id)->state, "queued");
+}
+
+TEST_F(StoreTest, TrialsRoundTripWithSamplesAndOptionalTime) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t job = *store->CreateJob(MatmulJob());
+  TrialRecord ok = OkTrial(7, job);
+  TrialRecord invalid;
+  invalid.id = 3;
+  invalid.job_id = job;
+  invalid.config = "tile_m=4096";
+  invalid.status = "INVALID_CONFIG";
+  invalid.message = "SBUF overflow: 30 MiB > 24 MiB";
+  invalid.is_default = true;
+  invalid.created_ms = 1700000000001;
+  std::vector<TrialRecord> trials = {ok, invalid};
+  ASSERT_TRUE(store->InsertTrials(trials).ok());
+
+  absl::StatusOr<std::vector<TrialRecord>> got = store->TrialsForJob(job);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_THAT(*got, SizeIs(2));
+  const TrialRecord& first = (*got)[0];  // by id ascending: the invalid one
+  EXPECT_EQ(first.id, 3);
+  EXPECT_EQ(first.status, "INVALID_CONFIG");
+  EXPECT_FALSE(first.time_ns.has_value());
+  EXPECT_TRUE(first.samples_ns.empty());
+  EXPECT_EQ(first.message, invalid.message);
+  EXPECT_EQ(first.stats_json, "{}");
+  EXPECT_TRUE(first.is_default);
+  EXPECT_FALSE(first.verified);
+  EXPECT_FALSE(first.is_verify);
+  EXPECT_EQ(first.created_ms, 1700000000001);
+
+  const TrialRecord& second = (*got)[1];
+  EXPECT_EQ(second.id, 7);
+  EXPECT_EQ(second.job_id, job);
+  EXPECT_EQ(second.config, ok.config);
+  EXPECT_EQ(second.status, "OK");
+  ASSERT_TRUE(second.time_ns.has_value());
+  EXPECT_EQ(*second.time_ns, *ok.time_ns);
+  EXPECT_EQ(second.samples_ns, ok.samples_ns);  // exact, including 0.1 + 0.2
+  EXPECT_EQ(second.bound, "tensor");
+  EXPECT_EQ(second.stats_json, ok.stats_json);
+  EXPECT_TRUE(second.verified);
+  EXPECT_FALSE(second.is_default);
+  EXPECT_TRUE(second.is_verify);  // odd id
+  EXPECT_EQ(second.worker_id, "w1");
+  EXPECT_EQ(second.created_ms, ok.created_ms);
+
+  absl::StatusOr<int64_t> max_id = store->MaxTrialId();
+  ASSERT_TRUE(max_id.ok());
+  EXPECT_EQ(*max_id, 7);
+}
+
+TEST_F(StoreTest, MaxTrialIdIsZeroForAnEmptyStore) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->MaxTrialId(), 0);
+}
+
+TEST_F(StoreTest, DuplicateTrialIdIsAlreadyExistsAndWritesNothingOfThatCall) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t job = *store->CreateJob(MatmulJob());
+  std::vector<TrialRecord> first = {OkTrial(1, job), OkTrial(2, job)};
+  ASSERT_TRUE(store->InsertTrials(first).ok());
+
+  std::vector<TrialRecord> second = {OkTrial(3, job), OkTrial(4, job), OkTrial(2, job),
+                                     OkTrial(5, job)};
+  absl::Status status = store->InsertTrials(second);
+  EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(status.message(), HasSubstr("trial id 2"));
+
+  absl::StatusOr<std::vector<TrialRecord>> got = store->TrialsForJob(job);
+  ASSERT_TRUE(got.ok());
+  std::vector<int64_t> ids;
+  for (const TrialRecord& trial : *got) ids.push_back(trial.id);
+  EXPECT_THAT(ids, ElementsAre(1, 2));
+}
+
+TEST_F(StoreTest, TrialOfAnUnknownJobIsRejected) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::vector<TrialRecord> trials = {OkTrial(1, 99)};
+  absl::Status status = store->InsertTrials(trials);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("job 99"));
+  EXPECT_EQ(*store->MaxTrialId(), 0);
+}
+
+TEST_F(StoreTest, AFailingWriteDoesNotStopTheOthersInItsBatch) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t job = *store->CreateJob(MatmulJob());
+  std::vector<TrialRecord> taken = {OkTrial(1000, job)};
+  ASSERT_TRUE(store->InsertTrials(taken).ok());
+
+  // Hold the write lock from outside so the writes below queue up and share a batch.
+  sqlite3* blocker = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &blocker), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  constexpr int kWriters = 8;
+  std::vector<absl::Status> results(kWriters);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWriters; ++i) {
+    threads.emplace_back([&, i] {
+      // Writer 5 reuses a taken id.
+      std::vector<TrialRecord> trials = {OkTrial(i == 5 ? 1000 : i + 1, job)};
+      results[i] = store->InsertTrials(trials);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(sqlite3_exec(blocker, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(blocker);
+  for (std::thread& thread : threads) thread.join();
+
+  for (int i = 0; i < kWriters; ++i) {
+    if (i == 5) {
+      EXPECT_EQ(results[i].code(), absl::StatusCode::kAlreadyExists) << results[i];
+    } else {
+      EXPECT_TRUE(results[i].ok()) << "writer " << i << ": " << results[i];
+    }
+  }
+  EXPECT_THAT(*store->TrialsForJob(job), SizeIs(kWriters));  // 7 new + the taken one
+}
+
+TEST_F(StoreTest, ConcurrentWritersAreAllCommittedInFewerTransactionsThanWrites) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t job = *store->CreateJob(MatmulJob());
+  const int64_t transactions_before = store->transactions_committed();
+  constexpr int kThreads = 8;
+  constexpr int kTrialsPerThread = 200;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kTrialsPerThread; ++i) {
+        std::vector<TrialRecord> trial = {OkTrial(t * kTrialsPerThread + i + 1, job)};
+        if (!store->InsertTrials(trial).ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+
+  EXPECT_EQ(failures.load(), 0);
+  absl::StatusOr<std::vector<TrialRecord>> got = store->TrialsForJob(job);
+  ASSERT_TRUE(got.ok());
+  ASSERT_THAT(*got, SizeIs(kThreads * kTrialsPerThread));
+  for (int i = 0; i < kThreads * kTrialsPerThread; ++i) EXPECT_EQ((*got)[i].id, i + 1);
+  const int64_t transactions = store->transactions_committed() - transactions_before;
+  EXPECT_LT(transactions, kThreads * kTrialsPerThread);
+  EXPECT_EQ(store->writes_committed(), 1 + kThreads * kTrialsPerThread);
+  RecordProperty("transactions", std::to_string(transactions));
+}
+
+TEST_F(StoreTest, AWriteIsVisibleToAReadAsSoonAsItReturns) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t job = *store->CreateJob(MatmulJob());
+  for (int i = 1; i <= 50; ++i) {
+    std::vector<TrialRecord> trial = {OkTrial(i, job)};
+    ASSERT_TRUE(store->InsertTrials(trial).ok());
+    ASSERT_EQ(*store->MaxTrialId(), i);
+    ASSERT_TRUE(store->UpdateJobState(job, "running", std::to_string(i)).ok());
+    ASSERT_EQ(store->GetJob(job)->message, std::to_string(i));
+  }
+}
+
+BestRecord MatmulBest(double time_ns, const std::string& config) {
+  BestRecord best;
+  best.workload = {"matmul", "K=512,M=512,N=512", "bf16", "snc2"};
+  best.kernel_version = 3;
+  best.target_version = 2;
+  best.config = config;
+  best.time_ns = time_ns;
+  return best;
+}
+
+TEST_F(StoreTest, PublishAssignsIncreasingSnapshotsAndLatestBestCanPinAnOlderOne) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t job = *store->CreateJob(MatmulJob());
+  std::vector<TrialRecord> trials = {OkTrial(1, job)};
+  ASSERT_TRUE(store->InsertTrials(trials).ok());
+
+  BestRecord first = MatmulBest(900, "tile_m=128");
+  first.job_id = job;
+  first.trial_id = 1;
+  absl::StatusOr<int64_t> snap1 = store->Publish(first);
+  ASSERT_TRUE(snap1.ok()) << snap1.status();
+  absl::StatusOr<int64_t> snap2 = store->Publish(MatmulBest(700, "tile_m=256"));
+  ASSERT_TRUE(snap2.ok()) << snap2.status();
+  EXPECT_GT(*snap2, *snap1);
+
+  const WorkloadRecord workload = first.workload;
+  absl::StatusOr<std::optional<BestRecord>> latest = store->LatestBest(workload);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  ASSERT_TRUE(latest->has_value());
+  EXPECT_EQ((*latest)->config, "tile_m=256");
+  EXPECT_EQ((*latest)->snapshot_id, *snap2);
+  EXPECT_EQ((*latest)->job_id, 0);  // published without a job
+
+  absl::StatusOr<std::optional<BestRecord>> pinned = store->LatestBest(workload, *snap1);
+  ASSERT_TRUE(pinned.ok());
+  ASSERT_TRUE(pinned->has_value());
+  EXPECT_EQ((*pinned)->config, "tile_m=128");
+  EXPECT_EQ((*pinned)->snapshot_id, *snap1);
+  EXPECT_EQ((*pinned)->job_id, job);
+  EXPECT_EQ((*pinned)->trial_id, 1);
+  EXPECT_DOUBLE_EQ((*pinned)->time_ns, 900);
+  EXPECT_EQ((*pinned)->kernel_version, 3);
+  EXPECT_GT((*pinned)->published_ms, 0);
+
+  WorkloadRecord unknown = workload;
+  unknown.target = "snc3";
+  absl::StatusOr<std::optional<BestRecord>> none = store->LatestBest(unknown);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST_F(StoreTest, BestForKernelReturnsTheNewestOfEachWorkload) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t old_512 = *store->Publish(MatmulBest(900, "old-512"));
+  BestRecord other = MatmulBest(5000, "only-1024");
+  other.workload.dims = "K=1024,M=1024,N=1024";
+  ASSERT_TRUE(store->Publish(other).ok());
+  ASSERT_TRUE(store->Publish(MatmulBest(800, "new-512")).ok());
+  BestRecord softmax = MatmulBest(10, "softmax");
+  softmax.workload.kernel = "softmax";
+  ASSERT_TRUE(store->Publish(softmax).ok());
+
+  absl::StatusOr<std::vector<BestRecord>> all = store->BestForKernel("matmul");
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_THAT(*all, SizeIs(2));
+  EXPECT_EQ((*all)[0].config, "only-1024");  // sorted by dims
+  EXPECT_EQ((*all)[1].config, "new-512");
+
+  absl::StatusOr<std::vector<BestRecord>> pinned = store->BestForKernel("matmul", old_512);
+  ASSERT_TRUE(pinned.ok());
+  ASSERT_THAT(*pinned, SizeIs(1));
+  EXPECT_EQ((*pinned)[0].config, "old-512");
+}
+
+TEST_F(StoreTest, UpsertWorkerKeepsRegistrationTimeAndUpdatesTheRest) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  WorkerRecord worker{"w-1", "host-a", "snc2,snc3", 4, 1000, 1000, 0};
+  ASSERT_TRUE(store->UpsertWorker(worker).ok());
+  worker.registered_ms = 5000;
+  worker.last_heartbeat_ms = 6000;
+  worker.trials_done = 17;
+  ASSERT_TRUE(store->UpsertWorker(worker).ok());
+  ASSERT_TRUE(store->UpsertWorker({"w-0", "host-b", "snc2", 1, 2000, 2000, 0}).ok());
+
+  absl::StatusOr<std::vector<WorkerRecord>> workers = store->ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_THAT(*workers, SizeIs(2));
+  EXPECT_EQ((*workers)[0].id, "w-0");
+  const WorkerRecord& got = (*workers)[1];
+  EXPECT_EQ(got.id, "w-1");
+  EXPECT_EQ(got.name, "host-a");
+  EXPECT_EQ(got.targets, "snc2,snc3");
+  EXPECT_EQ(got.slots, 4);
+  EXPECT_EQ(got.registered_ms, 1000);
+  EXPECT_EQ(got.last_heartbeat_ms, 6000);
+  EXPECT_EQ(got.trials_done, 17);
+}
+
+TEST_F(StoreTest, DestructorCommitsEveryQueuedWrite) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  int64_t job = *store->CreateJob(MatmulJob());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        std::vector<TrialRecord> trial = {OkTrial(t * 50 + i + 1, job)};
+        EXPECT_TRUE(store->InsertTrials(trial).ok());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  store.reset();
+  EXPECT_EQ(RawInt("SELECT COUNT(*) FROM trials"), 200);
+}
+
+// The child process writes trials from 4 threads and reports each acknowledged id through a pipe;
+// the parent SIGKILLs it mid-stream. Every acknowledged trial must be in the reopened store.
+TEST_F(StoreTest, EveryAcknowledgedTrialSurvivesAKilledProcess) {
+  int64_t job = 0;
+  {
+    std::unique_ptr<Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    job = *store->CreateJob(MatmulJob());
+  }
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(fds[0]);
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path_);
+    if (!store.ok()) _exit(2);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int64_t id = t + 1;; id += 4) {
+          std::vector<TrialRecord> trial = {OkTrial(id, job)};
+          if (!(*store)->InsertTrials(trial).ok()) _exit(3);
+          if (write(fds[1], &id, sizeof(id)) != sizeof(id)) _exit(4);
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    _exit(0);  // unreachable: the parent kills us
+  }
+  close(fds[1]);
+  std::set<int64_t> acknowledged;
+  int64_t id = 0;
+  while (acknowledged.size() < 400 && read(fds[0], &id, sizeof(id)) == sizeof(id)) {
+    acknowledged.insert(id);
+  }
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  while (read(fds[0], &id, sizeof(id)) == sizeof(id)) acknowledged.insert(id);
+  close(fds[0]);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(wstatus)) << "child exited early with " << WEXITSTATUS(wstatus);
+  ASSERT_GE(acknowledged.size(), 400u);
+
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<std::vector<TrialRecord>> got = store->TrialsForJob(job);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::set<int64_t> stored;
+  for (const TrialRecord& trial : *got) stored.insert(trial.id);
+  std::vector<int64_t> lost;
+  std::set_difference(acknowledged.begin(), acknowledged.end(), stored.begin(), stored.end(),
+                      std::back_inserter(lost));
+  EXPECT_TRUE(lost.empty()) << lost.size() << " acknowledged trials lost, e.g. " << lost.front();
+  EXPECT_EQ(RawInt("SELECT COUNT(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
+}
+
+}  // namespace
+}  // namespace tessel::server
