@@ -3,11 +3,11 @@
 #ifndef TESSEL_WORKER_AGENT_H_
 #define TESSEL_WORKER_AGENT_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -1,0 +1,573 @@
+#include "worker/agent.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "schema/key.h"
+#include "schema/strings.h"
+#include "schema/tessel.grpc.pb.h"
+#include "sim/api.h"
+#include "sim/target.h"
+#include "spdlog/spdlog.h"
+#include "worker/measure.h"
+
+namespace tessel::worker {
+namespace {
+
+namespace v1 = tessel::v1;
+using Clock = std::chrono::steady_clock;
+
+// Deadline of Register, Report and Heartbeat calls.
+constexpr int kCallTimeoutMs = 5000;
+// Extra time a Lease call gets beyond the long-poll length.
+constexpr int kLeaseMarginMs = 5000;
+// Retry backoff after a failed call: doubles from the first to the last value.
+constexpr std::chrono::milliseconds kFirstBackoff(100);
+constexpr std::chrono::milliseconds kMaxBackoff(2000);
+// Results sent in one Report call.
+constexpr size_t kMaxResultsPerReport = 64;
+
+v1::TrialResult Fail(v1::TrialResult result, v1::TrialStatus status, std::string message) {
+  result.set_status(status);
+  result.set_message(std::move(message));
+  result.set_time_ns(0);
+  return result;
+}
+
+// Maps a failure of Lower/Simulate/Verify to a trial status: the kernel says InvalidArgument for a
+// config its constraints reject and DataLoss for a wrong answer; anything else is a runtime error.
+v1::TrialStatus StatusFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      return v1::TRIAL_INVALID_CONFIG;
+    case absl::StatusCode::kDataLoss:
+      return v1::TRIAL_WRONG_ANSWER;
+    default:
+      return v1::TRIAL_RUNTIME_ERROR;
+  }
+}
+
+v1::TrialResult MeasureOrFail(const v1::TrialSpec& spec) {
+  v1::TrialResult result;
+  result.set_trial_id(spec.trial_id());
+  result.set_config(spec.config());
+
+  const v1::Workload& workload = spec.workload();
+  const kernels::Kernel* kernel = kernels::FindKernel(workload.kernel());
+  if (kernel == nullptr) {
+    std::vector<std::string> known;
+    for (const kernels::Kernel* k : kernels::AllKernels()) known.emplace_back(k->name());
+    return Fail(
+        std::move(result), v1::TRIAL_RUNTIME_ERROR,
+        StrCat("unknown kernel '", workload.kernel(), "' (known: ", StrJoin(known, ", "), ")"));
+  }
+  const std::string target_name = workload.target().empty() ? "snc2" : workload.target();
+  absl::StatusOr<sim::Target> target = sim::LoadTarget(target_name);
+  if (!target.ok()) {
+    return Fail(std::move(result), v1::TRIAL_RUNTIME_ERROR, std::string(target.status().message()));
+  }
+  kernels::Problem problem;
+  for (const v1::Dim& dim : workload.dims()) problem.dims.Set(dim.name(), dim.value());
+  if (!workload.dtype().empty()) problem.dtype = workload.dtype();
+  if (absl::Status valid = kernel->ValidateProblem(problem, *target); !valid.ok()) {
+    return Fail(std::move(result), v1::TRIAL_RUNTIME_ERROR,
+                StrCat("invalid problem: ", std::string(valid.message())));
+  }
+  absl::StatusOr<Config> config = Config::Parse(spec.config());
+  if (!config.ok()) {
+    return Fail(std::move(result), v1::TRIAL_INVALID_CONFIG,
+                std::string(config.status().message()));
+  }
+
+  const v1::MeasureProtocol& protocol = spec.protocol();
+  const int warmup = std::max(0, protocol.warmup());
+  const int repeats = std::max(1, protocol.repeats());
+  const bool deterministic = protocol.noise_sigma() <= 0;
+  std::optional<sim::SimResult> first_run;  // reused for every run when deterministic
+  sim::SimResult kept;
+  std::vector<double> samples;
+  for (int run = 0; run < warmup + repeats; ++run) {
+    sim::SimResult outcome;
+    if (deterministic && first_run.has_value()) {
+      outcome = *first_run;
+    } else {
+      sim::SimOptions options;
+      options.noise_sigma = std::max(0.0, protocol.noise_sigma());
+      options.seed = RunSeed(spec.seed(), run);
+      absl::StatusOr<sim::SimResult> simulated =
+          kernels::Evaluate(*kernel, problem, *config, *target, options);
+      if (!simulated.ok()) {
+        // Lower rejects an invalid config with InvalidArgument and its reason; anything else
+        // is not the config's verdict.
+        const absl::Status& error = simulated.status();
+        if (absl::IsInvalidArgument(error)) {
+          return Fail(std::move(result), v1::TRIAL_INVALID_CONFIG, std::string(error.message()));
+        }
+        return Fail(std::move(result), v1::TRIAL_RUNTIME_ERROR,
+                    StrCat("simulation failed: ", error.ToString()));
+      }
+      outcome = *std::move(simulated);
+      if (deterministic) first_run = outcome;
+    }
+    if (run >= warmup) {
+      samples.push_back(outcome.time_ns);
+      kept = outcome;
+    }
+  }
+  for (double sample : samples) result.add_samples_ns(sample);
+  result.set_bound(kept.bound);
+  result.set_stats_json(StatsJson(kept));
+
+  absl::StatusOr<bool> verify = ShouldVerify(protocol.verify(), spec.trial_id(), spec.seed());
+  if (!verify.ok()) {
+    // A policy this worker does not understand: verifying is the safe reading.
+    spdlog::warn("trial {}: {}; verifying", spec.trial_id(),
+                 std::string(verify.status().message()));
+  }
+  if (!verify.ok() || *verify) {
+    absl::Status checked = kernel->Verify(problem, *config, *target);
+    if (!checked.ok()) {
+      std::string message(checked.message());
+      if (StatusFor(checked) == v1::TRIAL_RUNTIME_ERROR) {
+        message = StrCat("verification failed: ", checked.ToString());
+      }
+      return Fail(std::move(result), StatusFor(checked), std::move(message));
+    }
+    result.set_verified(true);
+  }
+  result.set_status(v1::TRIAL_OK);
+  result.set_time_ns(Median(std::move(samples)));
+  return result;
+}
+
+std::string DefaultName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "localhost");
+  return StrCat(host, ":", getpid());
+}
+
+std::chrono::system_clock::time_point DeadlineAfterMs(int ms) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+// Codes after which retrying the same call later may succeed.
+bool IsTransient(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::ABORTED ||
+         code == grpc::StatusCode::INTERNAL || code == grpc::StatusCode::UNKNOWN;
+}
+
+// Codes with which the server says it does not know this worker id.
+bool IsUnknownWorker(grpc::StatusCode code) {
+  return code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::FAILED_PRECONDITION;
+}
+
+}  // namespace
+
+v1::TrialResult MeasureTrial(const v1::TrialSpec& spec) {
+  try {
+    return MeasureOrFail(spec);
+  } catch (const std::exception& e) {
+    v1::TrialResult result;
+    result.set_trial_id(spec.trial_id());
+    result.set_config(spec.config());
+    return Fail(std::move(result), v1::TRIAL_RUNTIME_ERROR,
+                StrCat("exception while measuring: ", e.what()));
+  } catch (...) {
+    v1::TrialResult result;
+    result.set_trial_id(spec.trial_id());
+    result.set_config(spec.config());
+    return Fail(std::move(result), v1::TRIAL_RUNTIME_ERROR, "unknown exception while measuring");
+  }
+}
+
+// Threads: Run()'s caller registers and leases; a heartbeat thread and a reporter thread run beside
+// it; trials are measured on pool_. Every member below mu_ is guarded by mu_.
+class Agent::Impl {
+ public:
+  Impl(std::shared_ptr<grpc::Channel> channel, AgentOptions options)
+      : stub_(v1::WorkerService::NewStub(channel)),
+        options_(std::move(options)),
+        pool_(static_cast<size_t>(options_.threads)) {
+    if (options_.name.empty()) options_.name = DefaultName();
+  }
+
+  ~Impl() {
+    Stop();
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !run_active_; });
+    lock.unlock();
+    pool_.join();
+  }
+
+  absl::Status Run();
+
+  void Stop() {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    if (active_call_ != nullptr) active_call_->TryCancel();
+    cv_.notify_all();
+  }
+
+ private:
+  // Registers, retrying transient failures until unreachable_timeout_ms. When `honor_stop`, gives
+  // up with Cancelled as soon as Stop() was called.
+  absl::Status Register(bool honor_stop);
+  // Leases and dispatches trials until Stop(); Unavailable when the server stays unreachable.
+  absl::Status LeaseLoop();
+  void Dispatch(const v1::TrialSpec& spec);
+  void ReportLoop();
+  void HeartbeatLoop();
+  // Sleeps `delay`, returning early (true) when Stop() was called.
+  bool SleepUnlessStopped(std::chrono::milliseconds delay) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, delay, [&] { return stop_; });
+  }
+
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  AgentOptions options_;
+  boost::asio::thread_pool pool_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool run_active_ = false;
+  bool run_called_ = false;
+  bool draining_ = false;  // Run is flushing the outbox before it returns
+  Clock::time_point drain_deadline_;
+  bool heartbeat_exit_ = false;
+  bool need_register_ = false;
+  std::string worker_id_;
+  int heartbeat_interval_ms_ = 1000;
+  grpc::ClientContext* active_call_ = nullptr;  // Register/Lease on Run's thread, for Stop()
+  int in_flight_ = 0;                           // leased and not yet measured
+  std::set<int64_t> running_ids_;
+  std::set<int64_t> cancelled_ids_;     // subset of running_ids_ the server cancelled
+  std::deque<v1::TrialResult> outbox_;  // measured, not yet acknowledged by the server
+};
+
+absl::Status Agent::Impl::Register(bool honor_stop) {
+  const Clock::time_point start = Clock::now();
+  std::chrono::milliseconds backoff = kFirstBackoff;
+  while (true) {
+    v1::RegisterRequest request;
+    request.set_name(options_.name);
+    for (const std::string& target : options_.targets) request.add_targets(target);
+    request.set_slots(options_.threads);
+    v1::RegisterResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineAfterMs(kCallTimeoutMs));
+    {
+      std::lock_guard lock(mu_);
+      if (honor_stop && stop_) return absl::CancelledError("stopped");
+      active_call_ = &context;
+    }
+    grpc::Status status = stub_->Register(&context, request, &response);
+    {
+      std::lock_guard lock(mu_);
+      active_call_ = nullptr;
+      if (status.ok()) {
+        worker_id_ = response.worker_id();
+        if (response.heartbeat_interval_ms() > 0) {
+          heartbeat_interval_ms_ = response.heartbeat_interval_ms();
+        }
+        need_register_ = false;
+        spdlog::info("registered as worker {} ({} slots, heartbeat every {} ms)", worker_id_,
+                     options_.threads, heartbeat_interval_ms_);
+        cv_.notify_all();
+        return absl::OkStatus();
+      }
+      if (honor_stop && stop_) return absl::CancelledError("stopped");
+    }
+    if (!IsTransient(status.error_code())) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          StrCat("server refused registration: ", status.error_message()));
+    }
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    if (waited.count() >= options_.unreachable_timeout_ms) {
+      return absl::UnavailableError(
+          StrCat("server did not answer for ", waited.count(), " ms: ", status.error_message()));
+    }
+    spdlog::warn("register failed ({}); retrying in {} ms", status.error_message(),
+                 backoff.count());
+    if (honor_stop) {
+      if (SleepUnlessStopped(backoff)) return absl::CancelledError("stopped");
+    } else {
+      std::this_thread::sleep_for(backoff);
+    }
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+void Agent::Impl::Dispatch(const v1::TrialSpec& spec) {
+  {
+    std::lock_guard lock(mu_);
+    ++in_flight_;
+    running_ids_.insert(spec.trial_id());
+  }
+  boost::asio::post(pool_, [this, spec] {
+    bool abandoned;
+    {
+      std::lock_guard lock(mu_);
+      abandoned = cancelled_ids_.count(spec.trial_id()) > 0;
+    }
+    v1::TrialResult result;
+    if (!abandoned) result = MeasureTrial(spec);
+    std::lock_guard lock(mu_);
+    --in_flight_;
+    running_ids_.erase(spec.trial_id());
+    if (cancelled_ids_.erase(spec.trial_id()) > 0) {
+      spdlog::info("trial {} was cancelled by the server; result not reported", spec.trial_id());
+    } else {
+      spdlog::debug("trial {} measured: {} {}", spec.trial_id(), static_cast<int>(result.status()),
+                    result.time_ns());
+      outbox_.push_back(std::move(result));
+    }
+    cv_.notify_all();
+  });
+}
+
+absl::Status Agent::Impl::LeaseLoop() {
+  std::optional<Clock::time_point> unreachable_since;
+  std::chrono::milliseconds backoff = kFirstBackoff;
+  while (true) {
+    int slots = 0;
+    bool reregister = false;
+    std::string worker_id;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || need_register_ || in_flight_ < options_.threads; });
+      if (stop_) return absl::OkStatus();
+      reregister = need_register_;
+      slots = options_.threads - in_flight_;
+      worker_id = worker_id_;
+    }
+    if (reregister) {
+      spdlog::warn("server does not know worker {}; registering again", worker_id);
+      absl::Status registered = Register(/*honor_stop=*/true);
+      if (absl::IsCancelled(registered)) return absl::OkStatus();
+      if (!registered.ok()) return registered;
+      continue;
+    }
+    v1::LeaseRequest request;
+    request.set_worker_id(worker_id);
+    request.set_max_trials(slots);
+    request.set_wait_ms(options_.lease_wait_ms);
+    v1::LeaseResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineAfterMs(options_.lease_wait_ms + kLeaseMarginMs));
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return absl::OkStatus();
+      active_call_ = &context;
+    }
+    grpc::Status status = stub_->Lease(&context, request, &response);
+    {
+      std::lock_guard lock(mu_);
+      active_call_ = nullptr;
+    }
+    // Trials leased by a call that completed, even after Stop(), are measured and reported.
+    if (status.ok()) {
+      unreachable_since.reset();
+      backoff = kFirstBackoff;
+      for (const v1::TrialSpec& spec : response.trials()) Dispatch(spec);
+      continue;
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (stop_) return absl::OkStatus();
+    }
+    if (IsUnknownWorker(status.error_code())) {
+      std::lock_guard lock(mu_);
+      need_register_ = true;
+      continue;
+    }
+    if (!unreachable_since) unreachable_since = Clock::now();
+    auto down =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *unreachable_since);
+    if (down.count() >= options_.unreachable_timeout_ms) {
+      return absl::UnavailableError(
+          StrCat("server unreachable for ", down.count(), " ms: ", status.error_message()));
+    }
+    spdlog::warn("lease failed ({}: {}); retrying in {} ms", static_cast<int>(status.error_code()),
+                 status.error_message(), backoff.count());
+    if (SleepUnlessStopped(backoff)) return absl::OkStatus();
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+void Agent::Impl::ReportLoop() {
+  std::chrono::milliseconds backoff = kFirstBackoff;
+  while (true) {
+    v1::ReportRequest request;
+    size_t batch = 0;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return !outbox_.empty() || draining_; });
+      if (outbox_.empty()) return;  // draining and everything acknowledged
+      if (draining_ && Clock::now() > drain_deadline_) {
+        spdlog::error("server unreachable while stopping; {} measured results not reported",
+                      outbox_.size());
+        return;
+      }
+      request.set_worker_id(worker_id_);
+      batch = std::min(outbox_.size(), kMaxResultsPerReport);
+      for (size_t i = 0; i < batch; ++i) {
+        v1::TrialResult* result = request.add_results();
+        *result = outbox_[i];
+        result->set_worker_id(worker_id_);
+      }
+    }
+    v1::ReportResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineAfterMs(kCallTimeoutMs));
+    grpc::Status status = stub_->Report(&context, request, &response);
+    if (status.ok()) {
+      std::lock_guard lock(mu_);
+      outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(batch));
+      if (response.ignored() > 0) {
+        spdlog::info("server ignored {} of {} results (lease expired or trial unknown)",
+                     response.ignored(), batch);
+      }
+      backoff = kFirstBackoff;
+      continue;
+    }
+    if (IsUnknownWorker(status.error_code())) {
+      bool draining;
+      {
+        std::lock_guard lock(mu_);
+        draining = draining_;
+        need_register_ = true;
+        cv_.notify_all();
+      }
+      // While Run leases, its loop re-registers; while draining, nobody else will.
+      if (draining && !Register(/*honor_stop=*/false).ok()) {
+        std::this_thread::sleep_for(backoff);
+      }
+    } else if (!IsTransient(status.error_code())) {
+      std::lock_guard lock(mu_);
+      spdlog::error("server rejected {} results ({}); dropping them", batch,
+                    status.error_message());
+      outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(batch));
+      continue;
+    } else {
+      spdlog::warn("report failed ({}); {} results kept, retrying in {} ms", status.error_message(),
+                   batch, backoff.count());
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+void Agent::Impl::HeartbeatLoop() {
+  while (true) {
+    v1::HeartbeatRequest request;
+    int interval_ms;
+    {
+      std::unique_lock lock(mu_);
+      interval_ms = heartbeat_interval_ms_;
+      if (cv_.wait_for(lock, std::chrono::milliseconds(interval_ms),
+                       [&] { return heartbeat_exit_; })) {
+        return;
+      }
+      request.set_worker_id(worker_id_);
+      for (int64_t id : running_ids_) request.add_running_trial_ids(id);
+    }
+    v1::HeartbeatResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineAfterMs(std::max(interval_ms, kCallTimeoutMs)));
+    grpc::Status status = stub_->Heartbeat(&context, request, &response);
+    if (!status.ok()) {
+      spdlog::debug("heartbeat failed: {}", status.error_message());
+      continue;
+    }
+    std::lock_guard lock(mu_);
+    if (!response.known() && request.worker_id() == worker_id_) need_register_ = true;
+    for (int64_t id : response.cancelled_trial_ids()) {
+      if (running_ids_.count(id) > 0) cancelled_ids_.insert(id);
+    }
+    cv_.notify_all();
+  }
+}
+
+absl::Status Agent::Impl::Run() {
+  {
+    std::lock_guard lock(mu_);
+    if (run_called_) return absl::FailedPreconditionError("Agent::Run may be called only once");
+    run_called_ = true;
+    run_active_ = true;
+  }
+  auto finish = [&](absl::Status status) {
+    std::lock_guard lock(mu_);
+    run_active_ = false;
+    cv_.notify_all();
+    return status;
+  };
+  absl::Status registered = Register(/*honor_stop=*/true);
+  if (absl::IsCancelled(registered)) return finish(absl::OkStatus());
+  if (!registered.ok()) return finish(registered);
+
+  std::thread heartbeat([this] { HeartbeatLoop(); });
+  std::thread reporter([this] { ReportLoop(); });
+  absl::Status status = LeaseLoop();
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  pool_.join();  // finishes the trials in progress; their results land in outbox_
+  {
+    std::lock_guard lock(mu_);
+    draining_ = true;
+    drain_deadline_ = Clock::now() + std::chrono::milliseconds(options_.unreachable_timeout_ms);
+    cv_.notify_all();
+  }
+  reporter.join();
+  {
+    std::lock_guard lock(mu_);
+    heartbeat_exit_ = true;
+    cv_.notify_all();
+  }
+  heartbeat.join();
+  spdlog::info("worker {} stopped", worker_id_);
+  return finish(status);
+}
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(std::shared_ptr<grpc::Channel> channel,
+                                                     const AgentOptions& options) {
+  if (channel == nullptr) return absl::InvalidArgumentError("Agent needs a channel");
+  if (options.threads <= 0) {
+    return absl::InvalidArgumentError(StrCat("threads must be positive, got ", options.threads));
+  }
+  if (options.lease_wait_ms < 0 || options.unreachable_timeout_ms <= 0) {
+    return absl::InvalidArgumentError("lease_wait_ms and unreachable_timeout_ms must be positive");
+  }
+  for (const std::string& target : options.targets) {
+    if (absl::StatusOr<sim::Target> loaded = sim::LoadTarget(target); !loaded.ok()) {
+      return loaded.status();
+    }
+  }
+  return std::unique_ptr<Agent>(new Agent(std::make_unique<Impl>(std::move(channel), options)));
+}
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Agent::~Agent() = default;
+absl::Status Agent::Run() { return impl_->Run(); }
+void Agent::Stop() { impl_->Stop(); }
+
+}  // namespace tessel::worker

@@ -1,0 +1,321 @@
+#include "worker/agent.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "schema/tessel.grpc.pb.h"
+#include "sim/api.h"
+#include "sim/target.h"
+
+namespace tessel::worker {
+namespace {
+
+namespace v1 = tessel::v1;
+
+constexpr const char* kShape = "M=256,N=256,K=256";
+
+v1::Workload MatmulWorkload() {
+  v1::Workload workload;
+  workload.set_kernel("matmul");
+  for (const auto& [name, value] : Dims::Parse(kShape)->items()) {
+    v1::Dim* dim = workload.add_dims();
+    dim->set_name(name);
+    dim->set_value(value);
+  }
+  workload.set_dtype("bf16");
+  workload.set_target("snc2");
+  return workload;
+}
+
+kernels::Problem MatmulProblem() { return {*Dims::Parse(kShape), "bf16"}; }
+
+std::string DefaultConfig() {
+  const kernels::Kernel* kernel = kernels::FindKernel("matmul");
+  return kernel->Default(MatmulProblem(), *sim::LoadTarget("snc2")).ToString();
+}
+
+v1::TrialSpec Spec(std::string config, double noise_sigma = 0, uint64_t seed = 1) {
+  v1::TrialSpec spec;
+  spec.set_trial_id(11);
+  spec.set_job_id(1);
+  *spec.mutable_workload() = MatmulWorkload();
+  spec.set_config(std::move(config));
+  spec.mutable_protocol()->set_warmup(1);
+  spec.mutable_protocol()->set_repeats(5);
+  spec.mutable_protocol()->set_verify("never");
+  spec.mutable_protocol()->set_noise_sigma(noise_sigma);
+  spec.set_seed(seed);
+  return spec;
+}
+
+TEST(MeasureTrialTest, DefaultConfigIsOkWithTheMedianOfItsSamples) {
+  v1::TrialResult result = MeasureTrial(Spec(DefaultConfig(), 0.05, 3));
+  ASSERT_EQ(result.status(), v1::TRIAL_OK) << result.message();
+  ASSERT_EQ(result.samples_ns_size(), 5);  // warmup discarded
+  std::vector<double> samples(result.samples_ns().begin(), result.samples_ns().end());
+  std::sort(samples.begin(), samples.end());
+  EXPECT_EQ(result.time_ns(), samples[2]);
+  EXPECT_GT(result.time_ns(), 0);
+  EXPECT_EQ(result.trial_id(), 11);
+  EXPECT_EQ(result.config(), DefaultConfig());
+  EXPECT_FALSE(result.bound().empty());
+  EXPECT_NE(result.stats_json().find("busy_frac"), std::string::npos);
+  EXPECT_FALSE(result.verified());
+}
+
+TEST(MeasureTrialTest, VerifyAlwaysMarksACorrectConfigVerified) {
+  v1::TrialSpec spec = Spec(DefaultConfig());
+  spec.mutable_protocol()->set_verify("always");
+  v1::TrialResult result = MeasureTrial(spec);
+  ASSERT_EQ(result.status(), v1::TRIAL_OK) << result.message();
+  EXPECT_TRUE(result.verified());
+}
+
+TEST(MeasureTrialTest, ConfigTheConstraintsRejectIsInvalidWithTheReason) {
+  const kernels::Kernel* kernel = kernels::FindKernel("matmul");
+  sim::Target target = *sim::LoadTarget("snc2");
+  absl::StatusOr<kernels::Space> space = kernel->SpaceFor(MatmulProblem(), target);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::optional<Config> invalid;
+  std::string reason;
+  for (uint64_t i = 0; i < space->Size() && !invalid; ++i) {
+    Config config = space->Decode(i);
+    if (absl::Status valid = space->Validate(config); !valid.ok()) {
+      invalid = config;
+      reason = std::string(valid.message());
+    }
+  }
+  if (!invalid) GTEST_SKIP() << "every config of this space is valid";
+  v1::TrialResult result = MeasureTrial(Spec(invalid->ToString()));
+  EXPECT_EQ(result.status(), v1::TRIAL_INVALID_CONFIG);
+  EXPECT_FALSE(result.message().empty());
+  EXPECT_EQ(result.time_ns(), 0);
+}
+
+TEST(MeasureTrialTest, MalformedConfigIsInvalidConfig) {
+  v1::TrialResult result = MeasureTrial(Spec("tile_m"));
+  EXPECT_EQ(result.status(), v1::TRIAL_INVALID_CONFIG);
+  EXPECT_NE(result.message().find("tile_m"), std::string::npos) << result.message();
+}
+
+TEST(MeasureTrialTest, UnknownKernelIsARuntimeErrorNamingTheKernel) {
+  v1::TrialSpec spec = Spec(DefaultConfig());
+  spec.mutable_workload()->set_kernel("nosuchkernel");
+  v1::TrialResult result = MeasureTrial(spec);
+  EXPECT_EQ(result.status(), v1::TRIAL_RUNTIME_ERROR);
+  EXPECT_NE(result.message().find("nosuchkernel"), std::string::npos) << result.message();
+  EXPECT_NE(result.message().find("matmul"), std::string::npos) << result.message();
+}
+
+TEST(MeasureTrialTest, UnknownTargetIsARuntimeError) {
+  v1::TrialSpec spec = Spec(DefaultConfig());
+  spec.mutable_workload()->set_target("nosuchtarget");
+  v1::TrialResult result = MeasureTrial(spec);
+  EXPECT_EQ(result.status(), v1::TRIAL_RUNTIME_ERROR);
+  EXPECT_NE(result.message().find("nosuchtarget"), std::string::npos) << result.message();
+}
+
+TEST(MeasureTrialTest, WithoutNoiseEverySampleIsTheSame) {
+  v1::TrialResult a = MeasureTrial(Spec(DefaultConfig(), 0, 1));
+  v1::TrialResult b = MeasureTrial(Spec(DefaultConfig(), 0, 2));
+  ASSERT_EQ(a.status(), v1::TRIAL_OK) << a.message();
+  for (double sample : a.samples_ns()) EXPECT_EQ(sample, a.time_ns());
+  EXPECT_EQ(a.time_ns(), b.time_ns());
+}
+
+TEST(MeasureTrialTest, NoiseVariesSamplesButTheSameSeedRepeatsThem) {
+  v1::TrialResult a = MeasureTrial(Spec(DefaultConfig(), 0.05, 9));
+  v1::TrialResult b = MeasureTrial(Spec(DefaultConfig(), 0.05, 9));
+  v1::TrialResult c = MeasureTrial(Spec(DefaultConfig(), 0.05, 10));
+  ASSERT_EQ(a.status(), v1::TRIAL_OK) << a.message();
+  std::set<double> distinct(a.samples_ns().begin(), a.samples_ns().end());
+  EXPECT_GT(distinct.size(), 1u);
+  EXPECT_EQ(std::vector<double>(a.samples_ns().begin(), a.samples_ns().end()),
+            std::vector<double>(b.samples_ns().begin(), b.samples_ns().end()));
+  EXPECT_NE(std::vector<double>(a.samples_ns().begin(), a.samples_ns().end()),
+            std::vector<double>(c.samples_ns().begin(), c.samples_ns().end()));
+}
+
+// A WorkerService that hands out `total` trials and records the reports. The first
+// `failing_reports` Report calls fail with UNAVAILABLE.
+class FakeWorkerService final : public v1::WorkerService::Service {
+ public:
+  FakeWorkerService(int total, int failing_reports)
+      : total_(total), failing_reports_(failing_reports) {}
+
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override {
+    std::lock_guard lock(mu_);
+    slots_ = request->slots();
+    response->set_worker_id("w1");
+    response->set_heartbeat_interval_ms(50);
+    response->set_lease_ms(60000);
+    return grpc::Status::OK;
+  }
+  grpc::Status Lease(grpc::ServerContext*, const v1::LeaseRequest* request,
+                     v1::LeaseResponse* response) override {
+    std::lock_guard lock(mu_);
+    if (request->worker_id() != "w1") return {grpc::StatusCode::NOT_FOUND, "unknown worker"};
+    max_lease_request_ = std::max(max_lease_request_, request->max_trials());
+    for (int i = 0; i < request->max_trials() && next_ < total_; ++i) {
+      v1::TrialSpec spec = Spec(DefaultConfig(), 0, 1);
+      spec.set_trial_id(++next_);
+      *response->add_trials() = spec;
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Report(grpc::ServerContext*, const v1::ReportRequest* request,
+                      v1::ReportResponse* response) override {
+    std::lock_guard lock(mu_);
+    if (failing_reports_ > 0) {
+      --failing_reports_;
+      return {grpc::StatusCode::UNAVAILABLE, "store busy"};
+    }
+    for (const v1::TrialResult& result : request->results()) {
+      reported_.insert(result.trial_id());
+      if (result.status() != v1::TRIAL_OK) ++not_ok_;
+      if (result.worker_id() != "w1") ++bad_worker_id_;
+    }
+    response->set_accepted(request->results_size());
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
+                         v1::HeartbeatResponse* response) override {
+    std::lock_guard lock(mu_);
+    ++heartbeats_;
+    response->set_known(true);
+    return grpc::Status::OK;
+  }
+
+  size_t reported() {
+    std::lock_guard lock(mu_);
+    return reported_.size();
+  }
+
+  std::mutex mu_;
+  int total_;
+  int failing_reports_;
+  int next_ = 0;
+  int slots_ = 0;
+  int max_lease_request_ = 0;
+  int heartbeats_ = 0;
+  int not_ok_ = 0;
+  int bad_worker_id_ = 0;
+  std::set<int64_t> reported_;
+};
+
+struct FakeServer {
+  explicit FakeServer(FakeWorkerService* service) {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(service);
+    server = builder.BuildAndStart();
+  }
+  ~FakeServer() { server->Shutdown(); }
+  std::unique_ptr<grpc::Server> server;
+};
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+TEST(AgentTest, MeasuresAndReportsEveryLeasedTrialThenStops) {
+  FakeWorkerService service(/*total=*/12, /*failing_reports=*/0);
+  FakeServer server(&service);
+  AgentOptions options;
+  options.threads = 3;
+  options.lease_wait_ms = 50;
+  absl::StatusOr<std::unique_ptr<Agent>> agent =
+      Agent::Create(server.server->InProcessChannel({}), options);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  absl::Status run_status;
+  std::thread runner([&] { run_status = (*agent)->Run(); });
+  EXPECT_TRUE(WaitFor([&] { return service.reported() == 12; }, std::chrono::seconds(30)));
+  (*agent)->Stop();
+  runner.join();
+  EXPECT_TRUE(run_status.ok()) << run_status;
+  std::lock_guard lock(service.mu_);
+  EXPECT_EQ(service.slots_, 3);
+  EXPECT_LE(service.max_lease_request_, 3);
+  EXPECT_EQ(service.not_ok_, 0);
+  EXPECT_EQ(service.bad_worker_id_, 0);
+}
+
+TEST(AgentTest, ResultsSurviveAnUnavailableServerAndAreReportedLater) {
+  FakeWorkerService service(/*total=*/4, /*failing_reports=*/3);
+  FakeServer server(&service);
+  AgentOptions options;
+  options.threads = 2;
+  options.lease_wait_ms = 50;
+  auto agent = Agent::Create(server.server->InProcessChannel({}), options);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  std::thread runner([&] { (*agent)->Run().IgnoreError(); });
+  EXPECT_TRUE(WaitFor([&] { return service.reported() == 4; }, std::chrono::seconds(30)));
+  (*agent)->Stop();
+  runner.join();
+}
+
+TEST(AgentTest, HeartbeatsWhileRunning) {
+  FakeWorkerService service(/*total=*/0, /*failing_reports=*/0);
+  FakeServer server(&service);
+  AgentOptions options;
+  options.lease_wait_ms = 20;
+  auto agent = Agent::Create(server.server->InProcessChannel({}), options);
+  ASSERT_TRUE(agent.ok());
+  std::thread runner([&] { (*agent)->Run().IgnoreError(); });
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::lock_guard lock(service.mu_);
+        return service.heartbeats_ >= 2;
+      },
+      std::chrono::seconds(10)));
+  (*agent)->Stop();
+  runner.join();
+}
+
+TEST(AgentTest, RunGivesUpWithUnavailableWhenNoServerAnswers) {
+  AgentOptions options;
+  options.unreachable_timeout_ms = 500;
+  auto channel = grpc::CreateChannel("127.0.0.1:9", grpc::InsecureChannelCredentials());
+  auto agent = Agent::Create(channel, options);
+  ASSERT_TRUE(agent.ok());
+  auto start = std::chrono::steady_clock::now();
+  absl::Status status = (*agent)->Run();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(AgentTest, StopBeforeRunMakesRunReturnOk) {
+  auto channel = grpc::CreateChannel("127.0.0.1:9", grpc::InsecureChannelCredentials());
+  auto agent = Agent::Create(channel, {});
+  ASSERT_TRUE(agent.ok());
+  (*agent)->Stop();
+  EXPECT_TRUE((*agent)->Run().ok());
+}
+
+TEST(AgentTest, CreateRejectsBadOptions) {
+  auto channel = grpc::CreateChannel("127.0.0.1:9", grpc::InsecureChannelCredentials());
+  AgentOptions options;
+  options.threads = 0;
+  EXPECT_EQ(Agent::Create(channel, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.threads = 1;
+  options.targets = {"nosuchtarget"};
+  EXPECT_FALSE(Agent::Create(channel, options).ok());
+}
+
+}  // namespace
+}  // namespace tessel::worker
