@@ -1,0 +1,218 @@
+#include "server/convert.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "schema/strings.h"
+
+namespace tessel::server {
+namespace {
+
+constexpr char kDefaultDtype[] = "bf16";
+constexpr char kDefaultTarget[] = "snc2";
+
+std::vector<std::string> KernelNames() {
+  std::vector<std::string> names;
+  for (const kernels::Kernel* k : kernels::AllKernels()) names.emplace_back(k->name());
+  return names;
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedWorkload> ResolveWorkload(const v1::Workload& workload) {
+  ResolvedWorkload out;
+  if (workload.kernel().empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("no kernel given; known kernels: ", StrJoin(KernelNames(), ", ")));
+  }
+  out.kernel = kernels::FindKernel(workload.kernel());
+  if (out.kernel == nullptr) {
+    return absl::InvalidArgumentError(StrCat("unknown kernel '", workload.kernel(),
+                                             "'; known kernels: ", StrJoin(KernelNames(), ", ")));
+  }
+  const std::string target_name = workload.target().empty() ? kDefaultTarget : workload.target();
+  auto target = sim::LoadTarget(target_name);
+  if (!target.ok()) {
+    return absl::InvalidArgumentError(std::string(target.status().message()));
+  }
+  out.target = std::move(*target);
+
+  Dims given;
+  for (const v1::Dim& dim : workload.dims()) {
+    if (dim.name().empty()) return absl::InvalidArgumentError("a dim has an empty name");
+    if (given.Has(dim.name())) {
+      return absl::InvalidArgumentError(StrCat("dim ", dim.name(), " is given more than once"));
+    }
+    if (dim.value() <= 0) {
+      return absl::InvalidArgumentError(
+          StrCat("dim ", dim.name(), "=", dim.value(), " must be positive"));
+    }
+    given.Set(dim.name(), dim.value());
+  }
+  const std::vector<std::string> names = out.kernel->dims();
+  for (const auto& [name, value] : given.items()) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      return absl::InvalidArgumentError(StrCat("kernel ", out.kernel->name(), " has no dim '", name,
+                                               "'; its dims are ", StrJoin(names, ", ")));
+    }
+  }
+  for (const std::string& name : names) {
+    auto value = given.Get(name);
+    if (!value) {
+      return absl::InvalidArgumentError(StrCat("missing dim ", name, " for kernel ",
+                                               out.kernel->name(), " (needs ",
+                                               StrJoin(names, ", "), ")"));
+    }
+    out.problem.dims.Set(name, *value);
+  }
+  out.problem.dtype = workload.dtype().empty() ? kDefaultDtype : workload.dtype();
+  if (absl::Status s = out.kernel->ValidateProblem(out.problem, out.target); !s.ok()) {
+    return absl::InvalidArgumentError(std::string(s.message()));
+  }
+  return out;
+}
+
+WorkloadRecord WorkloadRecordFor(const ResolvedWorkload& workload) {
+  return WorkloadRecord{std::string(workload.kernel->name()), workload.problem.dims.Canonical(),
+                        workload.problem.dtype, workload.target.name};
+}
+
+v1::Workload WorkloadProto(const JobRecord& job) {
+  v1::Workload out;
+  out.set_kernel(job.workload.kernel);
+  out.set_dtype(job.workload.dtype);
+  out.set_target(job.workload.target);
+  auto dims = Dims::Parse(job.dims_display.empty() ? job.workload.dims : job.dims_display);
+  if (dims.ok()) {
+    for (const auto& [name, value] : dims->items()) {
+      v1::Dim* dim = out.add_dims();
+      dim->set_name(name);
+      dim->set_value(value);
+    }
+  }
+  return out;
+}
+
+std::string JobStateToString(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_QUEUED: return "queued";
+    case v1::JOB_RUNNING: return "running";
+    case v1::JOB_COMPLETED: return "completed";
+    case v1::JOB_CANCELLED: return "cancelled";
+    case v1::JOB_FAILED: return "failed";
+    default: return "unknown";
+  }
+}
+
+v1::JobState JobStateFromString(const std::string& state) {
+  if (state == "queued") return v1::JOB_QUEUED;
+  if (state == "running") return v1::JOB_RUNNING;
+  if (state == "completed") return v1::JOB_COMPLETED;
+  if (state == "cancelled") return v1::JOB_CANCELLED;
+  if (state == "failed") return v1::JOB_FAILED;
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+std::string TrialStatusToString(v1::TrialStatus status) {
+  switch (status) {
+    case v1::TRIAL_OK: return "OK";
+    case v1::TRIAL_INVALID_CONFIG: return "INVALID_CONFIG";
+    case v1::TRIAL_WRONG_ANSWER: return "WRONG_ANSWER";
+    case v1::TRIAL_RUNTIME_ERROR: return "RUNTIME_ERROR";
+    case v1::TRIAL_TIMEOUT: return "TIMEOUT";
+    case v1::TRIAL_WORKER_LOST: return "WORKER_LOST";
+    case v1::TRIAL_CANCELLED: return "CANCELLED";
+    default: return "UNSPECIFIED";
+  }
+}
+
+v1::TrialStatus TrialStatusFromString(const std::string& status) {
+  if (status == "OK") return v1::TRIAL_OK;
+  if (status == "INVALID_CONFIG") return v1::TRIAL_INVALID_CONFIG;
+  if (status == "WRONG_ANSWER") return v1::TRIAL_WRONG_ANSWER;
+  if (status == "RUNTIME_ERROR") return v1::TRIAL_RUNTIME_ERROR;
+  if (status == "TIMEOUT") return v1::TRIAL_TIMEOUT;
+  if (status == "WORKER_LOST") return v1::TRIAL_WORKER_LOST;
+  if (status == "CANCELLED") return v1::TRIAL_CANCELLED;
+  return v1::TRIAL_STATUS_UNSPECIFIED;
+}
+
+v1::TrialResult TrialResultFromRecord(const TrialRecord& record) {
+  v1::TrialResult out;
+  out.set_trial_id(record.id);
+  out.set_status(TrialStatusFromString(record.status));
+  out.set_time_ns(record.time_ns.value_or(0));
+  for (double s : record.samples_ns) out.add_samples_ns(s);
+  out.set_message(record.message);
+  out.set_bound(record.bound);
+  out.set_stats_json(record.stats_json);
+  out.set_verified(record.verified);
+  out.set_config(record.config);
+  out.set_worker_id(record.worker_id);
+  return out;
+}
+
+v1::Job JobViewFromRecord(const JobRecord& job, const std::vector<TrialRecord>& trials) {
+  v1::Job view;
+  view.set_id(job.id);
+  *view.mutable_workload() = WorkloadProto(job);
+  view.set_strategy(job.strategy);
+  view.set_budget(job.budget);
+  view.set_seed(job.seed);
+  view.set_state(JobStateFromString(job.state));
+  view.set_message(job.message);
+  view.set_roofline_ns(job.roofline_ns);
+  view.set_created_unix_ms(job.created_ms);
+  view.set_finished_unix_ms(job.finished_ms.value_or(0));
+  view.set_kernel_version(job.kernel_version);
+  view.set_target_version(job.target_version);
+  view.mutable_default_config()->set_config(job.default_config);
+
+  v1::TrialCounts* counts = view.mutable_trials();
+  std::map<std::string, bool> verified;  // config -> passed a verification
+  for (const TrialRecord& t : trials) {
+    if (t.status == "OK" && t.verified) verified[t.config] = true;
+  }
+  const TrialRecord* best = nullptr;
+  const TrialRecord* best_verified = nullptr;
+  for (const TrialRecord& t : trials) {
+    if (t.is_verify) continue;
+    if (t.status == "WORKER_LOST" || t.status == "CANCELLED") {
+      counts->set_retried(counts->retried() + 1);
+      continue;
+    }
+    counts->set_total(counts->total() + 1);
+    if (t.status == "OK") {
+      counts->set_ok(counts->ok() + 1);
+      if (!best || *t.time_ns < *best->time_ns) best = &t;
+      if (verified.count(t.config) && (!best_verified || *t.time_ns < *best_verified->time_ns)) {
+        best_verified = &t;
+      }
+      if (t.is_default) {
+        view.mutable_default_config()->set_time_ns(*t.time_ns);
+        view.mutable_default_config()->set_trial_id(t.id);
+      }
+    } else if (t.status == "INVALID_CONFIG") {
+      counts->set_invalid(counts->invalid() + 1);
+    } else {
+      counts->set_failed(counts->failed() + 1);
+    }
+  }
+  // A finished job's best is the fastest verified config, as published.
+  const TrialRecord* shown = job.state == "completed" && best_verified ? best_verified : best;
+  if (shown) {
+    view.mutable_best()->set_config(shown->config);
+    view.mutable_best()->set_time_ns(*shown->time_ns);
+    view.mutable_best()->set_trial_id(shown->id);
+  }
+  return view;
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+}  // namespace tessel::server

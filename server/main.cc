@@ -1,0 +1,78 @@
+// tessel-server: the central gRPC server (jobs, search, scheduling, SQLite store).
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/server.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "tessel-server: runs tile-size and schedule search for ML kernels, leases trials to "
+      "tessel-worker processes and keeps every measurement and best config in SQLite."};
+  tessel::server::ServerOptions options;
+  app.add_option("--listen", options.listen, "gRPC address to listen on (port 0 picks one)")
+      ->capture_default_str();
+  app.add_option("--db", options.db_path, "SQLite database (created when absent)")
+      ->capture_default_str();
+  app.add_option("--lease-ms", options.lease_ms,
+                 "re-queue a leased trial not reported within this time")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--heartbeat-ms", options.heartbeat_interval_ms, "worker heartbeat interval")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--repeats", options.repeats, "measured runs per trial (median is kept)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--noise", options.noise_sigma, "simulated run-to-run noise (relative sigma)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--verify", options.verify,
+                 "verification policy for ordinary trials: always, never or sample:P "
+                 "(a job's published best is always verified)")
+      ->capture_default_str();
+  std::string port_file;
+  app.add_option("--port-file", port_file,
+                 "write the bound port to this file once listening (useful with port 0)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  // Block the shutdown signals in every thread; one thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = tessel::server::Server::Create(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "tessel-server: error: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  if (!port_file.empty()) {
+    std::string tmp = port_file + ".tmp";
+    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+      std::fprintf(f, "%d\n", (*server)->port());
+      std::fclose(f);
+      std::rename(tmp.c_str(), port_file.c_str());
+    } else {
+      std::fprintf(stderr, "tessel-server: error: cannot write %s\n", port_file.c_str());
+      return 1;
+    }
+  }
+  std::thread signal_thread([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    spdlog::info("signal {} received: shutting down", signal);
+    (*server)->Shutdown();
+  });
+  (*server)->Wait();
+  signal_thread.join();
+  return 0;
+}

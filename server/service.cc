@@ -1,0 +1,268 @@
+#include "server/service.h"
+
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "schema/strings.h"
+#include "server/convert.h"
+
+namespace tessel::server {
+namespace {
+
+// Most jobs one ListJobs call returns.
+constexpr int kMaxListedJobs = 10'000;
+constexpr int kDefaultListedJobs = 100;
+// Each dim of the problem ListKernels describes parameters for.
+constexpr int64_t kRepresentativeDim = 1024;
+
+template <typename T>
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                 const absl::StatusOr<T>& result, T* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (result.ok()) *response = *result;
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* Reject(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// Streams job events to one client. Scheduler callbacks reach the reactor through a shared
+// state that outlives it, so a late event after the call ended is dropped, not a use-after-free.
+class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
+ public:
+  WatchReactor(Scheduler* scheduler, int64_t job_id)
+      : scheduler_(scheduler), state_(std::make_shared<State>()) {
+    state_->reactor = this;
+    std::shared_ptr<State> state = state_;
+    auto watch = scheduler_->Watch(job_id, [state](const v1::JobEvent& event) {
+      return state->Push(event);
+    });
+    if (!watch.ok()) {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->FinishLocked(ToGrpcStatus(watch.status()));
+      return;
+    }
+    watch_id_ = *watch;
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->writing = false;
+    if (!ok) {
+      state_->FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
+    state_->queue.pop_front();
+    state_->WriteNextLocked();
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+  }
+
+  void OnDone() override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->reactor = nullptr;
+    }
+    if (watch_id_ != 0) scheduler_->Unwatch(watch_id_);
+    delete this;
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    WatchReactor* reactor = nullptr;  // null once the call is done
+    std::deque<v1::JobEvent> queue;   // front is being written when `writing`
+    bool writing = false;
+    bool finished = false;
+    bool final_queued = false;
+
+    // Returns false when the watch should end.
+    bool Push(const v1::JobEvent& event) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (finished || reactor == nullptr || final_queued) return false;
+      queue.push_back(event);
+      const v1::JobState s = event.job().state();
+      final_queued = s == v1::JOB_COMPLETED || s == v1::JOB_CANCELLED || s == v1::JOB_FAILED;
+      WriteNextLocked();
+      return !final_queued;
+    }
+    // REQUIRES: mu held.
+    void WriteNextLocked() {
+      if (finished || writing || reactor == nullptr) return;
+      if (queue.empty()) {
+        if (final_queued) FinishLocked(grpc::Status::OK);
+        return;
+      }
+      writing = true;
+      reactor->StartWrite(&queue.front());
+    }
+    // REQUIRES: mu held.
+    void FinishLocked(const grpc::Status& status) {
+      if (finished || reactor == nullptr) return;
+      finished = true;
+      reactor->Finish(status);
+    }
+  };
+
+  Scheduler* const scheduler_;
+  std::shared_ptr<State> state_;
+  int64_t watch_id_ = 0;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* TesselServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
+                                                       const v1::SubmitJobRequest* request,
+                                                       v1::Job* response) {
+  return Answer(context, scheduler_->Submit(*request), response);
+}
+
+grpc::ServerUnaryReactor* TesselServiceImpl::GetJob(grpc::CallbackServerContext* context,
+                                                    const v1::GetJobRequest* request,
+                                                    v1::Job* response) {
+  if (request->job_id() <= 0) {
+    return Reject(context, absl::InvalidArgumentError("job_id must be positive"));
+  }
+  return Answer(context, scheduler_->GetJob(request->job_id()), response);
+}
+
+grpc::ServerUnaryReactor* TesselServiceImpl::ListJobs(grpc::CallbackServerContext* context,
+                                                      const v1::ListJobsRequest* request,
+                                                      v1::ListJobsResponse* response) {
+  if (request->limit() < 0 || request->limit() > kMaxListedJobs) {
+    return Reject(context, absl::InvalidArgumentError(
+                               StrCat("limit must be between 0 and ", kMaxListedJobs)));
+  }
+  auto jobs = scheduler_->ListJobs(request->limit() == 0 ? kDefaultListedJobs : request->limit());
+  if (!jobs.ok()) return Reject(context, jobs.status());
+  for (v1::Job& job : *jobs) *response->add_jobs() = std::move(job);
+  return Reject(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* TesselServiceImpl::CancelJob(grpc::CallbackServerContext* context,
+                                                       const v1::CancelJobRequest* request,
+                                                       v1::Job* response) {
+  if (request->job_id() <= 0) {
+    return Reject(context, absl::InvalidArgumentError("job_id must be positive"));
+  }
+  return Answer(context, scheduler_->Cancel(request->job_id()), response);
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* TesselServiceImpl::WatchJob(
+    grpc::CallbackServerContext* /*context*/, const v1::WatchJobRequest* request) {
+  return new WatchReactor(scheduler_, request->job_id());
+}
+
+grpc::ServerUnaryReactor* TesselServiceImpl::ListTrials(grpc::CallbackServerContext* context,
+                                                        const v1::ListTrialsRequest* request,
+                                                        v1::ListTrialsResponse* response) {
+  if (request->job_id() <= 0) {
+    return Reject(context, absl::InvalidArgumentError("job_id must be positive"));
+  }
+  auto trials = scheduler_->ListTrials(request->job_id());
+  if (!trials.ok()) return Reject(context, trials.status());
+  for (v1::TrialResult& t : *trials) *response->add_trials() = std::move(t);
+  return Reject(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* TesselServiceImpl::Lookup(grpc::CallbackServerContext* context,
+                                                    const v1::LookupRequest* request,
+                                                    v1::LookupResponse* response) {
+  return Answer(context, scheduler_->Lookup(*request), response);
+}
+
+grpc::ServerUnaryReactor* TesselServiceImpl::ListKernels(grpc::CallbackServerContext* context,
+                                                         const v1::ListKernelsRequest* /*request*/,
+                                                         v1::ListKernelsResponse* response) {
+  auto target = sim::LoadTarget("snc2");
+  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
+    v1::KernelInfo* info = response->add_kernels();
+    info->set_name(std::string(kernel->name()));
+    info->set_version(kernel->version());
+    info->set_description(std::string(kernel->description()));
+    kernels::Problem problem;
+    for (const std::string& dim : kernel->dims()) {
+      info->add_dims(dim);
+      problem.dims.Set(dim, kRepresentativeDim);
+    }
+    for (const std::string& dtype : kernel->dtypes()) info->add_dtypes(dtype);
+    if (!target.ok()) continue;
+    auto space = kernel->SpaceFor(problem, *target);
+    if (!space.ok()) continue;
+    for (const kernels::Param& param : space->params()) {
+      v1::ParamInfo* p = info->add_params();
+      p->set_name(param.name);
+      p->set_help(param.help);
+      for (const std::string& v : param.values) p->add_values(v);
+    }
+  }
+  return Reject(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* TesselServiceImpl::ListTargets(grpc::CallbackServerContext* context,
+                                                         const v1::ListTargetsRequest* /*request*/,
+                                                         v1::ListTargetsResponse* response) {
+  for (const std::string& name : sim::TargetNames()) {
+    auto target = sim::LoadTarget(name);
+    if (!target.ok()) continue;
+    v1::TargetInfo* info = response->add_targets();
+    info->set_name(target->name);
+    info->set_version(target->version);
+    info->set_description(target->description);
+  }
+  return Reject(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* TesselServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
+                                                         const v1::ListWorkersRequest* /*request*/,
+                                                         v1::ListWorkersResponse* response) {
+  for (v1::WorkerInfo& w : scheduler_->ListWorkers()) *response->add_workers() = std::move(w);
+  return Reject(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
+                                                      const v1::RegisterRequest* request,
+                                                      v1::RegisterResponse* response) {
+  return Answer(context, scheduler_->Register(*request), response);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* context,
+                                                   const v1::LeaseRequest* request,
+                                                   v1::LeaseResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  scheduler_->Lease(*request, [reactor, response](absl::StatusOr<v1::LeaseResponse> result) {
+    if (result.ok()) *response = std::move(*result);
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext* context,
+                                                    const v1::ReportRequest* request,
+                                                    v1::ReportResponse* response) {
+  if (request->worker_id().empty()) {
+    return Reject(context, absl::InvalidArgumentError("worker_id is required"));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  scheduler_->Report(*request, [reactor, response](absl::StatusOr<v1::ReportResponse> result) {
+    if (result.ok()) *response = std::move(*result);
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
+                                                       const v1::HeartbeatRequest* request,
+                                                       v1::HeartbeatResponse* response) {
+  return Answer(context, scheduler_->Heartbeat(*request), response);
+}
+
+}  // namespace tessel::server

@@ -1,0 +1,267 @@
+// End to end: a real tessel-server and tessel-worker processes on 127.0.0.1 (port 0), driven by
+// the tessel CLI, checked against the SQLite file the server writes.
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/process.h"
+
+namespace tessel::testing {
+namespace {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kServerBin[] = TESSEL_SERVER_BIN;
+constexpr char kWorkerBin[] = TESSEL_WORKER_BIN;
+constexpr char kCliBin[] = TESSEL_CLI_BIN;
+
+// Rows of a query against the server's database, each column as text ("" for NULL).
+std::vector<std::vector<std::string>> Query(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::vector<std::vector<std::string>> rows;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << "cannot open " << db_path;
+    sqlite3_close(db);
+    return rows;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << "bad query " << sql << ": " << sqlite3_errmsg(db);
+    sqlite3_close(db);
+    return rows;
+  }
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    std::vector<std::string> row;
+    for (int i = 0; i < sqlite3_column_count(stmt); ++i) {
+      const unsigned char* text = sqlite3_column_text(stmt, i);
+      row.emplace_back(text ? reinterpret_cast<const char*>(text) : "");
+    }
+    rows.push_back(std::move(row));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return rows;
+}
+
+class Cluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("tessel-e2e-");
+    ASSERT_FALSE(dir_.empty());
+    db_ = dir_ + "/tessel.db";
+  }
+  void TearDown() override {
+    workers_.clear();
+    if (server_) {
+      server_->Signal(SIGTERM);
+      server_->Wait(seconds(10));
+    }
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  // Starts the server on port 0 and waits for the port it bound.
+  void StartServer(const std::vector<std::string>& extra = {}) {
+    const std::string port_file = dir_ + "/port";
+    std::filesystem::remove(port_file);
+    std::vector<std::string> argv = {kServerBin, "--listen", "127.0.0.1:0", "--db", db_,
+                                     "--port-file", port_file};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto server = Process::Start(argv, dir_ + "/server.out", dir_ + "/server.err");
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_.emplace(std::move(*server));
+    const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::string port = ReadFile(port_file);
+      if (!port.empty() && port.back() == '\n') {
+        address_ = "127.0.0.1:" + port.substr(0, port.size() - 1);
+        return;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    FAIL() << "server did not report its port; stderr:\n" << ReadFile(dir_ + "/server.err");
+  }
+
+  void StartWorker(const std::string& name) {
+    auto worker = Process::Start({kWorkerBin, "--server", address_, "--threads", "1", "--name",
+                                  name},
+                                 dir_ + "/" + name + ".out", dir_ + "/" + name + ".err");
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    workers_.push_back(std::move(*worker));
+  }
+
+  RunResult Cli(std::vector<std::string> args) {
+    args.insert(args.begin(), kCliBin);
+    return Run(args, dir_);
+  }
+
+  json CliJson(std::vector<std::string> args) {
+    RunResult r = Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << "stderr: " << r.err;
+    json parsed = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(parsed.is_discarded()) << "stdout is not one JSON object: " << r.out;
+    return parsed;
+  }
+
+  std::string dir_;
+  std::string db_;
+  std::string address_;
+  std::optional<Process> server_;
+  std::vector<Process> workers_;
+};
+
+TEST_F(Cluster, TuningJobThroughTheServerStoresEveryTrialAndPublishesTheBest) {
+  StartServer();
+  StartWorker("w1");
+  StartWorker("w2");
+  constexpr int kBudget = 24;
+  json tune = CliJson({"tune", "matmul", "--shape", "M=512,N=512,K=512", "--budget",
+                       std::to_string(kBudget), "--server", address_, "--json"});
+  ASSERT_TRUE(tune.is_object());
+  EXPECT_EQ(tune["state"], "completed");
+  EXPECT_EQ(tune["trials"]["total"].get<int>(), kBudget);
+  const double best_ns = tune["best"]["time_ns"].get<double>();
+  const double default_ns = tune["default"]["time_ns"].get<double>();
+  EXPECT_GT(best_ns, 0);
+  EXPECT_LE(best_ns, default_ns);
+  const std::string best_config = tune["best"]["config"];
+  const std::string job_id = std::to_string(tune["job_id"].get<int64_t>());
+
+  // Every charged trial is in SQLite with a final status, and both workers measured some.
+  auto charged = Query(db_, "SELECT status, worker_id FROM trials WHERE job_id = " + job_id +
+                                " AND is_verify = 0 AND status NOT IN ('WORKER_LOST','CANCELLED')");
+  EXPECT_EQ(static_cast<int>(charged.size()), kBudget);
+  std::set<std::string> statuses, workers;
+  for (const auto& row : charged) {
+    statuses.insert(row[0]);
+    workers.insert(row[1]);
+  }
+  for (const std::string& s : statuses) {
+    EXPECT_TRUE(s == "OK" || s == "INVALID_CONFIG" || s == "WRONG_ANSWER" ||
+                s == "RUNTIME_ERROR" || s == "TIMEOUT")
+        << s;
+  }
+  EXPECT_EQ(workers.size(), 2u) << "both workers should have measured trials";
+  auto ok_rows = Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + job_id +
+                                " AND status = 'OK' AND is_verify = 0");
+  EXPECT_EQ(std::stoi(ok_rows[0][0]), tune["trials"]["ok"].get<int>());
+  // The published best is the fastest verified OK trial, and it is in the best table.
+  auto published = Query(db_, "SELECT config, time_ns FROM best WHERE job_id = " + job_id);
+  ASSERT_EQ(published.size(), 1u);
+  EXPECT_EQ(published[0][0], best_config);
+  auto verified = Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + job_id +
+                                 " AND config = '" + best_config + "' AND verified = 1");
+  EXPECT_GE(std::stoi(verified[0][0]), 1);
+
+  json lookup = CliJson({"lookup", "matmul", "--shape", "M=512,N=512,K=512", "--server",
+                         address_, "--json"});
+  EXPECT_EQ(lookup["config"], best_config);
+  EXPECT_EQ(lookup["match"], "exact");
+  EXPECT_DOUBLE_EQ(lookup["time_ns"].get<double>(), best_ns);
+
+  json jobs = CliJson({"jobs", "--server", address_, "--json"});
+  ASSERT_TRUE(jobs["jobs"].is_array());
+  ASSERT_EQ(jobs["jobs"].size(), 1u);
+  EXPECT_EQ(jobs["jobs"][0]["state"], "completed");
+  EXPECT_EQ(std::to_string(jobs["jobs"][0]["id"].get<int64_t>()), job_id);
+
+  json workers_json = CliJson({"workers", "--server", address_, "--json"});
+  EXPECT_EQ(workers_json["workers"].size(), 2u);
+}
+
+TEST_F(Cluster, AKilledWorkerLosesNoMeasurementAndTheJobStillCompletes) {
+  StartServer({"--lease-ms", "3000", "--heartbeat-ms", "200"});
+  StartWorker("doomed");
+  StartWorker("survivor");
+  constexpr int kBudget = 40;
+  RunResult submit;
+  std::thread tune([&] {
+    submit = Cli({"tune", "matmul", "--shape", "M=1024,N=1024,K=1024", "--budget",
+                  std::to_string(kBudget), "--server", address_, "--json"});
+  });
+  // Kill one worker once it has done some work.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto done = Query(db_, "SELECT COUNT(*) FROM trials t JOIN workers w ON t.worker_id = w.id "
+                           "WHERE w.name = 'doomed'");
+    if (!done.empty() && std::stoi(done[0][0]) >= 3) break;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  workers_.front().Signal(SIGKILL);
+  workers_.front().Wait(seconds(5));
+  tune.join();
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  json result = json::parse(submit.out);
+  EXPECT_EQ(result["state"], "completed");
+  EXPECT_EQ(result["trials"]["total"].get<int>(), kBudget);
+  const std::string job_id = std::to_string(result["job_id"].get<int64_t>());
+  auto charged = Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + job_id +
+                                " AND is_verify = 0 AND status NOT IN ('WORKER_LOST','CANCELLED')");
+  EXPECT_EQ(std::stoi(charged[0][0]), kBudget);
+}
+
+TEST_F(Cluster, ARestartedServerResumesARunningJobWithoutLosingTrials) {
+  StartServer({"--lease-ms", "3000", "--heartbeat-ms", "200"});
+  StartWorker("w1");
+  constexpr int kBudget = 60;
+  RunResult first = Cli({"tune", "matmul", "--shape", "M=2048,N=1024,K=1024", "--budget",
+                         std::to_string(kBudget), "--server", address_, "--json", "--no-wait"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  json submitted = json::parse(first.out);
+  const std::string job_id = std::to_string(submitted["job_id"].get<int64_t>());
+  // Let some trials land, then kill the server hard.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  int before = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto rows = Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + job_id);
+    before = rows.empty() ? 0 : std::stoi(rows[0][0]);
+    if (before >= 5) break;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_GE(before, 5);
+  server_->Signal(SIGKILL);
+  server_->Wait(seconds(5));
+  auto ids_before = Query(db_, "SELECT id, status, time_ns FROM trials WHERE job_id = " + job_id +
+                                   " ORDER BY id");
+  workers_.clear();
+
+  StartServer({"--lease-ms", "3000", "--heartbeat-ms", "200"});
+  StartWorker("w2");
+  json watched = CliJson({"tune", "--watch", job_id, "--server", address_, "--json"});
+  EXPECT_EQ(watched["state"], "completed");
+  EXPECT_EQ(watched["trials"]["total"].get<int>(), kBudget);
+  // Every row committed before the crash is still there, unchanged.
+  auto ids_after = Query(db_, "SELECT id, status, time_ns FROM trials WHERE job_id = " + job_id +
+                                  " ORDER BY id");
+  ASSERT_GE(ids_after.size(), ids_before.size());
+  for (size_t i = 0; i < ids_before.size(); ++i) EXPECT_EQ(ids_after[i], ids_before[i]);
+  // No config was measured twice for the budget.
+  auto dupes = Query(db_, "SELECT config, COUNT(*) c FROM trials WHERE job_id = " + job_id +
+                              " AND is_verify = 0 AND status NOT IN ('WORKER_LOST','CANCELLED') "
+                              "GROUP BY config HAVING c > 1");
+  EXPECT_TRUE(dupes.empty()) << dupes.size() << " configs measured twice";
+}
+
+TEST_F(Cluster, AnUnreachableServerIsAClearErrorNotAHang) {
+  const auto start = std::chrono::steady_clock::now();
+  RunResult r = Cli({"tune", "matmul", "--shape", "M=512,N=512,K=512", "--server",
+                     "127.0.0.1:1", "--json"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(15));
+}
+
+}  // namespace
+}  // namespace tessel::testing
