@@ -458,7 +458,7 @@ std::vector<v1::TrialSpec> Scheduler::TakeTrials(const std::string& worker_id, i
       PendingTrial trial = std::move(job.queue.front());
       job.queue.pop_front();
       specs.push_back(SpecFor(job, trial));
-      leases_[trial.id] = Lease{std::move(trial), job_id, worker_id, deadline};
+      leases_[trial.id] = LeasedTrial{std::move(trial), job_id, worker_id, deadline};
       job.leased++;
     }
     if (!job.running_persisted) {
@@ -492,7 +492,7 @@ void Scheduler::ServeParked(Effects& effects) {
 void Scheduler::ExpireLease(int64_t trial_id, const std::string& why, Effects& effects) {
   auto it = leases_.find(trial_id);
   if (it == leases_.end()) return;
-  Lease lease = std::move(it->second);
+  LeasedTrial lease = std::move(it->second);
   leases_.erase(it);
   if (auto w = workers_.find(lease.worker_id); w != workers_.end()) {
     w->second.info.set_leased_trials(std::max(0, w->second.info.leased_trials() - 1));
@@ -797,7 +797,7 @@ void Scheduler::Lease(const v1::LeaseRequest& request, LeaseCallback done) {
 void Scheduler::Report(const v1::ReportRequest& request, ReportCallback done) {
   boost::asio::post(pool_, [this, request, done = std::move(done)] {
     struct Claimed {
-      Lease lease;
+      LeasedTrial lease;
       v1::TrialResult result;
     };
     std::vector<Claimed> claimed;
@@ -880,13 +880,13 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
   worker->second.info.set_last_heartbeat_unix_ms(NowUnixMs());
   worker->second.info.set_state("alive");
   worker->second.lost = false;
-  const int64_t deadline = NowUnixMs() + options_.lease_ms;
+  const int64_t lease_deadline = NowUnixMs() + options_.lease_ms;
   for (int64_t trial_id : request.running_trial_ids()) {
     auto lease = leases_.find(trial_id);
     if (lease == leases_.end() || lease->second.worker_id != request.worker_id()) {
       response.add_cancelled_trial_ids(trial_id);
     } else {
-      lease->second.deadline_ms = deadline;  // a heartbeat keeps long trials leased
+      lease->second.deadline_ms = lease_deadline;  // a heartbeat keeps long trials leased
     }
   }
   return response;

@@ -97,7 +97,7 @@ class Scheduler {
     bool is_default = false;
     bool verify_final = false;   // re-measure of a best candidate with verification forced
   };
-  struct Lease {
+  struct LeasedTrial {
     PendingTrial trial;
     int64_t job_id = 0;
     std::string worker_id;
@@ -152,7 +152,7 @@ class Scheduler {
     std::vector<TrialRecord> trials_to_store;
     std::vector<int64_t> finished_jobs;
     std::vector<int64_t> changed_jobs;
-    std::vector<std::pair<int64_t, std::string>> running_jobs;  // persist queued -> running
+    std::vector<int64_t> running_jobs;  // persist queued -> running
   };
 
   Scheduler(Store* store, const SchedulerOptions& options);
@@ -196,7 +196,7 @@ class Scheduler {
   int64_t next_worker_seq_ = 1;                            // guarded by mu_
   std::map<int64_t, std::unique_ptr<Job>> jobs_;           // active jobs; guarded by mu_
   std::map<int64_t, v1::Job> finished_;                    // final views; guarded by mu_
-  std::map<int64_t, Lease> leases_;                        // by trial id; guarded by mu_
+  std::map<int64_t, LeasedTrial> leases_;                        // by trial id; guarded by mu_
   std::deque<ParkedLease> parked_;                         // guarded by mu_
   std::map<std::string, Worker> workers_;                  // guarded by mu_
   std::map<int64_t, Watcher> watchers_;                    // guarded by mu_
