@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Bad input to the tessel CLI: each case must exit non-zero, print nothing on stdout, and print one
+# "tessel: error: ..." line on stderr containing the expected words. Never a crash.
+# Usage: cli_bad_input_test.sh PATH/TO/tessel
+set -u
+TESSEL="$1"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+failures=0
+
+# expect_error "expected stderr substring" args...
+expect_error() {
+  local expected="$1"
+  shift
+  local start=$SECONDS
+  "$TESSEL" "$@" >"$WORK/out" 2>"$WORK/err"
+  local code=$?
+  local elapsed=$((SECONDS - start))
+  local why=""
+  if [[ $code -eq 0 ]]; then why="exit code 0"; fi
+  if [[ $code -ge 128 ]]; then why="crashed with exit code $code"; fi
+  if ! grep -q "^tessel: error: " "$WORK/err"; then why="$why; no 'tessel: error:' line"; fi
+  if ! grep -qF -- "$expected" "$WORK/err"; then why="$why; stderr lacks '$expected'"; fi
+  if [[ -s "$WORK/out" ]]; then why="$why; stdout not empty"; fi
+  if [[ $elapsed -gt 10 ]]; then why="$why; took ${elapsed}s"; fi
+  if [[ -n "$why" ]]; then
+    echo "FAIL: tessel $*: ${why#; }"
+    sed 's/^/  stderr: /' "$WORK/err"
+    failures=$((failures + 1))
+  else
+    echo "ok:   tessel $* -> $(head -1 "$WORK/err")"
+  fi
+}
+
+expect_error "unknown kernel 'nosuch'" tune nosuch --shape M=1,N=1,K=1 --json
+expect_error "matmul" tune nosuch --shape M=1,N=1,K=1
+expect_error "unknown target 'nowhere'" tune matmul --shape M=512,N=512,K=512 --target nowhere
+expect_error "K" tune matmul --shape M=512,N=512 --json
+expect_error "--shape" tune matmul --json
+expect_error "M=0" tune matmul --shape M=0,N=512,K=512
+expect_error "M=-4" tune matmul --shape M=-4,N=512,K=512
+expect_error "bad --shape" tune matmul --shape "M512,N=512,K=512"
+expect_error "bad --shape" tune matmul --shape "M=abc,N=512,K=512"
+expect_error "budget" tune matmul --shape M=512,N=512,K=512 --budget 0
+expect_error "unknown strategy" tune matmul --shape M=512,N=512,K=512 --strategy nope
+expect_error "cannot reach tessel server at 127.0.0.1:9" \
+  tune matmul --shape M=512,N=512,K=512 --server 127.0.0.1:9 --json
+expect_error "cannot reach tessel server at 127.0.0.1:9" jobs --server 127.0.0.1:9
+expect_error "cannot reach tessel server at 127.0.0.1:9" \
+  lookup matmul --shape M=512,N=512,K=512 --server 127.0.0.1:9 --json
+expect_error "no tessel database" lookup matmul --shape M=512,N=512,K=512 --db missing.db
+expect_error "unknown kernel" simulate nosuch --shape M=1 --json
+expect_error "bad --config" simulate matmul --shape M=512,N=512,K=512 --config "tile_m" --json
+expect_error "tessel --help" frobnicate
+expect_error "tessel --help" tune matmul --shape M=1,N=1,K=1 --budget notanumber
+expect_error "tessel --help" tune
+if [[ -e tessel.db || -e missing.db ]]; then
+  echo "FAIL: bad input created a database"
+  failures=$((failures + 1))
+fi
+
+if [[ $failures -gt 0 ]]; then
+  echo "$failures case(s) failed"
+  exit 1
+fi
+echo "all bad-input cases passed"
