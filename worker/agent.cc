@@ -211,8 +211,7 @@ class Agent::Impl {
     Stop();
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return !run_active_; });
-    lock.unlock();
-    pool_.join();
+    // pool_'s destructor joins its threads; Run() already drained it when it ran.
   }
 
   absl::Status Run();

@@ -85,9 +85,14 @@ int RealMain(int argc, char** argv) {
   signal_context.stop();
   signal_thread.join();
 
-  if (!status.ok()) {
-    std::fprintf(stderr, "tessel-worker: error: cannot reach tessel server at %s: %s\n",
+  if (absl::IsUnavailable(status)) {
+    std::fprintf(stderr,
+                 "tessel-worker: error: cannot reach tessel server at %s (is it running?): %s\n",
                  server.c_str(), std::string(status.message()).c_str());
+    return 1;
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "tessel-worker: error: %s\n", std::string(status.message()).c_str());
     return 1;
   }
   return 0;
