@@ -28,27 +28,27 @@ absl::StatusOr<Target> LoadTarget(std::string_view name);
 std::vector<std::string> TargetNames();
 
 struct SimOptions {
-  double noise_sigma = 0;   // relative run-to-run noise; 0 = deterministic
-  uint64_t seed = 0;        // seeds the noise
-  bool exact = false;       // disable the steady-state fast path
+  double noise_sigma = 0;  // relative run-to-run noise; 0 = deterministic
+  uint64_t seed = 0;       // seeds the noise
+  bool exact = false;      // disable the steady-state fast path
 };
 
 struct EngineStats {
   int64_t busy_ticks = 0;
-  double busy_frac = 0;     // busy_ticks / total ticks
+  double busy_frac = 0;  // busy_ticks / total ticks
   int64_t instructions = 0;
 };
 
 struct SimResult {
   int64_t ticks = 0;
   double time_ns = 0;
-  int64_t tensor_cycles = 0;        // makespan in TensorE cycles
+  int64_t tensor_cycles = 0;  // makespan in TensorE cycles
   std::array<EngineStats, kNumEngines> engines{};
-  int64_t hbm_bytes = 0;            // bytes moved between HBM and on-chip memories
-  int64_t sbuf_peak_bytes = 0;      // per partition
-  int64_t psum_peak_bytes = 0;      // per partition
-  double roofline_ns = 0;           // lower bound from flops/peak and hbm bytes/bandwidth
-  std::string bound;                // "dma" | "tensor" | "vector" | "scalar" | "gpsimd" | "latency"
+  int64_t hbm_bytes = 0;        // bytes moved between HBM and on-chip memories
+  int64_t sbuf_peak_bytes = 0;  // per partition
+  int64_t psum_peak_bytes = 0;  // per partition
+  double roofline_ns = 0;       // lower bound from flops/peak and hbm bytes/bandwidth
+  std::string bound;            // "dma" | "tensor" | "vector" | "scalar" | "gpsimd" | "latency"
 };
 
 }  // namespace tessel::sim

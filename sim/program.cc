@@ -1,0 +1,301 @@
+#include "sim/program.h"
+
+#include "schema/strings.h"
+
+namespace tessel::sim {
+namespace {
+
+bool EngineAllowed(Op op, EngineKind engine) {
+  switch (op) {
+    case Op::kDmaLoad:
+    case Op::kDmaStore:
+    case Op::kDmaCopy:
+      return engine == EngineKind::kDma;
+    case Op::kMatmul:
+    case Op::kTranspose:
+      return engine == EngineKind::kTensor;
+    case Op::kActivation:
+      return engine == EngineKind::kScalar;
+    case Op::kTensorScalar:
+      return engine == EngineKind::kVector || engine == EngineKind::kScalar;
+    case Op::kTensorCopy:
+      return engine == EngineKind::kVector || engine == EngineKind::kScalar ||
+             engine == EngineKind::kGpSimd;
+    case Op::kIota:
+      return engine == EngineKind::kGpSimd;
+    case Op::kTensorTensor:
+    case Op::kTensorReduce:
+    case Op::kReciprocal:
+    case Op::kBnStats:
+    case Op::kBnAggr:
+    case Op::kMemset:
+      return engine == EngineKind::kVector;
+  }
+  return false;
+}
+
+bool IsDma(Op op) { return op == Op::kDmaLoad || op == Op::kDmaStore || op == Op::kDmaCopy; }
+
+// Checks the partition count and start partition of a tile (ACCELERATOR.md section 4).
+absl::Status CheckPartitions(const Target& target, int partitions, int start,
+                             const std::string& what) {
+  const int total = target.sbuf_partitions;
+  if (partitions < 1 || partitions > total) {
+    return absl::InvalidArgumentError(
+        StrCat(what, ": partition limit: ", partitions, " partitions, must be 1..", total));
+  }
+  const int half = total / 2, quarter = total / 4;
+  int align = partitions > half ? total : partitions > quarter ? half : quarter;
+  if (start < 0 || start % align != 0 || start + partitions > total) {
+    return absl::InvalidArgumentError(
+        StrCat(what, ": illegal start partition ", start, " for a tile of ", partitions,
+               " partitions (must be a multiple of ", align, " and end by partition ", total, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInstruction(const Target& target, const CoreProgram& core, int index,
+                              const std::string& where) {
+  const Instruction& inst = core.instructions[index];
+  const std::string what = StrCat(where, " instruction ", index, " (", OpName(inst.op), ")");
+  for (int32_t dep : core.DepsOf(index)) {
+    if (dep < 0 || dep >= index) {
+      return absl::InvalidArgumentError(
+          StrCat(what, ": dependency ", dep, " does not name an earlier instruction"));
+    }
+  }
+  if (!EngineAllowed(inst.op, inst.engine)) {
+    return absl::InvalidArgumentError(StrCat(what, ": engine/location mismatch: ", OpName(inst.op),
+                                             " cannot run on ", EngineName(inst.engine)));
+  }
+  if (target.systolic) {
+    if (inst.op != Op::kMatmul) {
+      return absl::InvalidArgumentError(
+          StrCat(what, ": systolic targets run GEMM (matmul) instructions only"));
+    }
+    if (inst.k < 1 || inst.m < 1 || inst.n < 1) {
+      return absl::InvalidArgumentError(StrCat(what, ": matmul sizes must be positive"));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status partitions = CheckPartitions(target, inst.partitions, inst.start_partition, what);
+  if (!partitions.ok()) return partitions;
+  const bool reads_psum = inst.in0 == Mem::kPsum || inst.in1 == Mem::kPsum;
+  const bool touches_psum = reads_psum || inst.out == Mem::kPsum;
+  if (IsDma(inst.op)) {
+    if (inst.bytes_per_partition <= 0) {
+      return absl::InvalidArgumentError(StrCat(what, ": DMA moves no bytes"));
+    }
+    if (inst.queue < 0 || inst.queue >= target.dma_queues) {
+      return absl::InvalidArgumentError(
+          StrCat(what, ": DMA queue ", inst.queue, " outside 0..", target.dma_queues - 1));
+    }
+    if (touches_psum) {
+      return absl::InvalidArgumentError(StrCat(what, ": engine/location mismatch: DMA to PSUM"));
+    }
+    return absl::OkStatus();
+  }
+  if (inst.op == Op::kMatmul) {
+    if (!target.SupportsDType(inst.dtype)) {
+      return absl::InvalidArgumentError(
+          StrCat(what, ": TensorE on ", target.name, " does not support ", DTypeName(inst.dtype)));
+    }
+    if (inst.k < 1 || inst.m < 1 || inst.n < 1) {
+      return absl::InvalidArgumentError(StrCat(what, ": matmul sizes must be positive"));
+    }
+    int max_k = target.MaxMatmulK(inst.dtype);
+    if (max_k > 0 && inst.k > max_k) {
+      return absl::InvalidArgumentError(StrCat(what, ": tile limit: matmul K=", inst.k,
+                                               " exceeds the TensorE limit K <= ", max_k));
+    }
+    if (target.matmul_max_m > 0 && inst.m > target.matmul_max_m) {
+      return absl::InvalidArgumentError(
+          StrCat(what, ": tile limit: matmul M=", inst.m,
+                 " exceeds the stationary free size limit M <= ", target.matmul_max_m));
+    }
+    if (target.matmul_max_n > 0 && inst.n > target.matmul_max_n) {
+      return absl::InvalidArgumentError(
+          StrCat(what, ": tile limit: matmul N=", inst.n,
+                 " exceeds the moving free size limit N <= ", target.matmul_max_n));
+    }
+    if (int64_t(inst.n) * 4 > target.psum_bank_bytes_per_partition) {
+      return absl::InvalidArgumentError(StrCat(
+          what, ": PSUM bank: an fp32 result of N=", inst.n, " needs ", inst.n * 4,
+          " bytes per partition, over one bank (", target.psum_bank_bytes_per_partition, ")"));
+    }
+  }
+  if (inst.engine == EngineKind::kTensor && inst.out != Mem::kPsum) {
+    return absl::InvalidArgumentError(
+        StrCat(what, ": engine/location mismatch: TensorE writes PSUM only"));
+  }
+  if (inst.op == Op::kTranspose && inst.free > target.sbuf_partitions) {
+    return absl::InvalidArgumentError(StrCat(what, ": partition limit: transpose of free size ",
+                                             inst.free, " gives more than ", target.sbuf_partitions,
+                                             " partitions"));
+  }
+  if (inst.engine == EngineKind::kGpSimd && touches_psum) {
+    return absl::InvalidArgumentError(
+        StrCat(what, ": engine/location mismatch: GpSimd cannot access PSUM"));
+  }
+  if (inst.op == Op::kTensorTensor && inst.in0 == Mem::kPsum && inst.in1 == Mem::kPsum) {
+    return absl::InvalidArgumentError(
+        StrCat(what, ": engine/location mismatch: both tensor_tensor inputs in PSUM"));
+  }
+  if (inst.engine != EngineKind::kTensor) {
+    if (inst.free < 1) {
+      return absl::InvalidArgumentError(StrCat(what, ": free size must be positive"));
+    }
+    int cap = reads_psum ? target.max_free_psum : target.max_free_sbuf;
+    if (cap > 0 && inst.free > cap) {
+      return absl::InvalidArgumentError(StrCat(what, ": free size cap: ", inst.free,
+                                               " elements exceeds ", cap, " per instruction from ",
+                                               reads_psum ? "PSUM" : "SBUF"));
+    }
+    if (inst.op == Op::kBnStats && target.max_bn_stats_free > 0 &&
+        inst.free > target.max_bn_stats_free) {
+      return absl::InvalidArgumentError(StrCat(what, ": free size cap: bn_stats of ", inst.free,
+                                               " elements exceeds ", target.max_bn_stats_free));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAllocations(const Target& target, const CoreProgram& core,
+                              const std::string& where) {
+  int psum_groups = 0;
+  for (const Allocation& a : core.allocations) {
+    const std::string what = StrCat(where, " allocation '", a.name, "'");
+    absl::Status partitions = CheckPartitions(target, a.partitions, a.start_partition, what);
+    if (!partitions.ok()) return partitions;
+    if (a.bufs < 1 || a.bytes_per_partition < 0) {
+      return absl::InvalidArgumentError(StrCat(what, ": needs bufs >= 1 and bytes >= 0"));
+    }
+    if (a.memory == Mem::kPsum) {
+      if (a.bytes_per_partition > target.psum_bank_bytes_per_partition) {
+        return absl::InvalidArgumentError(StrCat(what, ": PSUM bank: ", a.bytes_per_partition,
+                                                 " bytes per partition exceeds one bank (",
+                                                 target.psum_bank_bytes_per_partition, ")"));
+      }
+      psum_groups += a.bufs;
+    } else if (a.memory == Mem::kHbm) {
+      return absl::InvalidArgumentError(StrCat(what, ": HBM is not allocated by programs"));
+    }
+  }
+  if (psum_groups > target.max_accumulation_groups) {
+    return absl::InvalidArgumentError(StrCat(where, ": PSUM: ", psum_groups,
+                                             " live accumulation groups exceed the limit of ",
+                                             target.max_accumulation_groups));
+  }
+  int64_t psum = PsumBytesPerPartition(core);
+  if (psum > target.PsumBytesPerPartition()) {
+    return absl::InvalidArgumentError(StrCat(where, ": PSUM capacity: ", psum,
+                                             " live bytes per partition exceed ",
+                                             target.PsumBytesPerPartition()));
+  }
+  int64_t sbuf = SbufBytesPerPartition(core);
+  if (sbuf > target.UsableSbufPerPartition()) {
+    return absl::InvalidArgumentError(
+        StrCat(where, ": SBUF capacity: ", sbuf, " live bytes per partition exceed the usable ",
+               target.UsableSbufPerPartition(), " (", target.sbuf_bytes_per_partition,
+               " minus the runtime reserve of ", target.sbuf_reserved_bytes_per_partition, ")"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t BytesIn(const CoreProgram& core, Mem memory) {
+  int64_t total = 0;
+  for (const Allocation& a : core.allocations) {
+    if (a.memory == memory) total += a.bytes_per_partition * a.bufs;
+  }
+  return total;
+}
+
+}  // namespace
+
+std::string_view OpName(Op op) {
+  static constexpr std::string_view kNames[kNumOps] = {
+      "dma_load",   "dma_store",     "dma_copy",      "matmul",        "transpose",
+      "activation", "tensor_scalar", "tensor_tensor", "tensor_reduce", "tensor_copy",
+      "reciprocal", "bn_stats",      "bn_aggr",       "memset",        "iota"};
+  int i = int(op);
+  return i >= 0 && i < kNumOps ? kNames[i] : "unknown";
+}
+
+int32_t CoreProgram::Add(Instruction inst, std::span<const int32_t> inst_deps) {
+  inst.dep_begin = uint32_t(deps.size());
+  uint32_t count = 0;
+  for (int32_t d : inst_deps) {
+    if (d < 0) continue;
+    deps.push_back(d);
+    ++count;
+  }
+  inst.dep_count = count;
+  instructions.push_back(inst);
+  return int32_t(instructions.size() - 1);
+}
+
+Instruction MakeDma(Op op, int partitions, int64_t bytes_per_partition, int queue,
+                    int start_partition) {
+  Instruction inst;
+  inst.op = op;
+  inst.engine = EngineKind::kDma;
+  inst.partitions = int16_t(partitions);
+  inst.start_partition = int16_t(start_partition);
+  inst.bytes_per_partition = bytes_per_partition;
+  inst.queue = int16_t(queue);
+  inst.in0 = op == Op::kDmaLoad ? Mem::kHbm : Mem::kSbuf;
+  inst.out = op == Op::kDmaStore ? Mem::kHbm : Mem::kSbuf;
+  return inst;
+}
+
+Instruction MakeMatmul(DType dtype, int k, int m, int n, bool reload_stationary) {
+  Instruction inst;
+  inst.op = Op::kMatmul;
+  inst.engine = EngineKind::kTensor;
+  inst.dtype = dtype;
+  inst.k = k;
+  inst.m = m;
+  inst.n = n;
+  inst.partitions = int16_t(k > 0 && k <= 128 ? k : 128);
+  inst.reload_stationary = reload_stationary;
+  inst.out = Mem::kPsum;
+  return inst;
+}
+
+Instruction MakeEngineOp(Op op, EngineKind engine, int free, int partitions, Mem in0, Mem out) {
+  Instruction inst;
+  inst.op = op;
+  inst.engine = engine;
+  inst.free = free;
+  inst.partitions = int16_t(partitions);
+  inst.in0 = in0;
+  inst.out = out;
+  return inst;
+}
+
+absl::Status ValidateProgram(const Target& target, const Program& program) {
+  if (program.cores.empty()) return absl::InvalidArgumentError("program has no cores");
+  if (int(program.cores.size()) > target.cores_per_chip) {
+    return absl::InvalidArgumentError(StrCat("program uses ", program.cores.size(), " cores; ",
+                                             target.name, " has ", target.cores_per_chip,
+                                             " per chip"));
+  }
+  for (size_t c = 0; c < program.cores.size(); ++c) {
+    const CoreProgram& core = program.cores[c];
+    const std::string where = StrCat("core ", c);
+    if (!target.systolic) {
+      absl::Status status = CheckAllocations(target, core, where);
+      if (!status.ok()) return status;
+    }
+    for (size_t i = 0; i < core.instructions.size(); ++i) {
+      absl::Status status = CheckInstruction(target, core, int(i), where);
+      if (!status.ok()) return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t SbufBytesPerPartition(const CoreProgram& core) { return BytesIn(core, Mem::kSbuf); }
+int64_t PsumBytesPerPartition(const CoreProgram& core) { return BytesIn(core, Mem::kPsum); }
+
+}  // namespace tessel::sim

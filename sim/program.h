@@ -1,0 +1,126 @@
+// Simulator programs: per-core instruction lists with explicit dependencies and memory allocations.
+//
+// An instruction names its engine, its sizes and the memories it reads and writes; dependencies are
+// indices of earlier instructions of the same core. Each engine executes its instructions in
+// program order (an in-order queue); DMA transfers are FIFO per DMA queue. A sharded kernel gives
+// one CoreProgram per core; the cores share the chip's HBM bandwidth.
+//
+// ValidateProgram checks the hardware limits (partitions, matmul sizes, PSUM banks, SBUF capacity,
+// engine/location rules) before anything is simulated, naming the violated limit.
+#ifndef TESSEL_SIM_PROGRAM_H_
+#define TESSEL_SIM_PROGRAM_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "sim/api.h"
+#include "sim/target.h"
+
+namespace tessel::sim {
+
+enum class Op : uint8_t {
+  kDmaLoad = 0,   // HBM -> SBUF
+  kDmaStore,      // SBUF -> HBM
+  kDmaCopy,       // SBUF -> SBUF (no HBM traffic)
+  kMatmul,        // TensorE: psum[M, N] (+)= stationary[K, M]^T x moving[K, N]
+  kTranspose,     // TensorE transpose of a [partitions, free] tile into PSUM
+  kActivation,    // Scalar: func(x * scale + bias)
+  kTensorScalar,  // Vector or Scalar
+  kTensorTensor,  // Vector, two inputs
+  kTensorReduce,  // Vector
+  kTensorCopy,    // Vector, Scalar or GpSimd (e.g. PSUM eviction)
+  kReciprocal,    // Vector
+  kBnStats,       // Vector
+  kBnAggr,        // Vector
+  kMemset,        // Vector
+  kIota,          // GpSimd (also affine_select)
+};
+inline constexpr int kNumOps = 15;
+// "dma_load", "matmul", "tensor_copy", ...
+std::string_view OpName(Op op);
+
+// Where an operand lives.
+enum class Mem : uint8_t { kSbuf = 0, kPsum = 1, kHbm = 2 };
+
+// One instruction. Compact (no heap members) so programs of tens of thousands of instructions stay
+// cheap to build and simulate. Fields that do not apply to an op are ignored.
+struct Instruction {
+  Op op = Op::kTensorCopy;
+  EngineKind engine = EngineKind::kVector;
+  DType dtype = DType::kBf16;  // matmul operands; element type of engine-op inputs
+  Mem in0 = Mem::kSbuf;        // first input
+  Mem in1 = Mem::kSbuf;        // second input (tensor_tensor only)
+  Mem out = Mem::kSbuf;
+  bool reload_stationary = true;  // matmul: a new stationary tile is loaded (in the background)
+  bool transpose = false;         // DMA: transposing transfer (slower, see target)
+  bool strided = false;           // engine op: minor stride above 16 bytes (2x cost)
+  bool add_op = false;            // tensor_reduce: add/max (N/2 cost for bf16)
+  int16_t partitions = 128;       // partitions touched (the P of the tile)
+  int16_t start_partition = 0;
+  int16_t queue = 0;                // DMA queue
+  int32_t k = 0, m = 0, n = 0;      // matmul: contraction, stationary free, moving free;
+                                    // systolic targets: the whole GEMM
+  int32_t free = 0;                 // engine ops and transpose: free size in elements
+  int64_t bytes_per_partition = 0;  // DMA
+  int32_t chunk_bytes = 0;          // DMA: contiguous bytes per descriptor; 0 = bytes_per_partition
+  uint32_t dep_begin = 0;           // into CoreProgram::deps (set by CoreProgram::Add)
+  uint32_t dep_count = 0;
+};
+
+// A named region of SBUF or PSUM, live for the whole program, `bufs` times (multi-buffering).
+struct Allocation {
+  std::string name;
+  Mem memory = Mem::kSbuf;
+  int start_partition = 0;
+  int partitions = 128;
+  int64_t bytes_per_partition = 0;  // one buffer
+  int bufs = 1;
+};
+
+// The instructions of one core.
+struct CoreProgram {
+  std::vector<Instruction> instructions;
+  std::vector<int32_t> deps;  // flattened; instruction i's are deps[dep_begin, dep_begin+dep_count)
+  std::vector<Allocation> allocations;
+
+  // Appends `inst` depending on `deps` (negative entries are ignored, so "no producer yet" can be
+  // passed as -1). Returns the new instruction's index. Deps must name earlier instructions;
+  // ValidateProgram reports it otherwise.
+  int32_t Add(Instruction inst, std::span<const int32_t> deps);
+  int32_t Add(Instruction inst, std::initializer_list<int32_t> deps) {
+    return Add(inst, std::span<const int32_t>(deps.begin(), deps.size()));
+  }
+  std::span<const int32_t> DepsOf(int32_t index) const {
+    const Instruction& inst = instructions[index];
+    return std::span<const int32_t>(deps.data() + inst.dep_begin, inst.dep_count);
+  }
+};
+
+struct Program {
+  std::string name;                // for traces and messages
+  std::vector<CoreProgram> cores;  // one per core used; at least one
+};
+
+// Convenience constructors for instructions.
+Instruction MakeDma(Op op, int partitions, int64_t bytes_per_partition, int queue,
+                    int start_partition = 0);
+Instruction MakeMatmul(DType dtype, int k, int m, int n, bool reload_stationary = true);
+Instruction MakeEngineOp(Op op, EngineKind engine, int free, int partitions = 128,
+                         Mem in0 = Mem::kSbuf, Mem out = Mem::kSbuf);
+
+// Checks `program` against `target`'s limits. OK when it can run; InvalidArgument naming the core,
+// the instruction or allocation, and the violated limit (e.g. "matmul K=256 exceeds the TensorE
+// limit K <= 128") otherwise.
+absl::Status ValidateProgram(const Target& target, const Program& program);
+
+// Peak live SBUF / PSUM bytes per partition of one core (allocations x bufs).
+int64_t SbufBytesPerPartition(const CoreProgram& core);
+int64_t PsumBytesPerPartition(const CoreProgram& core);
+
+}  // namespace tessel::sim
+
+#endif  // TESSEL_SIM_PROGRAM_H_

@@ -1,0 +1,48 @@
+#include "sim/program.h"
+
+#include "gtest/gtest.h"
+
+namespace tessel::sim {
+namespace {
+
+TEST(ProgramTest, AddRecordsDependenciesAndSkipsNegativeOnes) {
+  CoreProgram core;
+  int32_t a = core.Add(MakeDma(Op::kDmaLoad, 128, 1024, 0), {});
+  int32_t b = core.Add(MakeDma(Op::kDmaLoad, 128, 1024, 1), {-1});
+  int32_t c = core.Add(MakeMatmul(DType::kBf16, 128, 128, 512), {a, -1, b});
+  EXPECT_EQ(c, 2);
+  ASSERT_EQ(core.DepsOf(c).size(), 2u);
+  EXPECT_EQ(core.DepsOf(c)[0], a);
+  EXPECT_EQ(core.DepsOf(c)[1], b);
+  EXPECT_TRUE(core.DepsOf(b).empty());
+}
+
+TEST(ProgramTest, PeakBytesCountBuffers) {
+  CoreProgram core;
+  core.allocations.push_back({"a", Mem::kSbuf, 0, 128, 1000, 3});
+  core.allocations.push_back({"b", Mem::kSbuf, 0, 64, 24, 1});
+  core.allocations.push_back({"p", Mem::kPsum, 0, 128, 2048, 2});
+  EXPECT_EQ(SbufBytesPerPartition(core), 3024);
+  EXPECT_EQ(PsumBytesPerPartition(core), 4096);
+}
+
+TEST(ProgramTest, LegalStartPartitionsFollowTheTileHeight) {
+  absl::StatusOr<Target> t = LoadTarget("snc2");
+  ASSERT_TRUE(t.ok());
+  struct Case {
+    int partitions, start;
+    bool ok;
+  };
+  const Case cases[] = {{128, 0, true},  {100, 0, true}, {65, 64, false}, {64, 64, true},
+                        {64, 32, false}, {33, 64, true}, {32, 96, true},  {32, 48, false},
+                        {16, 32, true},  {1, 96, true},  {1, 100, false}, {40, 96, false}};
+  for (const Case& c : cases) {
+    Program p;
+    p.cores.resize(1);
+    p.cores[0].Add(MakeDma(Op::kDmaLoad, c.partitions, 512, 0, c.start), {});
+    EXPECT_EQ(ValidateProgram(*t, p).ok(), c.ok) << c.partitions << "@" << c.start;
+  }
+}
+
+}  // namespace
+}  // namespace tessel::sim

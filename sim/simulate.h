@@ -1,0 +1,61 @@
+// The event-driven simulator: runs a Program on a Target in integer ticks.
+//
+// Model (ACCELERATOR.md sections 2 and 3):
+// - Each compute engine (Tensor, Vector, Scalar, GpSimd) of each core executes its instructions in
+//   program order; an instruction starts when the engine is free and its dependencies' results are
+//   available. Depending on the instruction just before it on the same engine costs extra cycles.
+// - TensorE loads the next stationary tile in the background while the previous matmul runs; a
+//   matmul's result becomes visible to dependants only after the first-result latency 2R + C - 2.
+// - DMA transfers are FIFO per queue. A transfer over P partitions is split over ceil(P / 8) of the
+//   core's DMA engines (the earliest free ones); each piece costs a fixed per-transfer time plus
+//   its descriptors' bytes at the engine rate (descriptors under the minimum size cost the
+//   minimum), and HBM traffic is additionally limited by the core's HBM share and the chip's HBM,
+//   shared by all cores.
+// - On targets with port conflicts, Vector/GpSimd SBUF accesses and Vector/Scalar PSUM accesses
+//   serialise.
+// - Systolic targets charge each GEMM the SCALE-Sim closed form (ACCELERATOR.md section 6).
+#ifndef TESSEL_SIM_SIMULATE_H_
+#define TESSEL_SIM_SIMULATE_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "sim/api.h"
+#include "sim/program.h"
+#include "sim/target.h"
+
+namespace tessel::sim {
+
+// Simulates `program` on `target`. Validates first (see ValidateProgram) and returns its
+// InvalidArgument for an invalid program. Deterministic unless options.noise_sigma > 0, in which
+// case time_ns (only) is scaled by a seeded factor 1 + sigma * N(0, 1) (clamped to >= 0.5).
+// Thread-safe: uses thread-local scratch space, so repeated calls on one thread do not allocate
+// once warmed up.
+absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
+                                   const SimOptions& options = {});
+
+// Cost of `inst` in cycles of its engine when issued back to back: for engine ops the
+// ACCELERATOR.md table plus the fixed access overhead (x strided factor); for matmul
+// max(min(64, M), N) x the dtype factor; for transpose max(P, min(64, F)); for systolic targets the
+// closed form. Excludes dependency penalties, port waits, background loads and latency.
+// Not meaningful for DMA instructions (see DmaPieceNs).
+int64_t InstructionCycles(const Target& target, const Instruction& inst);
+
+// TensorE cycles to load the stationary tile of `inst` in the background.
+int64_t StationaryLoadCycles(const Target& target, const Instruction& inst);
+
+// TensorE first-result latency 2R + C - 2 in Tensor cycles (0 for systolic targets, whose closed
+// form already includes fill and drain).
+int64_t FirstResultLatencyCycles(const Target& target);
+
+// SCALE-Sim v2 cycle count of out[M, N] = A[M, K] x B[K, N] on an R x C array with `dataflow`,
+// unlimited bandwidth: folds x (2R + C + T - 2) - 1 (ws, is) or folds x (R + C + T - 2) - 1 (os).
+int64_t SystolicGemmCycles(int rows, int cols, Dataflow dataflow, int64_t m, int64_t n, int64_t k);
+
+// Nanoseconds one DMA engine is busy moving `partitions` partitions of `inst` (fixed cost plus
+// descriptors at the engine rate), ignoring HBM contention.
+double DmaPieceNs(const Target& target, const Instruction& inst, int partitions);
+
+}  // namespace tessel::sim
+
+#endif  // TESSEL_SIM_SIMULATE_H_

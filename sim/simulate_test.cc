@@ -1,0 +1,354 @@
+#include "sim/simulate.h"
+
+#include <random>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessel::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+Target Load(const std::string& name) {
+  absl::StatusOr<Target> t = LoadTarget(name);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+Program OneCore() {
+  Program p;
+  p.cores.resize(1);
+  return p;
+}
+
+TEST(InstructionCyclesTest, MatmulFollowsTheCostFormula) {
+  Target t = Load("snc2");
+  EXPECT_EQ(InstructionCycles(t, MakeMatmul(DType::kBf16, 128, 128, 512)), 512);
+  EXPECT_EQ(InstructionCycles(t, MakeMatmul(DType::kBf16, 128, 128, 32)), 64);
+  EXPECT_EQ(InstructionCycles(t, MakeMatmul(DType::kBf16, 128, 16, 8)), 16);
+  EXPECT_EQ(InstructionCycles(t, MakeMatmul(DType::kBf16, 64, 32, 100)), 100);
+  EXPECT_EQ(InstructionCycles(t, MakeMatmul(DType::kFp32, 128, 128, 512)), 4 * 512);
+  Target t3 = Load("snc3");
+  EXPECT_EQ(InstructionCycles(t3, MakeMatmul(DType::kFp8, 256, 128, 512)), 256);
+}
+
+TEST(InstructionCyclesTest, EngineOpsFollowTheTablePlusFixedOverhead) {
+  Target t = Load("snc2");
+  const int64_t fixed = t.fixed_access_cycles;
+  auto cycles = [&](Op op, EngineKind e, int n) {
+    return InstructionCycles(t, MakeEngineOp(op, e, n));
+  };
+  EXPECT_EQ(cycles(Op::kActivation, EngineKind::kScalar, 10), fixed + 64);
+  EXPECT_EQ(cycles(Op::kActivation, EngineKind::kScalar, 1000), fixed + 1000);
+  EXPECT_EQ(cycles(Op::kTensorScalar, EngineKind::kVector, 300), fixed + 300);
+  EXPECT_EQ(cycles(Op::kTensorCopy, EngineKind::kGpSimd, 512), fixed + 512);
+  EXPECT_EQ(cycles(Op::kReciprocal, EngineKind::kVector, 100), fixed + 800);
+  EXPECT_EQ(cycles(Op::kReciprocal, EngineKind::kVector, 4), fixed + 64);
+  EXPECT_EQ(cycles(Op::kBnStats, EngineKind::kVector, 512), fixed + 512);
+  EXPECT_EQ(cycles(Op::kBnAggr, EngineKind::kVector, 300), fixed + 1300);
+  EXPECT_EQ(cycles(Op::kMemset, EngineKind::kVector, 2), fixed + 64);
+  EXPECT_EQ(cycles(Op::kIota, EngineKind::kGpSimd, 10), fixed + 150 + 10);
+
+  Instruction reduce = MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, 1000);
+  reduce.dtype = DType::kFp32;
+  EXPECT_EQ(InstructionCycles(t, reduce), fixed + 1000);
+  reduce.dtype = DType::kBf16;
+  reduce.add_op = true;
+  EXPECT_EQ(InstructionCycles(t, reduce), fixed + 500);
+
+  Instruction tt = MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, 400);
+  tt.dtype = DType::kFp32;
+  EXPECT_EQ(InstructionCycles(t, tt), fixed + 800);
+  tt.in1 = Mem::kPsum;
+  EXPECT_EQ(InstructionCycles(t, tt), fixed + 400);
+  tt.in1 = Mem::kSbuf;
+  tt.dtype = DType::kBf16;
+  EXPECT_EQ(InstructionCycles(t, tt), fixed + 400);
+  tt.free = 20;
+  EXPECT_EQ(InstructionCycles(t, tt), fixed + 64);
+
+  Instruction strided = MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 512);
+  strided.strided = true;
+  EXPECT_EQ(InstructionCycles(t, strided), fixed + 2 * 512);
+
+  Instruction transpose = MakeEngineOp(Op::kTranspose, EngineKind::kTensor, 32, 128);
+  EXPECT_EQ(InstructionCycles(t, transpose), 128);
+  transpose.partitions = 16;
+  EXPECT_EQ(InstructionCycles(t, transpose), 32);
+}
+
+TEST(DmaTest, OneEngine32KiBTransferMatchesTheCalibration) {
+  Target t = Load("snc2");
+  Program p = OneCore();
+  p.cores[0].Add(MakeDma(Op::kDmaLoad, 8, 4096, 0), {});
+  absl::StatusOr<SimResult> r = Simulate(t, p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->time_ns, 1416, 1416 * 0.05);
+  EXPECT_EQ(r->hbm_bytes, 32 * 1024);
+  EXPECT_EQ(r->engines[int(EngineKind::kDma)].instructions, 1);
+}
+
+TEST(DmaTest, SmallDescriptorsAreInefficient) {
+  Target t = Load("snc2");
+  Instruction big = MakeDma(Op::kDmaLoad, 8, 4096, 0);
+  Instruction tiny = big;
+  tiny.chunk_bytes = 128;  // 32 descriptors of 128 B per partition
+  EXPECT_GT(DmaPieceNs(t, tiny, 8), 3 * DmaPieceNs(t, big, 8));
+}
+
+TEST(DmaTest, FullPartitionTransfersUseAllEnginesAndHbmCapsBandwidth) {
+  Target t = Load("snc2");
+  Program p = OneCore();
+  // 64 transfers of 128 partitions x 8 KiB = 64 MiB total.
+  for (int i = 0; i < 64; ++i) p.cores[0].Add(MakeDma(Op::kDmaLoad, 128, 8192, i % 4), {});
+  absl::StatusOr<SimResult> r = Simulate(t, p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double bytes = 64.0 * 128 * 8192;
+  // Never faster than the core's HBM share, and within 10% of it when streaming.
+  EXPECT_GE(r->time_ns, bytes / 410.0);
+  EXPECT_LE(r->time_ns, 1.1 * bytes / 410.0);
+  EXPECT_EQ(r->bound, "dma");
+  EXPECT_NEAR(r->roofline_ns, bytes / 410.0, 1e-6);
+}
+
+TEST(DmaTest, ShardedCoresShareTheChipHbm) {
+  Target t = Load("snc2");
+  t.hbm_gbps_per_chip = t.hbm_gbps_per_core;  // make the chip the bottleneck
+  Program one = OneCore();
+  for (int i = 0; i < 32; ++i) one.cores[0].Add(MakeDma(Op::kDmaLoad, 128, 8192, 0), {});
+  Program two = one;
+  two.cores.push_back(one.cores[0]);
+  absl::StatusOr<SimResult> r1 = Simulate(t, one);
+  absl::StatusOr<SimResult> r2 = Simulate(t, two);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_NEAR(r2->time_ns / r1->time_ns, 2.0, 0.1);
+}
+
+TEST(SimulateTest, SixteenBackToBackMatmulsAreTensorBound) {
+  Target t = Load("snc2");
+  Program p = OneCore();
+  for (int i = 0; i < 16; ++i) p.cores[0].Add(MakeMatmul(DType::kBf16, 128, 128, 512), {});
+  absl::StatusOr<SimResult> r = Simulate(t, p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double expected = 16 * 512 + FirstResultLatencyCycles(t);
+  EXPECT_EQ(FirstResultLatencyCycles(t), 382);
+  EXPECT_NEAR(double(r->tensor_cycles), expected, 0.02 * expected);
+  EXPECT_EQ(r->bound, "tensor");
+  EXPECT_EQ(r->engines[int(EngineKind::kTensor)].instructions, 16);
+  EXPECT_NEAR(r->time_ns, expected / 2.8, 0.02 * expected / 2.8);
+}
+
+TEST(SimulateTest, LatencyIsExposedOnlyToDependants) {
+  Target t = Load("snc2");
+  Program independent = OneCore();
+  independent.cores[0].Add(MakeMatmul(DType::kBf16, 128, 128, 512), {});
+  independent.cores[0].Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kScalar, 512, 128, Mem::kSbuf),
+                           {});
+  Program dependent = OneCore();
+  int32_t mm = dependent.cores[0].Add(MakeMatmul(DType::kBf16, 128, 128, 512), {});
+  dependent.cores[0].Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kScalar, 512, 128, Mem::kPsum),
+                         {mm});
+  absl::StatusOr<SimResult> a = Simulate(t, independent);
+  absl::StatusOr<SimResult> b = Simulate(t, dependent);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const int64_t copy_ticks = (60 + 512) * 4;
+  // The first stationary load cannot hide behind an earlier matmul.
+  const int64_t load = StationaryLoadCycles(t, MakeMatmul(DType::kBf16, 128, 128, 512));
+  EXPECT_EQ(load, 32);
+  // Independent: the copy runs alongside; the program ends with the matmul's result.
+  EXPECT_EQ(a->ticks, std::max<int64_t>((load + 512 + 382) * 2, copy_ticks));
+  // Dependent: the copy starts after matmul + latency.
+  EXPECT_EQ(b->ticks, (load + 512 + 382) * 2 + copy_ticks);
+}
+
+TEST(SimulateTest, DependingOnThePreviousInstructionOfTheSameEngineCostsExtra) {
+  Target t = Load("snc2");
+  Program chained = OneCore();
+  int32_t a = chained.cores[0].Add(MakeEngineOp(Op::kMemset, EngineKind::kVector, 512), {});
+  chained.cores[0].Add(MakeEngineOp(Op::kTensorScalar, EngineKind::kVector, 512), {a});
+  Program free = OneCore();
+  free.cores[0].Add(MakeEngineOp(Op::kMemset, EngineKind::kVector, 512), {});
+  free.cores[0].Add(MakeEngineOp(Op::kTensorScalar, EngineKind::kVector, 512), {});
+  absl::StatusOr<SimResult> rc = Simulate(t, chained);
+  absl::StatusOr<SimResult> rf = Simulate(t, free);
+  ASSERT_TRUE(rc.ok() && rf.ok());
+  EXPECT_EQ(rf->ticks, 2 * (60 + 512) * 5);
+  EXPECT_EQ(rc->ticks - rf->ticks, 100 * 5);
+}
+
+TEST(SimulateTest, Snc2PortConflictsSerializeVectorAndGpSimd) {
+  auto run = [](const std::string& name) {
+    Target t = Load(name);
+    Program p = OneCore();
+    p.cores[0].Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 1024), {});
+    p.cores[0].Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kGpSimd, 1024), {});
+    absl::StatusOr<SimResult> r = Simulate(t, p);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r->time_ns;
+  };
+  const double vector_ns = (60 + 1024) / 1.12, gpsimd_ns = (60 + 1024) / 1.4;
+  EXPECT_NEAR(run("snc2"), vector_ns + gpsimd_ns, 1.0);
+  EXPECT_NEAR(run("snc3"), (60 + 1024) / 0.96, 1.0);  // parallel on snc3: the slower one
+}
+
+TEST(SimulateTest, NoiseIsSeededAndOffByDefault) {
+  Target t = Load("snc2");
+  Program p = OneCore();
+  p.cores[0].Add(MakeMatmul(DType::kBf16, 128, 128, 512), {});
+  SimOptions noisy{.noise_sigma = 0.05, .seed = 7};
+  double base = Simulate(t, p)->time_ns;
+  EXPECT_EQ(Simulate(t, p)->time_ns, base);
+  double a = Simulate(t, p, noisy)->time_ns;
+  double b = Simulate(t, p, noisy)->time_ns;
+  noisy.seed = 8;
+  double c = Simulate(t, p, noisy)->time_ns;
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_NE(a, base);
+}
+
+TEST(SystolicTest, ClosedFormMatchesTheScaleSimTable) {
+  struct Row {
+    int m, n, k;
+    int64_t ws, os, is;
+  };
+  const Row rows[] = {{512, 128, 128, 893, 1527, 2039},
+                      {512, 512, 512, 14303, 12255, 14303},
+                      {1024, 1024, 1024, 89983, 81791, 89983}};
+  for (const Row& row : rows) {
+    for (auto [df, want] : {std::pair{"ws", row.ws}, {"os", row.os}, {"is", row.is}}) {
+      Target t = Load(std::string("systolic-128x128-") + df);
+      Program p = OneCore();
+      p.cores[0].Add(MakeMatmul(DType::kBf16, row.k, row.m, row.n), {});
+      absl::StatusOr<SimResult> r = Simulate(t, p);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->tensor_cycles, want) << row.m << "x" << row.n << "x" << row.k << " " << df;
+    }
+  }
+}
+
+TEST(SystolicTest, RandomSizesFollowTheClosedForm) {
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> dim(1, 3000), arr(4, 256);
+  for (int i = 0; i < 60; ++i) {
+    int r = arr(rng), c = arr(rng), m = dim(rng), n = dim(rng), k = dim(rng);
+    for (const char* df : {"ws", "os", "is"}) {
+      Target t = Load("systolic-" + std::to_string(r) + "x" + std::to_string(c) + "-" + df);
+      Program p = OneCore();
+      p.cores[0].Add(MakeMatmul(DType::kBf16, k, m, n), {});
+      absl::StatusOr<SimResult> res = Simulate(t, p);
+      ASSERT_TRUE(res.ok()) << res.status();
+      int64_t rows_dim = df[0] == 'o' ? m : k;
+      int64_t cols_dim = df[0] == 'w' ? n : df[0] == 'o' ? n : m;
+      int64_t tt = df[0] == 'w' ? m : df[0] == 'o' ? k : n;
+      int64_t folds = ((rows_dim + r - 1) / r) * ((cols_dim + c - 1) / c);
+      int64_t fill = df[0] == 'o' ? r : 2 * r;
+      EXPECT_EQ(res->tensor_cycles, folds * (fill + c + tt - 2) - 1);
+    }
+  }
+}
+
+TEST(ValidateTest, InvalidProgramsNameTheViolatedLimit) {
+  Target t = Load("snc2");
+  auto expect_error = [&](const Program& p, const std::string& fragment) {
+    absl::StatusOr<SimResult> r = Simulate(t, p);
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << fragment;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(fragment));
+  };
+  {
+    Program p = OneCore();
+    p.cores[0].Add(MakeMatmul(DType::kBf16, 256, 128, 512), {});
+    expect_error(p, "K=256 exceeds the TensorE limit K <= 128");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].Add(MakeMatmul(DType::kBf16, 128, 256, 512), {});
+    expect_error(p, "M=256 exceeds the stationary free size limit M <= 128");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].Add(MakeMatmul(DType::kBf16, 128, 128, 1024), {});
+    expect_error(p, "N=1024 exceeds the moving free size limit N <= 512");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].Add(MakeMatmul(DType::kFp8, 128, 128, 512), {});
+    expect_error(p, "does not support fp8");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].Add(MakeDma(Op::kDmaLoad, 64, 1024, 0, /*start_partition=*/32), {});
+    expect_error(p, "illegal start partition 32");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].Add(MakeDma(Op::kDmaLoad, 200, 1024, 0), {});
+    expect_error(p, "partition limit");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].allocations.push_back({"big", Mem::kSbuf, 0, 128, 100 * 1024, 2});
+    expect_error(p, "SBUF capacity: 204800 live bytes per partition exceed the usable 180224");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].allocations.push_back({"acc", Mem::kPsum, 0, 128, 4096, 1});
+    expect_error(p, "PSUM bank");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].allocations.push_back({"acc", Mem::kPsum, 0, 128, 2048, 9});
+    expect_error(p, "9 live accumulation groups exceed the limit of 8");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kGpSimd, 512, 128, Mem::kPsum), {});
+    expect_error(p, "GpSimd cannot access PSUM");
+  }
+  {
+    Program p = OneCore();
+    Instruction tt = MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, 512, 128, Mem::kPsum);
+    tt.in1 = Mem::kPsum;
+    p.cores[0].Add(tt, {});
+    expect_error(p, "both tensor_tensor inputs in PSUM");
+  }
+  {
+    Program p = OneCore();
+    Instruction mm = MakeMatmul(DType::kBf16, 128, 128, 512);
+    mm.out = Mem::kSbuf;
+    p.cores[0].Add(mm, {});
+    expect_error(p, "TensorE writes PSUM only");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 8192, 128, Mem::kPsum), {});
+    expect_error(p, "8192 elements exceeds 4096 per instruction from PSUM");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].Add(MakeEngineOp(Op::kBnStats, EngineKind::kVector, 1024), {});
+    expect_error(p, "bn_stats of 1024 elements exceeds 512");
+  }
+  {
+    Program p = OneCore();
+    p.cores[0].Add(MakeEngineOp(Op::kActivation, EngineKind::kVector, 64), {});
+    expect_error(p, "activation cannot run on vector");
+  }
+  {
+    Program p = OneCore();
+    Instruction inst = MakeEngineOp(Op::kMemset, EngineKind::kVector, 64);
+    p.cores[0].Add(inst, {});
+    p.cores[0].Add(inst, {5});
+    expect_error(p, "dependency 5 does not name an earlier instruction");
+  }
+  {
+    Program p;
+    p.cores.resize(3);
+    expect_error(p, "program uses 3 cores; snc2 has 2 per chip");
+  }
+}
+
+}  // namespace
+}  // namespace tessel::sim
