@@ -74,7 +74,8 @@ class Kernel {
   // The schedule space for `problem` on `target`. Fails as ValidateProblem does.
   virtual absl::StatusOr<Space> SpaceFor(const Problem& problem,
                                          const sim::Target& target) const = 0;
-  // Lowers a valid config to a simulator program; InvalidArgument with the reason for an invalid one.
+  // Lowers a valid config to a simulator program; InvalidArgument with the reason for an invalid
+  // one.
   virtual absl::StatusOr<sim::Program> Lower(const Problem& problem, const Config& config,
                                              const sim::Target& target) const = 0;
   // What a plain compiler would pick. Always valid for a valid problem.

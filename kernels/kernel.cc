@@ -1,0 +1,85 @@
+#include "kernels/kernel.h"
+
+#include <algorithm>
+
+#include "kernels/matmul.h"
+#include "schema/strings.h"
+#include "sim/program.h"
+#include "sim/simulate.h"
+
+namespace tessel::kernels {
+
+Space::Space(std::vector<Param> params, Check check)
+    : params_(std::move(params)), check_(std::move(check)) {
+  size_ = 1;
+  for (const Param& p : params_) size_ *= std::max<uint64_t>(1, p.values.size());
+}
+
+Config Space::Decode(uint64_t index) const {
+  Config config;
+  for (const Param& p : params_) {
+    uint64_t radix = std::max<uint64_t>(1, p.values.size());
+    config.Set(p.name, p.values.empty() ? "" : p.values[index % radix]);
+    index /= radix;
+  }
+  return config;
+}
+
+std::optional<uint64_t> Space::Encode(const Config& config) const {
+  uint64_t index = 0, scale = 1;
+  if (config.size() != params_.size()) return std::nullopt;
+  for (const Param& p : params_) {
+    std::optional<std::string_view> value = config.Get(p.name);
+    if (!value) return std::nullopt;
+    auto it = std::find(p.values.begin(), p.values.end(), *value);
+    if (it == p.values.end()) return std::nullopt;
+    index += scale * uint64_t(it - p.values.begin());
+    scale *= std::max<uint64_t>(1, p.values.size());
+  }
+  return index;
+}
+
+absl::Status Space::Validate(const Config& config) const {
+  for (const auto& [name, value] : config.items()) {
+    auto it = std::find_if(params_.begin(), params_.end(),
+                           [&](const Param& p) { return p.name == name; });
+    if (it == params_.end()) {
+      return absl::InvalidArgumentError(StrCat("unknown parameter '", name, "'"));
+    }
+    if (std::find(it->values.begin(), it->values.end(), value) == it->values.end()) {
+      return absl::InvalidArgumentError(
+          StrCat("parameter ", name, "=", value, " is not one of ", StrJoin(it->values, "|")));
+    }
+  }
+  for (const Param& p : params_) {
+    if (!config.Get(p.name)) {
+      return absl::InvalidArgumentError(StrCat("parameter '", p.name, "' missing"));
+    }
+  }
+  return check_ ? check_(config) : absl::OkStatus();
+}
+
+const Kernel* FindKernel(std::string_view name) {
+  for (const Kernel* kernel : AllKernels()) {
+    if (kernel->name() == name) return kernel;
+  }
+  return nullptr;
+}
+
+std::vector<const Kernel*> AllKernels() {
+  static const MatmulKernel* const kMatmul = new MatmulKernel();
+  std::vector<const Kernel*> kernels = {kMatmul};
+  std::sort(kernels.begin(), kernels.end(),
+            [](const Kernel* a, const Kernel* b) { return a->name() < b->name(); });
+  return kernels;
+}
+
+absl::StatusOr<sim::SimResult> Evaluate(const Kernel& kernel, const Problem& problem,
+                                        const Config& config, const sim::Target& target,
+                                        const sim::SimOptions& options) {
+  absl::StatusOr<sim::Program> program = kernel.Lower(problem, config, target);
+  if (!program.ok()) return program.status();
+  return sim::Simulate(target, *program, options);
+}
+
+}  // namespace tessel::kernels

@@ -1,0 +1,53 @@
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/kernel.h"
+
+namespace tessel::kernels {
+namespace {
+
+using ::testing::HasSubstr;
+
+Space TwoParams() {
+  return Space({{"a", {"1", "2", "3"}, ""}, {"b", {"x", "y"}, ""}},
+               [](const Config& c) -> absl::Status {
+                 if (c.Get("a") == "3" && c.Get("b") == "y") {
+                   return absl::InvalidArgumentError("a=3 needs b=x");
+                 }
+                 return absl::OkStatus();
+               });
+}
+
+TEST(SpaceTest, SizeIsTheProductOfValueCounts) { EXPECT_EQ(TwoParams().Size(), 6u); }
+
+TEST(SpaceTest, DecodeVariesTheFirstParamFastestAndEncodeInvertsIt) {
+  Space space = TwoParams();
+  EXPECT_EQ(space.Decode(0).ToString(), "a=1,b=x");
+  EXPECT_EQ(space.Decode(1).ToString(), "a=2,b=x");
+  EXPECT_EQ(space.Decode(3).ToString(), "a=1,b=y");
+  for (uint64_t i = 0; i < space.Size(); ++i) EXPECT_EQ(space.Encode(space.Decode(i)), i);
+  EXPECT_EQ(space.Encode(Config{{"a", "4"}, {"b", "x"}}), std::nullopt);
+  EXPECT_EQ(space.Encode(Config{{"a", "1"}}), std::nullopt);
+}
+
+TEST(SpaceTest, ValidateReportsUnknownValuesAndTheCheckReason) {
+  Space space = TwoParams();
+  EXPECT_TRUE(space.Validate(Config{{"a", "3"}, {"b", "x"}}).ok());
+  absl::Status bad = space.Validate(Config{{"a", "3"}, {"b", "y"}});
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(bad.message()), "a=3 needs b=x");
+  EXPECT_THAT(std::string(space.Validate(Config{{"a", "9"}, {"b", "x"}}).message()),
+              HasSubstr("a=9 is not one of 1|2|3"));
+  EXPECT_THAT(std::string(space.Validate(Config{{"a", "1"}}).message()), HasSubstr("'b' missing"));
+  EXPECT_THAT(std::string(space.Validate(Config{{"a", "1"}, {"b", "x"}, {"c", "1"}}).message()),
+              HasSubstr("unknown parameter 'c'"));
+}
+
+TEST(RegistryTest, FindsMatmul) {
+  ASSERT_NE(FindKernel("matmul"), nullptr);
+  EXPECT_EQ(FindKernel("matmul")->name(), "matmul");
+  EXPECT_EQ(FindKernel("nope"), nullptr);
+  EXPECT_FALSE(AllKernels().empty());
+}
+
+}  // namespace
+}  // namespace tessel::kernels
