@@ -342,7 +342,8 @@ void Agent::Impl::Dispatch(const v1::TrialSpec& spec) {
 }
 
 absl::Status Agent::Impl::LeaseLoop() {
-  std::optional<Clock::time_point> unreachable_since;
+  bool reachable = true;  // false from the first failed call until a call succeeds
+  Clock::time_point unreachable_since;
   std::chrono::milliseconds backoff = kFirstBackoff;
   while (true) {
     int slots = 0;
@@ -382,7 +383,7 @@ absl::Status Agent::Impl::LeaseLoop() {
     }
     // Trials leased by a call that completed, even after Stop(), are measured and reported.
     if (status.ok()) {
-      unreachable_since.reset();
+      reachable = true;
       backoff = kFirstBackoff;
       for (const v1::TrialSpec& spec : response.trials()) Dispatch(spec);
       continue;
@@ -396,9 +397,12 @@ absl::Status Agent::Impl::LeaseLoop() {
       need_register_ = true;
       continue;
     }
-    if (!unreachable_since) unreachable_since = Clock::now();
+    if (reachable) {
+      reachable = false;
+      unreachable_since = Clock::now();
+    }
     auto down =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *unreachable_since);
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - unreachable_since);
     if (down.count() >= options_.unreachable_timeout_ms) {
       return absl::UnavailableError(
           StrCat("server unreachable for ", down.count(), " ms: ", status.error_message()));

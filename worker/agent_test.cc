@@ -30,7 +30,8 @@ constexpr const char* kShape = "M=256,N=256,K=256";
 v1::Workload MatmulWorkload() {
   v1::Workload workload;
   workload.set_kernel("matmul");
-  for (const auto& [name, value] : Dims::Parse(kShape)->items()) {
+  const Dims dims = *Dims::Parse(kShape);
+  for (const auto& [name, value] : dims.items()) {
     v1::Dim* dim = workload.add_dims();
     dim->set_name(name);
     dim->set_value(value);
