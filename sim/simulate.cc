@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "nlohmann/json.hpp"
 #include "schema/strings.h"
 
 namespace tessel::sim {
@@ -189,6 +192,11 @@ double DmaPieceNs(const Target& target, const Instruction& inst, int partitions)
 
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options) {
+  return Simulate(target, program, options, nullptr);
+}
+
+absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
+                                   const SimOptions& options, std::vector<TraceEvent>* trace) {
   absl::Status valid = ValidateProgram(target, program);
   if (!valid.ok()) return valid;
 
@@ -337,6 +345,7 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
       out.engines[local].busy_ticks += duration;
       out.engines[local].instructions++;
       s.result[g] = finish + (inst.op == Op::kMatmul ? latency_ticks : 0);
+      if (trace) trace->push_back({c, local, int32_t(g - base), start, finish});
     } else {
       // DMA: split over the earliest-free engines serving ceil(P / partitions_per_engine).
       const int ppe = target.dma_partitions_per_engine;
@@ -357,12 +366,14 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
       const bool uses_hbm = inst.op != Op::kDmaCopy;
       const int64_t fixed_ticks = int64_t(std::llround(target.dma_fixed_ns * tick_ghz));
       int remaining_partitions = inst.partitions;
+      int64_t first_start = std::numeric_limits<int64_t>::max();
       // Partitions are spread as evenly as possible over the pieces.
       for (int p = 0; p < pieces; ++p) {
         int share = remaining_partitions / (pieces - p);
         remaining_partitions -= share;
         const int e = order[p];
         const int64_t start = std::max(tick, engine_free[e]);
+        first_start = std::min(first_start, start);
         int64_t end = start + int64_t(std::ceil(DmaPieceNs(target, inst, share) * tick_ghz));
         if (uses_hbm && (core_rate > 0 || chip_rate > 0)) {
           const double bytes = double(share) * double(inst.bytes_per_partition);
@@ -381,6 +392,7 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
       s.queue_free[q] = tick;
       out.engines[int(EngineKind::kDma)].instructions++;
       s.result[g] = finish;
+      if (trace) trace->push_back({c, local, int32_t(g - base), first_start, finish});
     }
     makespan = std::max(makespan, s.result[g]);
 
@@ -449,6 +461,86 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
     out.time_ns *= std::max(0.5, factor);
   }
   return out;
+}
+
+}  // namespace tessel::sim
+
+namespace tessel::sim {
+
+absl::Status WriteTrace(const Target& target, const Program& program, const SimOptions& options,
+                        const std::string& path) {
+  std::vector<TraceEvent> events;
+  absl::StatusOr<SimResult> result = Simulate(target, program, options, &events);
+  if (!result.ok()) return result.status();
+  const int queues_per_core = kNumComputeEngines + target.dma_queues;
+  nlohmann::json trace_events = nlohmann::json::array();
+  std::vector<bool> used(program.cores.size() * queues_per_core, false);
+  for (const TraceEvent& e : events) used[e.core * queues_per_core + e.track] = true;
+  for (size_t c = 0; c < program.cores.size(); ++c) {
+    trace_events.push_back({{"ph", "M"},
+                            {"name", "process_name"},
+                            {"pid", c},
+                            {"args", {{"name", StrCat("core ", c)}}}});
+    for (int track = 0; track < queues_per_core; ++track) {
+      if (!used[c * queues_per_core + track]) continue;
+      std::string name = track < kNumComputeEngines
+                             ? std::string(EngineName(EngineKind(track)))
+                             : StrCat("dma queue ", track - kNumComputeEngines);
+      trace_events.push_back({{"ph", "M"},
+                              {"name", "thread_name"},
+                              {"pid", c},
+                              {"tid", track},
+                              {"args", {{"name", name}}}});
+      trace_events.push_back({{"ph", "M"},
+                              {"name", "thread_sort_index"},
+                              {"pid", c},
+                              {"tid", track},
+                              {"args", {{"sort_index", track}}}});
+    }
+  }
+  const double us_per_tick = 1e-3 / target.tick_ghz;
+  for (const TraceEvent& e : events) {
+    const Instruction& inst = program.cores[e.core].instructions[e.index];
+    nlohmann::json args = {{"index", e.index}};
+    if (inst.op == Op::kMatmul) {
+      args["k"] = inst.k, args["m"] = inst.m, args["n"] = inst.n;
+      args["dtype"] = std::string(DTypeName(inst.dtype));
+    } else if (inst.engine == EngineKind::kDma) {
+      args["partitions"] = inst.partitions;
+      args["bytes_per_partition"] = inst.bytes_per_partition;
+    } else {
+      args["partitions"] = inst.partitions;
+      args["free"] = inst.free;
+    }
+    std::vector<int32_t> deps(program.cores[e.core].DepsOf(e.index).begin(),
+                              program.cores[e.core].DepsOf(e.index).end());
+    if (!deps.empty()) args["deps"] = deps;
+    trace_events.push_back({{"ph", "X"},
+                            {"name", std::string(OpName(inst.op))},
+                            {"pid", e.core},
+                            {"tid", e.track},
+                            {"ts", e.start_tick * us_per_tick},
+                            {"dur", (e.end_tick - e.start_tick) * us_per_tick},
+                            {"args", args}});
+  }
+  nlohmann::json doc = {{"traceEvents", trace_events},
+                        {"displayTimeUnit", "ns"},
+                        {"otherData",
+                         {{"target", target.name},
+                          {"program", program.name},
+                          {"time_ns", result->time_ns},
+                          {"bound", result->bound}}}};
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return absl::UnavailableError(StrCat("cannot write trace file ", tmp));
+    out << doc.dump() << "\n";
+    if (!out) return absl::DataLossError(StrCat("failed writing trace file ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(StrCat("cannot rename trace file to ", path));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tessel::sim

@@ -1,10 +1,13 @@
 #include "sim/simulate.h"
 
+#include <fstream>
 #include <random>
+#include <set>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace tessel::sim {
 namespace {
@@ -348,6 +351,47 @@ TEST(ValidateTest, InvalidProgramsNameTheViolatedLimit) {
     p.cores.resize(3);
     expect_error(p, "program uses 3 cores; snc2 has 2 per chip");
   }
+}
+
+}  // namespace
+}  // namespace tessel::sim
+
+namespace tessel::sim {
+namespace {
+
+TEST(TraceTest, WritesOneCompleteEventPerInstructionWithNamedTracks) {
+  Target t = Load("snc2");
+  Program p = OneCore();
+  int32_t a = p.cores[0].Add(MakeDma(Op::kDmaLoad, 128, 1024, 3), {});
+  int32_t mm = p.cores[0].Add(MakeMatmul(DType::kBf16, 128, 128, 512), {a});
+  p.cores[0].Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 512, 128, Mem::kPsum), {mm});
+  const std::string path = ::testing::TempDir() + "/trace_test.json";
+  ASSERT_TRUE(WriteTrace(t, p, {}, path).ok());
+  std::ifstream in(path);
+  nlohmann::json doc = nlohmann::json::parse(in);
+  int complete = 0;
+  std::set<std::string> tracks;
+  double end_us = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++complete;
+      end_us = std::max(end_us, e["ts"].get<double>() + e["dur"].get<double>());
+    }
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"]);
+  }
+  EXPECT_EQ(complete, 3);
+  EXPECT_EQ(tracks, (std::set<std::string>{"tensor", "vector", "dma queue 3"}));
+  EXPECT_NEAR(end_us * 1000, Simulate(t, p)->time_ns, 1.0);
+  EXPECT_EQ(doc["otherData"]["target"], "snc2");
+}
+
+TEST(TraceTest, InvalidProgramsWriteNothing) {
+  Target t = Load("snc2");
+  Program p = OneCore();
+  p.cores[0].Add(MakeMatmul(DType::kBf16, 256, 128, 512), {});
+  const std::string path = ::testing::TempDir() + "/trace_invalid.json";
+  EXPECT_EQ(WriteTrace(t, p, {}, path).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(std::ifstream(path).good());
 }
 
 }  // namespace
