@@ -37,18 +37,19 @@ bool EngineAllowed(Op op, EngineKind engine) {
 bool IsDma(Op op) { return op == Op::kDmaLoad || op == Op::kDmaStore || op == Op::kDmaCopy; }
 
 // Checks the partition count and start partition of a tile (ACCELERATOR.md section 4).
-absl::Status CheckPartitions(const Target& target, int partitions, int start,
-                             const std::string& what) {
+// `what` names the checked object; it is only called to build an error message.
+template <typename What>
+absl::Status CheckPartitions(const Target& target, int partitions, int start, const What& what) {
   const int total = target.sbuf_partitions;
   if (partitions < 1 || partitions > total) {
     return absl::InvalidArgumentError(
-        StrCat(what, ": partition limit: ", partitions, " partitions, must be 1..", total));
+        StrCat(what(), ": partition limit: ", partitions, " partitions, must be 1..", total));
   }
   const int half = total / 2, quarter = total / 4;
   int align = partitions > half ? total : partitions > quarter ? half : quarter;
   if (start < 0 || start % align != 0 || start + partitions > total) {
     return absl::InvalidArgumentError(
-        StrCat(what, ": illegal start partition ", start, " for a tile of ", partitions,
+        StrCat(what(), ": illegal start partition ", start, " for a tile of ", partitions,
                " partitions (must be a multiple of ", align, " and end by partition ", total, ")"));
   }
   return absl::OkStatus();
@@ -57,24 +58,26 @@ absl::Status CheckPartitions(const Target& target, int partitions, int start,
 absl::Status CheckInstruction(const Target& target, const CoreProgram& core, int index,
                               const std::string& where) {
   const Instruction& inst = core.instructions[index];
-  const std::string what = StrCat(where, " instruction ", index, " (", OpName(inst.op), ")");
+  // Built only when a check fails: validation runs for every instruction of every simulation.
+  auto what = [&] { return StrCat(where, " instruction ", index, " (", OpName(inst.op), ")"); };
   for (int32_t dep : core.DepsOf(index)) {
     if (dep < 0 || dep >= index) {
       return absl::InvalidArgumentError(
-          StrCat(what, ": dependency ", dep, " does not name an earlier instruction"));
+          StrCat(what(), ": dependency ", dep, " does not name an earlier instruction"));
     }
   }
   if (!EngineAllowed(inst.op, inst.engine)) {
-    return absl::InvalidArgumentError(StrCat(what, ": engine/location mismatch: ", OpName(inst.op),
+    return absl::InvalidArgumentError(StrCat(what(),
+                                             ": engine/location mismatch: ", OpName(inst.op),
                                              " cannot run on ", EngineName(inst.engine)));
   }
   if (target.systolic) {
     if (inst.op != Op::kMatmul) {
       return absl::InvalidArgumentError(
-          StrCat(what, ": systolic targets run GEMM (matmul) instructions only"));
+          StrCat(what(), ": systolic targets run GEMM (matmul) instructions only"));
     }
     if (inst.k < 1 || inst.m < 1 || inst.n < 1) {
-      return absl::InvalidArgumentError(StrCat(what, ": matmul sizes must be positive"));
+      return absl::InvalidArgumentError(StrCat(what(), ": matmul sizes must be positive"));
     }
     return absl::OkStatus();
   }
@@ -84,76 +87,76 @@ absl::Status CheckInstruction(const Target& target, const CoreProgram& core, int
   const bool touches_psum = reads_psum || inst.out == Mem::kPsum;
   if (IsDma(inst.op)) {
     if (inst.bytes_per_partition <= 0) {
-      return absl::InvalidArgumentError(StrCat(what, ": DMA moves no bytes"));
+      return absl::InvalidArgumentError(StrCat(what(), ": DMA moves no bytes"));
     }
     if (inst.queue < 0 || inst.queue >= target.dma_queues) {
       return absl::InvalidArgumentError(
-          StrCat(what, ": DMA queue ", inst.queue, " outside 0..", target.dma_queues - 1));
+          StrCat(what(), ": DMA queue ", inst.queue, " outside 0..", target.dma_queues - 1));
     }
     if (touches_psum) {
-      return absl::InvalidArgumentError(StrCat(what, ": engine/location mismatch: DMA to PSUM"));
+      return absl::InvalidArgumentError(StrCat(what(), ": engine/location mismatch: DMA to PSUM"));
     }
     return absl::OkStatus();
   }
   if (inst.op == Op::kMatmul) {
     if (!target.SupportsDType(inst.dtype)) {
-      return absl::InvalidArgumentError(
-          StrCat(what, ": TensorE on ", target.name, " does not support ", DTypeName(inst.dtype)));
+      return absl::InvalidArgumentError(StrCat(what(), ": TensorE on ", target.name,
+                                               " does not support ", DTypeName(inst.dtype)));
     }
     if (inst.k < 1 || inst.m < 1 || inst.n < 1) {
-      return absl::InvalidArgumentError(StrCat(what, ": matmul sizes must be positive"));
+      return absl::InvalidArgumentError(StrCat(what(), ": matmul sizes must be positive"));
     }
     int max_k = target.MaxMatmulK(inst.dtype);
     if (max_k > 0 && inst.k > max_k) {
-      return absl::InvalidArgumentError(StrCat(what, ": tile limit: matmul K=", inst.k,
+      return absl::InvalidArgumentError(StrCat(what(), ": tile limit: matmul K=", inst.k,
                                                " exceeds the TensorE limit K <= ", max_k));
     }
     if (target.matmul_max_m > 0 && inst.m > target.matmul_max_m) {
       return absl::InvalidArgumentError(
-          StrCat(what, ": tile limit: matmul M=", inst.m,
+          StrCat(what(), ": tile limit: matmul M=", inst.m,
                  " exceeds the stationary free size limit M <= ", target.matmul_max_m));
     }
     if (target.matmul_max_n > 0 && inst.n > target.matmul_max_n) {
       return absl::InvalidArgumentError(
-          StrCat(what, ": tile limit: matmul N=", inst.n,
+          StrCat(what(), ": tile limit: matmul N=", inst.n,
                  " exceeds the moving free size limit N <= ", target.matmul_max_n));
     }
     if (int64_t(inst.n) * 4 > target.psum_bank_bytes_per_partition) {
       return absl::InvalidArgumentError(StrCat(
-          what, ": PSUM bank: an fp32 result of N=", inst.n, " needs ", inst.n * 4,
+          what(), ": PSUM bank: an fp32 result of N=", inst.n, " needs ", inst.n * 4,
           " bytes per partition, over one bank (", target.psum_bank_bytes_per_partition, ")"));
     }
   }
   if (inst.engine == EngineKind::kTensor && inst.out != Mem::kPsum) {
     return absl::InvalidArgumentError(
-        StrCat(what, ": engine/location mismatch: TensorE writes PSUM only"));
+        StrCat(what(), ": engine/location mismatch: TensorE writes PSUM only"));
   }
   if (inst.op == Op::kTranspose && inst.free > target.sbuf_partitions) {
-    return absl::InvalidArgumentError(StrCat(what, ": partition limit: transpose of free size ",
+    return absl::InvalidArgumentError(StrCat(what(), ": partition limit: transpose of free size ",
                                              inst.free, " gives more than ", target.sbuf_partitions,
                                              " partitions"));
   }
   if (inst.engine == EngineKind::kGpSimd && touches_psum) {
     return absl::InvalidArgumentError(
-        StrCat(what, ": engine/location mismatch: GpSimd cannot access PSUM"));
+        StrCat(what(), ": engine/location mismatch: GpSimd cannot access PSUM"));
   }
   if (inst.op == Op::kTensorTensor && inst.in0 == Mem::kPsum && inst.in1 == Mem::kPsum) {
     return absl::InvalidArgumentError(
-        StrCat(what, ": engine/location mismatch: both tensor_tensor inputs in PSUM"));
+        StrCat(what(), ": engine/location mismatch: both tensor_tensor inputs in PSUM"));
   }
   if (inst.engine != EngineKind::kTensor) {
     if (inst.free < 1) {
-      return absl::InvalidArgumentError(StrCat(what, ": free size must be positive"));
+      return absl::InvalidArgumentError(StrCat(what(), ": free size must be positive"));
     }
     int cap = reads_psum ? target.max_free_psum : target.max_free_sbuf;
     if (cap > 0 && inst.free > cap) {
-      return absl::InvalidArgumentError(StrCat(what, ": free size cap: ", inst.free,
+      return absl::InvalidArgumentError(StrCat(what(), ": free size cap: ", inst.free,
                                                " elements exceeds ", cap, " per instruction from ",
                                                reads_psum ? "PSUM" : "SBUF"));
     }
     if (inst.op == Op::kBnStats && target.max_bn_stats_free > 0 &&
         inst.free > target.max_bn_stats_free) {
-      return absl::InvalidArgumentError(StrCat(what, ": free size cap: bn_stats of ", inst.free,
+      return absl::InvalidArgumentError(StrCat(what(), ": free size cap: bn_stats of ", inst.free,
                                                " elements exceeds ", target.max_bn_stats_free));
     }
   }
@@ -164,21 +167,21 @@ absl::Status CheckAllocations(const Target& target, const CoreProgram& core,
                               const std::string& where) {
   int psum_groups = 0;
   for (const Allocation& a : core.allocations) {
-    const std::string what = StrCat(where, " allocation '", a.name, "'");
+    auto what = [&] { return StrCat(where, " allocation '", a.name, "'"); };
     absl::Status partitions = CheckPartitions(target, a.partitions, a.start_partition, what);
     if (!partitions.ok()) return partitions;
     if (a.bufs < 1 || a.bytes_per_partition < 0) {
-      return absl::InvalidArgumentError(StrCat(what, ": needs bufs >= 1 and bytes >= 0"));
+      return absl::InvalidArgumentError(StrCat(what(), ": needs bufs >= 1 and bytes >= 0"));
     }
     if (a.memory == Mem::kPsum) {
       if (a.bytes_per_partition > target.psum_bank_bytes_per_partition) {
-        return absl::InvalidArgumentError(StrCat(what, ": PSUM bank: ", a.bytes_per_partition,
+        return absl::InvalidArgumentError(StrCat(what(), ": PSUM bank: ", a.bytes_per_partition,
                                                  " bytes per partition exceeds one bank (",
                                                  target.psum_bank_bytes_per_partition, ")"));
       }
       psum_groups += a.bufs;
     } else if (a.memory == Mem::kHbm) {
-      return absl::InvalidArgumentError(StrCat(what, ": HBM is not allocated by programs"));
+      return absl::InvalidArgumentError(StrCat(what(), ": HBM is not allocated by programs"));
     }
   }
   if (psum_groups > target.max_accumulation_groups) {
