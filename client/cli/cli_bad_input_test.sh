@@ -3,7 +3,7 @@
 # "tessel: error: ..." line on stderr containing the expected words. Never a crash.
 # Usage: cli_bad_input_test.sh PATH/TO/tessel
 set -u
-TESSEL="$1"
+TESSEL="$(realpath "$1")"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
@@ -52,7 +52,7 @@ expect_error "cannot reach tessel server at 127.0.0.1:9" \
 expect_error "no tessel database" lookup matmul --shape M=512,N=512,K=512 --db missing.db
 expect_error "unknown kernel" simulate nosuch --shape M=1 --json
 expect_error "bad --config" simulate matmul --shape M=512,N=512,K=512 --config "tile_m" --json
-expect_error "tessel --help" frobnicate
+expect_error "unknown command 'frobnicate'" frobnicate
 expect_error "tessel --help" tune matmul --shape M=1,N=1,K=1 --budget notanumber
 expect_error "tessel --help" tune
 if [[ -e tessel.db || -e missing.db ]]; then

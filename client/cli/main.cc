@@ -89,8 +89,11 @@ absl::StatusOr<const kernels::Kernel*> FindKernelOrExplain(const std::string& na
 absl::StatusOr<sim::Target> LoadTargetOrExplain(const std::string& name) {
   absl::StatusOr<sim::Target> target = sim::LoadTarget(name);
   if (!target.ok()) {
-    return absl::InvalidArgumentError(
-        StrCat("unknown target '", name, "': ", std::string(target.status().message())));
+    std::string message(target.status().message());
+    if (message.find(name) == std::string::npos) {
+      message = StrCat("unknown target '", name, "': ", message);
+    }
+    return absl::InvalidArgumentError(message);
   }
   return target;
 }
@@ -395,6 +398,20 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
   }
   if (!job.ok()) return job.status();
 
+  if (job->roofline_ns() <= 0) {
+    // The server did not report a bound: use the simulator's roofline of the best config (its
+    // flops at peak and its own HBM traffic), so the fraction is at most 1.
+    absl::StatusOr<sim::Target> target = sim::LoadTarget(args.target);
+    absl::StatusOr<Config> best = Config::Parse(job->best().config());
+    if (target.ok() && best.ok()) {
+      const Config& fallback = *best;
+      if (auto simulated =
+              kernels::Evaluate(*workload->kernel, workload->problem, fallback, *target);
+          simulated.ok()) {
+        job->set_roofline_ns(simulated->roofline_ns);
+      }
+    }
+  }
   if (args.json) {
     json out = JobJson(*job);
     out["shape"] = workload->shape;
@@ -788,6 +805,13 @@ int Main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
+      std::vector<std::string> names;
+      for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());
+      std::fprintf(stderr, "tessel: error: unknown command '%s' (commands: %s)\n", argv[1],
+                   StrJoin(names, ", ").c_str());
+      return kExitUsage;
+    }
     std::fprintf(stderr, "tessel: error: %s\nrun 'tessel --help' for usage\n", e.what());
     return kExitUsage;
   }
