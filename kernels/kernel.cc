@@ -82,4 +82,17 @@ absl::StatusOr<sim::SimResult> Evaluate(const Kernel& kernel, const Problem& pro
   return sim::Simulate(target, *program, options);
 }
 
+double RooflineNs(const Kernel& kernel, const Problem& problem, const sim::Target& target) {
+  auto dtype = sim::ParseDType(problem.dtype);
+  if (!dtype.ok()) return 0;
+  const Kernel::Work work = kernel.MinimumWork(problem);
+  const int cores = std::max(1, target.cores_per_chip);
+  const double peak_tflops = target.PeakTflops(*dtype) * cores;
+  if (peak_tflops <= 0) return 0;
+  const double compute_ns = work.flops / (peak_tflops * 1e3);
+  const double hbm_gbps = target.HbmGbps(cores);
+  const double hbm_ns = hbm_gbps > 0 ? work.hbm_bytes / hbm_gbps : 0;
+  return std::max(compute_ns, hbm_ns);
+}
+
 }  // namespace tessel::kernels

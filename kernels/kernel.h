@@ -85,7 +85,21 @@ class Kernel {
   // InvalidArgument for an invalid config.
   virtual absl::Status Verify(const Problem& problem, const Config& config,
                               const sim::Target& target) const = 0;
+
+  // The least work any schedule of `problem` must do: its flops (on TensorE, in `problem.dtype`)
+  // and the HBM bytes it must move at least once (inputs read, outputs written).
+  struct Work {
+    double flops = 0;
+    double hbm_bytes = 0;
+  };
+  virtual Work MinimumWork(const Problem& problem) const = 0;
 };
+
+// The workload's roofline on `target`: max(flops / peak of all the chip's cores,
+// compulsory HBM bytes / the chip's HBM bandwidth). Independent of any config, so
+// roofline / time is how close a schedule gets to the hardware's limit. 0 when the target has no
+// peak for the dtype.
+double RooflineNs(const Kernel& kernel, const Problem& problem, const sim::Target& target);
 
 // The kernel called `name`, or nullptr.
 const Kernel* FindKernel(std::string_view name);

@@ -709,4 +709,13 @@ absl::Status MatmulKernel::Verify(const Problem& problem, const Config& config,
   return absl::OkStatus();
 }
 
+Kernel::Work MatmulKernel::MinimumWork(const Problem& problem) const {
+  const double m = double(problem.dims.Get("M").value_or(0));
+  const double n = double(problem.dims.Get("N").value_or(0));
+  const double k = double(problem.dims.Get("K").value_or(0));
+  auto dtype = sim::ParseDType(problem.dtype);
+  const double bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
+  return Work{2 * m * n * k, (m * k + k * n + m * n) * bytes};
+}
+
 }  // namespace tessel::kernels

@@ -52,6 +52,7 @@ class MatmulKernel final : public Kernel {
   Config Default(const Problem& problem, const sim::Target& target) const override;
   absl::Status Verify(const Problem& problem, const Config& config,
                       const sim::Target& target) const override;
+  Work MinimumWork(const Problem& problem) const override;
 };
 
 // Test-only fault injection: deliberately broken schedules that Verify must catch.

@@ -24,9 +24,12 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-ms", options.heartbeat_interval_ms, "worker heartbeat interval")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--repeats", options.repeats, "measured runs per trial (median is kept)")
-      ->capture_default_str()
+  app.add_option("--repeats", options.repeats,
+                 "measured runs per trial, median kept (default: 1 without noise, 5 with)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", options.warmup,
+                 "discarded runs per trial (default: 0 without noise, 1 with)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--noise", options.noise_sigma, "simulated run-to-run noise (relative sigma)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

@@ -27,12 +27,6 @@ constexpr int kMissedHeartbeatsForLost = 3;
 constexpr int kMaxProposalRounds = 3;
 constexpr char kDefaultStrategy[] = "random";
 
-// The workload's lower bound on the target.
-double RooflineFor(const ResolvedWorkload& workload) {
-  (void)workload;
-  return 0;  // TODO(roofline): kernels::RooflineNs once kernels/ exposes it.
-}
-
 bool IsFinalState(const std::string& state) {
   return state == "completed" || state == "cancelled" || state == "failed";
 }
@@ -214,7 +208,8 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
   record.state = "queued";
   record.default_config =
       resolved->kernel->Default(resolved->problem, resolved->target).ToString();
-  record.roofline_ns = RooflineFor(*resolved);
+  record.roofline_ns =
+      kernels::RooflineNs(*resolved->kernel, resolved->problem, resolved->target);
   record.created_ms = NowUnixMs();
   auto id = store_->CreateJob(record);
   if (!id.ok()) return id.status();

@@ -43,8 +43,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   SchedulerOptions scheduler_options;
   scheduler_options.lease_ms = options.lease_ms;
   scheduler_options.heartbeat_interval_ms = options.heartbeat_interval_ms;
-  scheduler_options.repeats = options.repeats;
-  scheduler_options.warmup = options.warmup;
+  const bool noisy = options.noise_sigma > 0;
+  scheduler_options.repeats = options.repeats >= 0 ? options.repeats : (noisy ? 5 : 1);
+  scheduler_options.warmup = options.warmup >= 0 ? options.warmup : (noisy ? 1 : 0);
   scheduler_options.noise_sigma = options.noise_sigma;
   scheduler_options.verify = options.verify;
   auto scheduler = Scheduler::Create(impl->store.get(), scheduler_options);

@@ -22,9 +22,10 @@ struct ServerOptions {
   int lease_ms = 60000;
   // Workers heartbeat this often; one silent for 3 intervals is declared lost.
   int heartbeat_interval_ms = 1000;
-  // Measurement protocol sent with each trial.
-  int repeats = 3;
-  int warmup = 1;
+  // Measurement protocol sent with each trial. -1 picks by noise: a deterministic simulator
+  // (noise_sigma 0) needs one run and no warmup; a noisy one gets warmup 1 and the median of 5.
+  int repeats = -1;
+  int warmup = -1;
   double noise_sigma = 0;
   // Verification policy for ordinary trials: "always", "never" or "sample:P". The config a job
   // publishes as its best is always verified first, whatever this says.

@@ -103,7 +103,7 @@ class Cluster : public ::testing::Test {
 
   RunResult Cli(std::vector<std::string> args) {
     args.insert(args.begin(), kCliBin);
-    return Run(args, dir_);
+    return ::tessel::testing::Run(args, dir_);
   }
 
   json CliJson(std::vector<std::string> args) {
@@ -184,10 +184,10 @@ TEST_F(Cluster, AKilledWorkerLosesNoMeasurementAndTheJobStillCompletes) {
   StartServer({"--lease-ms", "3000", "--heartbeat-ms", "200"});
   StartWorker("doomed");
   StartWorker("survivor");
-  constexpr int kBudget = 40;
+  constexpr int kBudget = 120;
   RunResult submit;
   std::thread tune([&] {
-    submit = Cli({"tune", "matmul", "--shape", "M=1024,N=1024,K=1024", "--budget",
+    submit = Cli({"tune", "matmul", "--shape", "M=4096,N=2048,K=2048", "--budget",
                   std::to_string(kBudget), "--server", address_, "--json"});
   });
   // Kill one worker once it has done some work.
@@ -198,9 +198,12 @@ TEST_F(Cluster, AKilledWorkerLosesNoMeasurementAndTheJobStillCompletes) {
     if (!done.empty() && std::stoi(done[0][0]) >= 3) break;
     std::this_thread::sleep_for(milliseconds(20));
   }
+  auto state_at_kill = Query(db_, "SELECT state FROM jobs");
   workers_.front().Signal(SIGKILL);
   workers_.front().Wait(seconds(5));
   tune.join();
+  ASSERT_EQ(state_at_kill.size(), 1u);
+  EXPECT_EQ(state_at_kill[0][0], "running") << "the job ended before the kill; make it bigger";
   ASSERT_EQ(submit.exit_code, 0) << submit.err;
   json result = json::parse(submit.out);
   EXPECT_EQ(result["state"], "completed");
@@ -214,8 +217,8 @@ TEST_F(Cluster, AKilledWorkerLosesNoMeasurementAndTheJobStillCompletes) {
 TEST_F(Cluster, ARestartedServerResumesARunningJobWithoutLosingTrials) {
   StartServer({"--lease-ms", "3000", "--heartbeat-ms", "200"});
   StartWorker("w1");
-  constexpr int kBudget = 60;
-  RunResult first = Cli({"tune", "matmul", "--shape", "M=2048,N=1024,K=1024", "--budget",
+  constexpr int kBudget = 120;
+  RunResult first = Cli({"tune", "matmul", "--shape", "M=4096,N=2048,K=2048", "--budget",
                          std::to_string(kBudget), "--server", address_, "--json", "--no-wait"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   json submitted = json::parse(first.out);
@@ -230,6 +233,7 @@ TEST_F(Cluster, ARestartedServerResumesARunningJobWithoutLosingTrials) {
     std::this_thread::sleep_for(milliseconds(10));
   }
   ASSERT_GE(before, 5);
+  ASSERT_LT(before, kBudget) << "the job ended before the kill; make it bigger";
   server_->Signal(SIGKILL);
   server_->Wait(seconds(5));
   auto ids_before = Query(db_, "SELECT id, status, time_ns FROM trials WHERE job_id = " + job_id +
@@ -238,7 +242,7 @@ TEST_F(Cluster, ARestartedServerResumesARunningJobWithoutLosingTrials) {
 
   StartServer({"--lease-ms", "3000", "--heartbeat-ms", "200"});
   StartWorker("w2");
-  json watched = CliJson({"tune", "--watch", job_id, "--server", address_, "--json"});
+  json watched = CliJson({"watch", job_id, "--server", address_, "--json"});
   EXPECT_EQ(watched["state"], "completed");
   EXPECT_EQ(watched["trials"]["total"].get<int>(), kBudget);
   // Every row committed before the crash is still there, unchanged.

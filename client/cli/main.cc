@@ -208,6 +208,8 @@ struct TuneArgs {
   int workers = 0;
   bool quiet = false;
   bool json = false;
+  bool no_wait = false;     // submit, print the job, return (needs --server)
+  int64_t watch_job = 0;    // `tessel watch`: follow this existing job instead of submitting
 };
 
 json MeasurementJson(const v1::Measurement& m, bool present) {
@@ -314,10 +316,13 @@ class ProgressPrinter {
 };
 
 // Submits and watches the job on `client` to a final state.
+// With `existing_job` > 0 nothing is submitted: that job is watched instead.
 absl::StatusOr<v1::Job> SubmitAndWatch(client::Client& client, const v1::SubmitJobRequest& request,
-                                       bool progress) {
-  absl::StatusOr<v1::Job> job = client.SubmitJob(request);
+                                       bool progress, int64_t existing_job = 0) {
+  absl::StatusOr<v1::Job> job =
+      existing_job > 0 ? client.GetJob(existing_job) : client.SubmitJob(request);
   if (!job.ok()) return job.status();
+  if (client::IsFinalState(job->state())) return job;
   ProgressPrinter printer(progress);
   printer.Update(*job);
   absl::StatusOr<v1::Job> last = client.WatchJob(job->id(), [&](const v1::JobEvent& event) {
@@ -338,10 +343,58 @@ absl::StatusOr<v1::Job> SubmitAndWatch(client::Client& client, const v1::SubmitJ
   return last;
 }
 
+absl::Status RunTune(const TuneArgs& args, int& exit_code);
+
+// `tessel watch JOB`: follows an existing job to its end and prints it as `tune` would. With --db
+// it runs embedded workers, so a job left unfinished by an earlier embedded run resumes.
+absl::Status RunWatch(const TuneArgs& args, int& exit_code) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      OpenBackend(args.server, args.db, /*must_exist=*/true);
+  if (!backend.ok()) return backend.status();
+  std::unique_ptr<worker::Agent> agent;
+  std::thread agent_thread;
+  if ((*backend)->server) {
+    worker::AgentOptions options;
+    options.name = StrCat("embedded:", getpid());
+    options.threads = args.workers > 0
+                          ? args.workers
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    options.lease_wait_ms = 200;
+    absl::StatusOr<std::unique_ptr<worker::Agent>> created =
+        worker::Agent::Create((*backend)->server->InProcessChannel(), options);
+    if (!created.ok()) return created.status();
+    agent = *std::move(created);
+    agent_thread = std::thread([&agent] {
+      absl::Status status = agent->Run();
+      if (!status.ok()) spdlog::error("embedded worker stopped: {}", status.ToString());
+    });
+  }
+  absl::StatusOr<v1::Job> job =
+      SubmitAndWatch(*(*backend)->client, v1::SubmitJobRequest(), !args.quiet, args.watch_job);
+  if (agent) {
+    agent->Stop();
+    agent_thread.join();
+  }
+  if (!job.ok()) return job.status();
+  if (args.json) {
+    json out = JobJson(*job);
+    PrintJson(out);
+  } else {
+    PrintTuneSummary(*job);
+  }
+  if (job->state() != v1::JOB_COMPLETED) exit_code = kExitFailure;
+  return absl::OkStatus();
+}
+
 absl::Status RunTune(const TuneArgs& args, int& exit_code) {
+  if (args.watch_job > 0) return RunWatch(args, exit_code);
   absl::StatusOr<Workload> workload =
       ValidateWorkload(args.kernel, args.shape, args.dtype, args.target);
   if (!workload.ok()) return workload.status();
+  if (args.no_wait && args.server.empty()) {
+    return absl::InvalidArgumentError(
+        "--no-wait needs --server: an embedded job stops when this command exits");
+  }
   std::string strategy = args.strategy == "auto" ? "" : args.strategy;
   if (!strategy.empty()) {
     std::vector<std::string> names = search::StrategyNames();
@@ -390,6 +443,20 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
                    args.db.c_str());
     }
   }
+  if (args.no_wait) {
+    absl::StatusOr<v1::Job> submitted = (*backend)->client->SubmitJob(request);
+    if (!submitted.ok()) return submitted.status();
+    if (args.json) {
+      json out = JobJson(*submitted);
+      out["shape"] = workload->shape;
+      out["server"] = args.server;
+      PrintJson(out);
+    } else {
+      std::cout << fmt::format("submitted job {}; follow it with: tessel watch {} --server {}\n",
+                               submitted->id(), submitted->id(), args.server);
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<v1::Job> job = SubmitAndWatch(*(*backend)->client, request, !args.quiet);
   if (agent) {
     agent->Stop();
@@ -398,20 +465,6 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
   }
   if (!job.ok()) return job.status();
 
-  if (job->roofline_ns() <= 0) {
-    // The server did not report a bound: use the simulator's roofline of the best config (its
-    // flops at peak and its own HBM traffic), so the fraction is at most 1.
-    absl::StatusOr<sim::Target> target = sim::LoadTarget(args.target);
-    absl::StatusOr<Config> best = Config::Parse(job->best().config());
-    if (target.ok() && best.ok()) {
-      const Config& fallback = *best;
-      if (auto simulated =
-              kernels::Evaluate(*workload->kernel, workload->problem, fallback, *target);
-          simulated.ok()) {
-        job->set_roofline_ns(simulated->roofline_ns);
-      }
-    }
-  }
   if (args.json) {
     json out = JobJson(*job);
     out["shape"] = workload->shape;
@@ -758,7 +811,19 @@ int Main(int argc, char** argv) {
                        "embedded worker threads (default: hardware threads)");
   tune_cmd->add_flag("-q,--quiet", tune.quiet, "no progress on stderr");
   tune_cmd->add_flag("--json", tune.json, "print one JSON object");
+  tune_cmd->add_flag("--no-wait", tune.no_wait,
+                     "submit, print the job and return (needs --server; see `tessel watch`)");
   AddServerOptions(tune_cmd, tune.server, tune.db);
+
+  TuneArgs watch;
+  CLI::App* watch_cmd =
+      app.add_subcommand("watch", "follow a job to its end and print it as `tune` does");
+  watch_cmd->add_option("job", watch.watch_job, "job id")->required()->check(CLI::PositiveNumber);
+  watch_cmd->add_option("--workers", watch.workers,
+                        "embedded worker threads with --db (default: hardware threads)");
+  watch_cmd->add_flag("-q,--quiet", watch.quiet, "no progress on stderr");
+  watch_cmd->add_flag("--json", watch.json, "print one JSON object");
+  AddServerOptions(watch_cmd, watch.server, watch.db);
 
   LookupArgs lookup;
   CLI::App* lookup_cmd = app.add_subcommand("lookup", "the best known config for a workload");
@@ -820,6 +885,8 @@ int Main(int argc, char** argv) {
   absl::Status status;
   if (*tune_cmd) {
     status = RunTune(tune, exit_code);
+  } else if (*watch_cmd) {
+    status = RunWatch(watch, exit_code);
   } else if (*lookup_cmd) {
     status = RunLookup(lookup);
   } else if (*jobs_cmd) {
