@@ -1,9 +1,8 @@
 #include "schema/key.h"
 
 #include <algorithm>
-#include <charconv>
-
 #include <cctype>
+#include <charconv>
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
@@ -46,8 +45,8 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseKeyValues(
     piece = StripWhitespace(piece);
     size_t eq = piece.find('=');
     if (eq == std::string_view::npos) {
-      return absl::InvalidArgumentError(StrCat("malformed ", what, " element '", piece,
-                                                     "': expected NAME=VALUE"));
+      return absl::InvalidArgumentError(
+          StrCat("malformed ", what, " element '", piece, "': expected NAME=VALUE"));
     }
     std::string_view name = StripWhitespace(piece.substr(0, eq));
     std::string_view value = StripWhitespace(piece.substr(eq + 1));
@@ -61,8 +60,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseKeyValues(
     }
     for (const auto& [seen, unused] : out) {
       if (seen == name) {
-        return absl::InvalidArgumentError(
-            StrCat(what, " names '", name, "' more than once"));
+        return absl::InvalidArgumentError(StrCat(what, " names '", name, "' more than once"));
       }
     }
     out.emplace_back(std::string(name), std::string(value));
@@ -111,9 +109,7 @@ std::optional<int64_t> Dims::Get(std::string_view name) const {
   return std::nullopt;
 }
 
-std::string Dims::ToString() const {
-  return JoinPairs(items_);
-}
+std::string Dims::ToString() const { return JoinPairs(items_); }
 
 std::string Dims::Canonical() const {
   auto sorted = items_;
@@ -162,13 +158,11 @@ absl::StatusOr<int64_t> Config::GetInt(std::string_view name) const {
   return v;
 }
 
-std::string Config::ToString() const {
-  return JoinPairs(items_);
-}
+std::string Config::ToString() const { return JoinPairs(items_); }
 
 std::string TuningKey::ToString() const {
-  return StrCat(kernel, "@v", kernel_version, "|", dims.Canonical(), "|", dtype, "|", target,
-                      "@v", target_version);
+  return StrCat(kernel, "@v", kernel_version, "|", dims.Canonical(), "|", dtype, "|", target, "@v",
+                target_version);
 }
 
 std::string TuningKey::WorkloadString() const {

@@ -8,9 +8,9 @@
 namespace tessel {
 
 struct Migration {
-  int version;              // NNN of NNN_name.sql
-  std::string_view name;    // file name
-  std::string_view sql;     // the whole script
+  int version;            // NNN of NNN_name.sql
+  std::string_view name;  // file name
+  std::string_view sql;   // the whole script
 };
 
 // Every migration, in ascending version order. Versions are unique.

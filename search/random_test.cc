@@ -12,15 +12,16 @@ namespace {
 
 // 4 x 4 x 3 = 48 points; valid when a * b <= 6 and c != "z".
 kernels::Space SmallSpace() {
-  return kernels::Space(
-      {{"a", {"1", "2", "3", "4"}, ""}, {"b", {"1", "2", "3", "4"}, ""}, {"c", {"x", "y", "z"}, ""}},
-      [](const Config& config) -> absl::Status {
-        if (*config.GetInt("a") * *config.GetInt("b") > 6) {
-          return absl::InvalidArgumentError("a*b > 6");
-        }
-        if (config.Get("c") == "z") return absl::InvalidArgumentError("c is z");
-        return absl::OkStatus();
-      });
+  return kernels::Space({{"a", {"1", "2", "3", "4"}, ""},
+                         {"b", {"1", "2", "3", "4"}, ""},
+                         {"c", {"x", "y", "z"}, ""}},
+                        [](const Config& config) -> absl::Status {
+                          if (*config.GetInt("a") * *config.GetInt("b") > 6) {
+                            return absl::InvalidArgumentError("a*b > 6");
+                          }
+                          if (config.Get("c") == "z") return absl::InvalidArgumentError("c is z");
+                          return absl::OkStatus();
+                        });
 }
 
 int CountValid(const kernels::Space& space) {

@@ -23,8 +23,8 @@ namespace tessel::search {
 // What a strategy learns from one trial.
 struct Observation {
   Config config;
-  bool ok = false;        // measured successfully
-  double time_ns = 0;     // valid when ok
+  bool ok = false;     // measured successfully
+  double time_ns = 0;  // valid when ok
 };
 
 class Strategy {

@@ -61,8 +61,8 @@ absl::StatusOr<ResolvedWorkload> ResolveWorkload(const v1::Workload& workload) {
     auto value = given.Get(name);
     if (!value) {
       return absl::InvalidArgumentError(StrCat("missing dim ", name, " for kernel ",
-                                               out.kernel->name(), " (needs ",
-                                               StrJoin(names, ", "), ")"));
+                                               out.kernel->name(), " (needs ", StrJoin(names, ", "),
+                                               ")"));
     }
     out.problem.dims.Set(name, *value);
   }
@@ -96,12 +96,18 @@ v1::Workload WorkloadProto(const JobRecord& job) {
 
 std::string JobStateToString(v1::JobState state) {
   switch (state) {
-    case v1::JOB_QUEUED: return "queued";
-    case v1::JOB_RUNNING: return "running";
-    case v1::JOB_COMPLETED: return "completed";
-    case v1::JOB_CANCELLED: return "cancelled";
-    case v1::JOB_FAILED: return "failed";
-    default: return "unknown";
+    case v1::JOB_QUEUED:
+      return "queued";
+    case v1::JOB_RUNNING:
+      return "running";
+    case v1::JOB_COMPLETED:
+      return "completed";
+    case v1::JOB_CANCELLED:
+      return "cancelled";
+    case v1::JOB_FAILED:
+      return "failed";
+    default:
+      return "unknown";
   }
 }
 
@@ -116,14 +122,22 @@ v1::JobState JobStateFromString(const std::string& state) {
 
 std::string TrialStatusToString(v1::TrialStatus status) {
   switch (status) {
-    case v1::TRIAL_OK: return "OK";
-    case v1::TRIAL_INVALID_CONFIG: return "INVALID_CONFIG";
-    case v1::TRIAL_WRONG_ANSWER: return "WRONG_ANSWER";
-    case v1::TRIAL_RUNTIME_ERROR: return "RUNTIME_ERROR";
-    case v1::TRIAL_TIMEOUT: return "TIMEOUT";
-    case v1::TRIAL_WORKER_LOST: return "WORKER_LOST";
-    case v1::TRIAL_CANCELLED: return "CANCELLED";
-    default: return "UNSPECIFIED";
+    case v1::TRIAL_OK:
+      return "OK";
+    case v1::TRIAL_INVALID_CONFIG:
+      return "INVALID_CONFIG";
+    case v1::TRIAL_WRONG_ANSWER:
+      return "WRONG_ANSWER";
+    case v1::TRIAL_RUNTIME_ERROR:
+      return "RUNTIME_ERROR";
+    case v1::TRIAL_TIMEOUT:
+      return "TIMEOUT";
+    case v1::TRIAL_WORKER_LOST:
+      return "WORKER_LOST";
+    case v1::TRIAL_CANCELLED:
+      return "CANCELLED";
+    default:
+      return "UNSPECIFIED";
   }
 }
 
@@ -211,8 +225,7 @@ v1::Job JobViewFromRecord(const JobRecord& job, const std::vector<TrialRecord>& 
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 }  // namespace tessel::server

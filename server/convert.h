@@ -3,10 +3,10 @@
 #ifndef TESSEL_SERVER_CONVERT_H_
 #define TESSEL_SERVER_CONVERT_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -1,10 +1,10 @@
 // tessel-server: the central gRPC server (jobs, search, scheduling, SQLite store).
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <thread>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "server/server.h"
 
@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
 
   auto server = tessel::server::Server::Create(options);
   if (!server.ok()) {
-    std::fprintf(stderr, "tessel-server: error: %s\n", std::string(server.status().message()).c_str());
+    std::fprintf(stderr, "tessel-server: error: %s\n",
+                 std::string(server.status().message()).c_str());
     return 1;
   }
   if (!port_file.empty()) {

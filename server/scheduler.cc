@@ -1,13 +1,13 @@
 #include "server/scheduler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <cmath>
 #include <limits>
-
-#include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "schema/strings.h"
 #include "server/convert.h"
@@ -115,14 +115,14 @@ absl::Status Scheduler::Recover() {
     auto job = BuildJob(record);
     if (job.ok() && (*job)->kernel->version() != record.kernel_version) {
       job = absl::FailedPreconditionError(
-          StrCat("kernel ", record.workload.kernel, " changed from version ",
-                 record.kernel_version, " to ", (*job)->kernel->version(), " since the job started"));
+          StrCat("kernel ", record.workload.kernel, " changed from version ", record.kernel_version,
+                 " to ", (*job)->kernel->version(), " since the job started"));
     }
     if (!job.ok()) {
       spdlog::warn("job {} cannot be resumed: {}", record.id, std::string(job.status().message()));
-      if (absl::Status s = store_->UpdateJobState(record.id, "failed",
-                                                  StrCat("cannot resume after restart: ",
-                                                         std::string(job.status().message())));
+      if (absl::Status s = store_->UpdateJobState(
+              record.id, "failed",
+              StrCat("cannot resume after restart: ", std::string(job.status().message())));
           !s.ok()) {
         return s;
       }
@@ -206,10 +206,8 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
   record.budget = request.budget();
   record.seed = request.seed();
   record.state = "queued";
-  record.default_config =
-      resolved->kernel->Default(resolved->problem, resolved->target).ToString();
-  record.roofline_ns =
-      kernels::RooflineNs(*resolved->kernel, resolved->problem, resolved->target);
+  record.default_config = resolved->kernel->Default(resolved->problem, resolved->target).ToString();
+  record.roofline_ns = kernels::RooflineNs(*resolved->kernel, resolved->problem, resolved->target);
   record.created_ms = NowUnixMs();
   auto id = store_->CreateJob(record);
   if (!id.ok()) return id.status();
@@ -235,9 +233,9 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
     ServeParked(effects);
     view = JobView(*jobs_[record.id]);
   }
-  spdlog::info("job {}: {} {} {} on {}, strategy {}, budget {}", record.id,
-               record.workload.kernel, record.dims_display, record.workload.dtype,
-               record.workload.target, strategy, record.budget);
+  spdlog::info("job {}: {} {} {} on {}, strategy {}, budget {}", record.id, record.workload.kernel,
+               record.dims_display, record.workload.dtype, record.workload.target, strategy,
+               record.budget);
   Apply(std::move(effects));
   return view;
 }
@@ -289,8 +287,7 @@ absl::StatusOr<v1::Job> Scheduler::Cancel(int64_t job_id) {
       if (!view) {
         auto stored = store_->GetJob(job_id);
         if (!stored.ok()) return stored.status();
-        return absl::FailedPreconditionError(
-            StrCat("job ", job_id, " is already ", stored->state));
+        return absl::FailedPreconditionError(StrCat("job ", job_id, " is already ", stored->state));
       }
       return absl::FailedPreconditionError(StrCat("job ", job_id, " has already finished"));
     }
@@ -360,7 +357,8 @@ void Scheduler::Finalize(Job& job, Effects& effects) {
                      [](const Candidate& a, const Candidate& b) { return a.time_ns < b.time_ns; });
   }
   if (job.phase != Phase::kVerifying) return;
-  // A config is published only after its numerics were verified; candidates are tried fastest first.
+  // A config is published only after its numerics were verified; candidates are tried fastest
+  // first.
   if (!job.candidates.empty()) {
     const Candidate& best = job.candidates.front();
     if (best.verified) {
@@ -615,9 +613,9 @@ void Scheduler::FinishJob(int64_t job_id) {
       }
     } else if (job.counts.ok() == 0) {
       state = "failed";
-      message = StrCat("no config could be measured (", job.counts.total(), " trial(s) failed",
-                       job.default_message.empty() ? "" : "; default config: ",
-                       job.default_message, ")");
+      message =
+          StrCat("no config could be measured (", job.counts.total(), " trial(s) failed",
+                 job.default_message.empty() ? "" : "; default config: ", job.default_message, ")");
     } else {
       state = "failed";
       message = "no measured config passed numerical verification";
@@ -627,7 +625,8 @@ void Scheduler::FinishJob(int64_t job_id) {
     auto snapshot = store_->Publish(*publish);
     if (!snapshot.ok()) {
       state = "failed";
-      message = StrCat("cannot publish the best config: ", std::string(snapshot.status().message()));
+      message =
+          StrCat("cannot publish the best config: ", std::string(snapshot.status().message()));
     }
   }
   if (absl::Status s = store_->UpdateJobState(job_id, state, message); !s.ok()) {
@@ -756,8 +755,8 @@ absl::StatusOr<v1::RegisterResponse> Scheduler::Register(const v1::RegisterReque
 
 void Scheduler::Lease(const v1::LeaseRequest& request, LeaseCallback done) {
   if (request.max_trials() <= 0 || request.max_trials() > kMaxTrialsPerLease) {
-    done(absl::InvalidArgumentError(StrCat("max_trials must be between 1 and ",
-                                           kMaxTrialsPerLease, ", got ", request.max_trials())));
+    done(absl::InvalidArgumentError(StrCat("max_trials must be between 1 and ", kMaxTrialsPerLease,
+                                           ", got ", request.max_trials())));
     return;
   }
   Effects effects;
@@ -815,7 +814,7 @@ void Scheduler::Report(const v1::ReportRequest& request, ReportCallback done) {
         if (result.status() == v1::TRIAL_STATUS_UNSPECIFIED) status = "RUNTIME_ERROR";
         TrialRecord row = RecordFor(*job->second, it->second.trial, status, result.message());
         row.time_ns = result.status() == v1::TRIAL_OK ? std::optional<double>(result.time_ns())
-                                                       : std::nullopt;
+                                                      : std::nullopt;
         row.samples_ns.assign(result.samples_ns().begin(), result.samples_ns().end());
         row.bound = result.bound();
         row.stats_json = result.stats_json().empty() ? "{}" : result.stats_json();
@@ -830,7 +829,8 @@ void Scheduler::Report(const v1::ReportRequest& request, ReportCallback done) {
     if (absl::Status s = store_->InsertTrials(rows); !s.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       for (Claimed& c : claimed) leases_[c.lease.trial.id] = std::move(c.lease);
-      done(absl::UnavailableError(StrCat("cannot store results, retry: ", std::string(s.message()))));
+      done(absl::UnavailableError(
+          StrCat("cannot store results, retry: ", std::string(s.message()))));
       return;
     }
     Effects effects;
@@ -926,8 +926,7 @@ void Scheduler::Housekeeping() {
       if (worker != workers_.end() && worker->second.lost) {
         expired.emplace_back(trial_id, StrCat("worker ", lease.worker_id, " was lost"));
       } else if (lease.deadline_ms < now) {
-        expired.emplace_back(trial_id,
-                             StrCat("lease expired after ", options_.lease_ms, " ms"));
+        expired.emplace_back(trial_id, StrCat("lease expired after ", options_.lease_ms, " ms"));
       }
     }
     for (const auto& [trial_id, why] : expired) ExpireLease(trial_id, why, effects);

@@ -11,6 +11,7 @@
 #ifndef TESSEL_SERVER_SCHEDULER_H_
 #define TESSEL_SERVER_SCHEDULER_H_
 
+#include <boost/asio/thread_pool.hpp>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -24,8 +25,6 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/thread_pool.hpp>
-
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "kernels/kernel.h"
@@ -37,14 +36,14 @@
 namespace tessel::server {
 
 struct SchedulerOptions {
-  int lease_ms = 60000;               // a leased trial not reported by then is WORKER_LOST
-  int heartbeat_interval_ms = 1000;   // a worker silent for 3 intervals is lost
-  int max_in_flight_per_job = 64;     // queued + leased trials of one job at a time
-  int repeats = 3;                    // measurement protocol sent to workers
+  int lease_ms = 60000;              // a leased trial not reported by then is WORKER_LOST
+  int heartbeat_interval_ms = 1000;  // a worker silent for 3 intervals is lost
+  int max_in_flight_per_job = 64;    // queued + leased trials of one job at a time
+  int repeats = 3;                   // measurement protocol sent to workers
   int warmup = 1;
   double noise_sigma = 0;
-  std::string verify = "never";       // policy for ordinary trials; the best is always verified
-  int housekeeping_ms = 50;           // how often expired leases and parked calls are checked
+  std::string verify = "never";  // policy for ordinary trials; the best is always verified
+  int housekeeping_ms = 50;      // how often expired leases and parked calls are checked
 };
 
 using LeaseCallback = std::function<void(absl::StatusOr<v1::LeaseResponse>)>;
@@ -95,7 +94,7 @@ class Scheduler {
     int64_t id = 0;
     Config config;
     bool is_default = false;
-    bool verify_final = false;   // re-measure of a best candidate with verification forced
+    bool verify_final = false;  // re-measure of a best candidate with verification forced
   };
   struct LeasedTrial {
     PendingTrial trial;
@@ -103,7 +102,7 @@ class Scheduler {
     std::string worker_id;
     int64_t deadline_ms = 0;
   };
-  struct Candidate {             // an OK measurement that may become the job's best
+  struct Candidate {  // an OK measurement that may become the job's best
     double time_ns = 0;
     Config config;
     int64_t trial_id = 0;
@@ -120,18 +119,18 @@ class Scheduler {
     Phase phase = Phase::kSearching;
     std::deque<PendingTrial> queue;
     int leased = 0;
-    int charged = 0;             // results charged to the budget
+    int charged = 0;  // results charged to the budget
     v1::TrialCounts counts;
-    absl::flat_hash_set<std::string> tried;   // configs queued or measured
-    std::vector<Candidate> candidates;        // OK results, best first once finishing
-    std::optional<Candidate> best;            // best OK result so far
+    absl::flat_hash_set<std::string> tried;  // configs queued or measured
+    std::vector<Candidate> candidates;       // OK results, best first once finishing
+    std::optional<Candidate> best;           // best OK result so far
     std::optional<Candidate> default_result;
     std::optional<Candidate> published;
     bool running_persisted = false;
-    bool strategy_exhausted = false;          // Propose returned nothing
+    bool strategy_exhausted = false;  // Propose returned nothing
     bool cancelled = false;
-    int rejected = 0;                         // best candidates that failed verification
-    std::string default_message;              // why the default config failed, if it did
+    int rejected = 0;             // best candidates that failed verification
+    std::string default_message;  // why the default config failed, if it did
   };
   struct ParkedLease {
     v1::LeaseRequest request;
@@ -186,21 +185,21 @@ class Scheduler {
 
   Store* const store_;
   const SchedulerOptions options_;
-  boost::asio::thread_pool pool_{2};   // report commits and notifications
+  boost::asio::thread_pool pool_{2};  // report commits and notifications
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool shutdown_ = false;                                  // guarded by mu_
-  int64_t next_trial_id_ = 1;                              // guarded by mu_
-  int64_t next_watch_id_ = 1;                              // guarded by mu_
-  int64_t next_worker_seq_ = 1;                            // guarded by mu_
-  std::map<int64_t, std::unique_ptr<Job>> jobs_;           // active jobs; guarded by mu_
-  std::map<int64_t, v1::Job> finished_;                    // final views; guarded by mu_
-  std::map<int64_t, LeasedTrial> leases_;                        // by trial id; guarded by mu_
-  std::deque<ParkedLease> parked_;                         // guarded by mu_
-  std::map<std::string, Worker> workers_;                  // guarded by mu_
-  std::map<int64_t, Watcher> watchers_;                    // guarded by mu_
-  std::mutex notify_mu_;                                   // serialises listener calls
+  bool shutdown_ = false;                         // guarded by mu_
+  int64_t next_trial_id_ = 1;                     // guarded by mu_
+  int64_t next_watch_id_ = 1;                     // guarded by mu_
+  int64_t next_worker_seq_ = 1;                   // guarded by mu_
+  std::map<int64_t, std::unique_ptr<Job>> jobs_;  // active jobs; guarded by mu_
+  std::map<int64_t, v1::Job> finished_;           // final views; guarded by mu_
+  std::map<int64_t, LeasedTrial> leases_;         // by trial id; guarded by mu_
+  std::deque<ParkedLease> parked_;                // guarded by mu_
+  std::map<std::string, Worker> workers_;         // guarded by mu_
+  std::map<int64_t, Watcher> watchers_;           // guarded by mu_
+  std::mutex notify_mu_;                          // serialises listener calls
   std::thread housekeeping_;
 };
 

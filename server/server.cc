@@ -1,10 +1,10 @@
 #include "server/server.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-
-#include <spdlog/spdlog.h>
 
 #include "schema/strings.h"
 #include "server/scheduler.h"

@@ -3,10 +3,10 @@
 #ifndef TESSEL_SERVER_SERVER_H_
 #define TESSEL_SERVER_SERVER_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 

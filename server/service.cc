@@ -39,9 +39,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
       : scheduler_(scheduler), state_(std::make_shared<State>()) {
     state_->reactor = this;
     std::shared_ptr<State> state = state_;
-    auto watch = scheduler_->Watch(job_id, [state](const v1::JobEvent& event) {
-      return state->Push(event);
-    });
+    auto watch = scheduler_->Watch(
+        job_id, [state](const v1::JobEvent& event) { return state->Push(event); });
     if (!watch.ok()) {
       std::lock_guard<std::mutex> lock(state_->mu);
       state_->FinishLocked(ToGrpcStatus(watch.status()));

@@ -26,15 +26,15 @@ namespace tessel::server {
 
 struct WorkloadRecord {
   std::string kernel;
-  std::string dims;     // canonical (sorted) form, e.g. "K=512,M=512,N=512"
+  std::string dims;  // canonical (sorted) form, e.g. "K=512,M=512,N=512"
   std::string dtype;
   std::string target;
 };
 
 struct JobRecord {
-  int64_t id = 0;                // assigned by CreateJob
+  int64_t id = 0;  // assigned by CreateJob
   WorkloadRecord workload;
-  std::string dims_display;      // dims in the kernel's order
+  std::string dims_display;  // dims in the kernel's order
   int kernel_version = 0;
   int target_version = 0;
   std::string strategy;
@@ -49,18 +49,18 @@ struct JobRecord {
 };
 
 struct TrialRecord {
-  int64_t id = 0;                // chosen by the caller (the scheduler); unique
+  int64_t id = 0;  // chosen by the caller (the scheduler); unique
   int64_t job_id = 0;
   std::string config;
-  std::string status;            // see above
-  std::optional<double> time_ns; // set iff status == "OK"
+  std::string status;             // see above
+  std::optional<double> time_ns;  // set iff status == "OK"
   std::vector<double> samples_ns;
   std::string message;
   std::string bound;
   std::string stats_json = "{}";
   bool verified = false;
   bool is_default = false;
-  bool is_verify = false;        // re-measure of a best candidate; not charged to the budget
+  bool is_verify = false;  // re-measure of a best candidate; not charged to the budget
   std::string worker_id;
   int64_t created_ms = 0;
 };
@@ -74,14 +74,14 @@ struct BestRecord {
   double time_ns = 0;
   int64_t job_id = 0;
   int64_t trial_id = 0;
-  int64_t snapshot_id = 0;       // assigned by Publish
+  int64_t snapshot_id = 0;  // assigned by Publish
   int64_t published_ms = 0;
 };
 
 struct WorkerRecord {
   std::string id;
   std::string name;
-  std::string targets;           // comma-separated
+  std::string targets;  // comma-separated
   int slots = 1;
   int64_t registered_ms = 0;
   int64_t last_heartbeat_ms = 0;
@@ -118,14 +118,15 @@ class Store {
   absl::StatusOr<int64_t> CreateJob(const JobRecord& job);
   // Sets state and message; sets finished_ms when the state is final.
   absl::Status UpdateJobState(int64_t job_id, const std::string& state, const std::string& message);
-  // Inserts trials (all in one transaction). AlreadyExists if an id is taken; nothing is written then.
+  // Inserts trials (all in one transaction). AlreadyExists if an id is taken; nothing is written
+  // then.
   absl::Status InsertTrials(std::span<const TrialRecord> trials);
   // Publishes a best config as a new immutable row under a new snapshot; returns the snapshot id.
   absl::StatusOr<int64_t> Publish(const BestRecord& best);
   absl::Status UpsertWorker(const WorkerRecord& worker);
 
   // ---- reads ----
-  absl::StatusOr<JobRecord> GetJob(int64_t job_id);          // NotFound when absent
+  absl::StatusOr<JobRecord> GetJob(int64_t job_id);            // NotFound when absent
   absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit);  // newest first
   absl::StatusOr<std::vector<JobRecord>> JobsInState(const std::string& state);
   absl::StatusOr<std::vector<TrialRecord>> TrialsForJob(int64_t job_id);  // by id ascending

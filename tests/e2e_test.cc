@@ -1,17 +1,16 @@
 // End to end: a real tessel-server and tessel-worker processes on 127.0.0.1 (port 0), driven by
 // the tessel CLI, checked against the SQLite file the server writes.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
 
 #include <chrono>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "tests/process.h"
 
@@ -75,8 +74,8 @@ class Cluster : public ::testing::Test {
   void StartServer(const std::vector<std::string>& extra = {}) {
     const std::string port_file = dir_ + "/port";
     std::filesystem::remove(port_file);
-    std::vector<std::string> argv = {kServerBin, "--listen", "127.0.0.1:0", "--db", db_,
-                                     "--port-file", port_file};
+    std::vector<std::string> argv = {kServerBin, "--listen",    "127.0.0.1:0", "--db",
+                                     db_,        "--port-file", port_file};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto server = Process::Start(argv, dir_ + "/server.out", dir_ + "/server.err");
     ASSERT_TRUE(server.ok()) << server.status();
@@ -94,9 +93,9 @@ class Cluster : public ::testing::Test {
   }
 
   void StartWorker(const std::string& name) {
-    auto worker = Process::Start({kWorkerBin, "--server", address_, "--threads", "1", "--name",
-                                  name},
-                                 dir_ + "/" + name + ".out", dir_ + "/" + name + ".err");
+    auto worker =
+        Process::Start({kWorkerBin, "--server", address_, "--threads", "1", "--name", name},
+                       dir_ + "/" + name + ".out", dir_ + "/" + name + ".err");
     ASSERT_TRUE(worker.ok()) << worker.status();
     workers_.push_back(std::move(*worker));
   }
@@ -148,8 +147,8 @@ TEST_F(Cluster, TuningJobThroughTheServerStoresEveryTrialAndPublishesTheBest) {
     workers.insert(row[1]);
   }
   for (const std::string& s : statuses) {
-    EXPECT_TRUE(s == "OK" || s == "INVALID_CONFIG" || s == "WRONG_ANSWER" ||
-                s == "RUNTIME_ERROR" || s == "TIMEOUT")
+    EXPECT_TRUE(s == "OK" || s == "INVALID_CONFIG" || s == "WRONG_ANSWER" || s == "RUNTIME_ERROR" ||
+                s == "TIMEOUT")
         << s;
   }
   EXPECT_EQ(workers.size(), 2u) << "both workers should have measured trials";
@@ -164,8 +163,8 @@ TEST_F(Cluster, TuningJobThroughTheServerStoresEveryTrialAndPublishesTheBest) {
                                  " AND config = '" + best_config + "' AND verified = 1");
   EXPECT_GE(std::stoi(verified[0][0]), 1);
 
-  json lookup = CliJson({"lookup", "matmul", "--shape", "M=512,N=512,K=512", "--server",
-                         address_, "--json"});
+  json lookup =
+      CliJson({"lookup", "matmul", "--shape", "M=512,N=512,K=512", "--server", address_, "--json"});
   EXPECT_EQ(lookup["config"], best_config);
   EXPECT_EQ(lookup["match"], "exact");
   EXPECT_DOUBLE_EQ(lookup["time_ns"].get<double>(), best_ns);
@@ -193,8 +192,9 @@ TEST_F(Cluster, AKilledWorkerLosesNoMeasurementAndTheJobStillCompletes) {
   // Kill one worker once it has done some work.
   const auto deadline = std::chrono::steady_clock::now() + seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
-    auto done = Query(db_, "SELECT COUNT(*) FROM trials t JOIN workers w ON t.worker_id = w.id "
-                           "WHERE w.name = 'doomed'");
+    auto done = Query(db_,
+                      "SELECT COUNT(*) FROM trials t JOIN workers w ON t.worker_id = w.id "
+                      "WHERE w.name = 'doomed'");
     if (!done.empty() && std::stoi(done[0][0]) >= 3) break;
     std::this_thread::sleep_for(milliseconds(20));
   }
@@ -236,8 +236,8 @@ TEST_F(Cluster, ARestartedServerResumesARunningJobWithoutLosingTrials) {
   ASSERT_LT(before, kBudget) << "the job ended before the kill; make it bigger";
   server_->Signal(SIGKILL);
   server_->Wait(seconds(5));
-  auto ids_before = Query(db_, "SELECT id, status, time_ns FROM trials WHERE job_id = " + job_id +
-                                   " ORDER BY id");
+  auto ids_before = Query(
+      db_, "SELECT id, status, time_ns FROM trials WHERE job_id = " + job_id + " ORDER BY id");
   workers_.clear();
 
   StartServer({"--lease-ms", "3000", "--heartbeat-ms", "200"});
@@ -246,8 +246,8 @@ TEST_F(Cluster, ARestartedServerResumesARunningJobWithoutLosingTrials) {
   EXPECT_EQ(watched["state"], "completed");
   EXPECT_EQ(watched["trials"]["total"].get<int>(), kBudget);
   // Every row committed before the crash is still there, unchanged.
-  auto ids_after = Query(db_, "SELECT id, status, time_ns FROM trials WHERE job_id = " + job_id +
-                                  " ORDER BY id");
+  auto ids_after = Query(
+      db_, "SELECT id, status, time_ns FROM trials WHERE job_id = " + job_id + " ORDER BY id");
   ASSERT_GE(ids_after.size(), ids_before.size());
   for (size_t i = 0; i < ids_before.size(); ++i) EXPECT_EQ(ids_after[i], ids_before[i]);
   // No config was measured twice for the budget.
@@ -259,8 +259,8 @@ TEST_F(Cluster, ARestartedServerResumesARunningJobWithoutLosingTrials) {
 
 TEST_F(Cluster, AnUnreachableServerIsAClearErrorNotAHang) {
   const auto start = std::chrono::steady_clock::now();
-  RunResult r = Cli({"tune", "matmul", "--shape", "M=512,N=512,K=512", "--server",
-                     "127.0.0.1:1", "--json"});
+  RunResult r =
+      Cli({"tune", "matmul", "--shape", "M=512,N=512,K=512", "--server", "127.0.0.1:1", "--json"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;

@@ -1,0 +1,381 @@
+#include "server/scheduler.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/convert.h"
+
+namespace tessel::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempDb() {
+  static int counter = 0;
+  auto dir =
+      std::filesystem::temp_directory_path() /
+      ("tessel-scheduler-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return (dir / "t.db").string();
+}
+
+v1::Workload Gemm(int64_t m, int64_t n, int64_t k, const std::string& target = "snc2") {
+  v1::Workload w;
+  w.set_kernel("matmul");
+  w.set_target(target);
+  for (auto [name, value] : {std::pair{"M", m}, {"N", n}, {"K", k}}) {
+    v1::Dim* d = w.add_dims();
+    d->set_name(name);
+    d->set_value(value);
+  }
+  return w;
+}
+
+v1::SubmitJobRequest Job(const v1::Workload& w, int budget, uint64_t seed = 1) {
+  v1::SubmitJobRequest r;
+  *r.mutable_workload() = w;
+  r.set_budget(budget);
+  r.set_seed(seed);
+  return r;
+}
+
+// A deterministic stand-in for a measurement: a time derived from the config text.
+double FakeTime(const std::string& config) {
+  return 1000.0 + static_cast<double>(std::hash<std::string>{}(config) % 100000);
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+
+  void Open(SchedulerOptions options = {}) {
+    scheduler_.reset();
+    if (!store_) {
+      db_ = TempDb();
+      auto store = Store::Open(db_);
+      ASSERT_TRUE(store.ok()) << store.status();
+      store_ = std::move(*store);
+    }
+    options.housekeeping_ms = 10;
+    auto scheduler = Scheduler::Create(store_.get(), options);
+    ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+    scheduler_ = std::move(*scheduler);
+  }
+
+  std::string RegisterWorker() {
+    v1::RegisterRequest r;
+    r.set_name("test");
+    r.set_slots(1);
+    auto response = scheduler_->Register(r);
+    EXPECT_TRUE(response.ok());
+    return response->worker_id();
+  }
+
+  std::vector<v1::TrialSpec> Lease(const std::string& worker, int n) {
+    v1::LeaseRequest r;
+    r.set_worker_id(worker);
+    r.set_max_trials(n);
+    std::promise<absl::StatusOr<v1::LeaseResponse>> done;
+    scheduler_->Lease(r, [&](absl::StatusOr<v1::LeaseResponse> response) {
+      done.set_value(std::move(response));
+    });
+    auto response = done.get_future().get();
+    EXPECT_TRUE(response.ok()) << response.status();
+    if (!response.ok()) return {};
+    return {response->trials().begin(), response->trials().end()};
+  }
+
+  v1::ReportResponse Report(const std::string& worker,
+                            const std::vector<v1::TrialResult>& results) {
+    v1::ReportRequest r;
+    r.set_worker_id(worker);
+    for (const auto& result : results) *r.add_results() = result;
+    std::promise<absl::StatusOr<v1::ReportResponse>> done;
+    scheduler_->Report(r, [&](absl::StatusOr<v1::ReportResponse> response) {
+      done.set_value(std::move(response));
+    });
+    auto response = done.get_future().get();
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? *response : v1::ReportResponse();
+  }
+
+  // Measures a spec the fake way; `wrong` configs fail verification.
+  static v1::TrialResult Measure(const v1::TrialSpec& spec,
+                                 const std::set<std::string>& wrong = {}) {
+    v1::TrialResult result;
+    result.set_trial_id(spec.trial_id());
+    result.set_status(v1::TRIAL_OK);
+    result.set_time_ns(FakeTime(spec.config()));
+    if (spec.protocol().verify() == "always") {
+      if (wrong.count(spec.config())) {
+        result.set_status(v1::TRIAL_WRONG_ANSWER);
+        result.set_message("max abs error 3.5");
+      } else {
+        result.set_verified(true);
+      }
+    }
+    return result;
+  }
+
+  // Leases and answers trials until the job is final.
+  v1::Job RunToEnd(int64_t job_id, const std::string& worker,
+                   const std::set<std::string>& wrong = {}) {
+    for (int round = 0; round < 10000; ++round) {
+      auto job = scheduler_->GetJob(job_id);
+      EXPECT_TRUE(job.ok());
+      if (job->state() == v1::JOB_COMPLETED || job->state() == v1::JOB_FAILED ||
+          job->state() == v1::JOB_CANCELLED) {
+        return *job;
+      }
+      std::vector<v1::TrialResult> results;
+      for (const auto& spec : Lease(worker, 8)) results.push_back(Measure(spec, wrong));
+      if (!results.empty()) {
+        Report(worker, results);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    ADD_FAILURE() << "job " << job_id << " never finished";
+    return {};
+  }
+
+  std::string db_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, SubmitRejectsBadWorkloadsWithActionableMessages) {
+  struct Case {
+    std::function<void(v1::SubmitJobRequest&)> mutate;
+    const char* message;
+  };
+  const Case cases[] = {
+      {[](auto& r) { r.mutable_workload()->set_kernel("nope"); }, "unknown kernel 'nope'"},
+      {[](auto& r) { r.mutable_workload()->set_target("tpu9"); }, "tpu9"},
+      {[](auto& r) { r.mutable_workload()->mutable_dims()->RemoveLast(); }, "missing dim K"},
+      {[](auto& r) { r.mutable_workload()->mutable_dims(0)->set_value(0); }, "must be positive"},
+      {[](auto& r) { r.mutable_workload()->mutable_dims(1)->set_value(-3); }, "must be positive"},
+      {[](auto& r) { r.mutable_workload()->mutable_dims(0)->set_name("Q"); }, "no dim 'Q'"},
+      {[](auto& r) { r.set_budget(0); }, "budget must be between 1"},
+      {[](auto& r) { r.set_strategy("psychic"); }, "unknown strategy 'psychic'"},
+      {[](auto& r) { r.mutable_workload()->set_dtype("int3"); }, "int3"},
+  };
+  for (const Case& c : cases) {
+    v1::SubmitJobRequest request = Job(Gemm(512, 512, 512), 8);
+    c.mutate(request);
+    auto job = scheduler_->Submit(request);
+    ASSERT_FALSE(job.ok()) << c.message;
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(std::string(job.status().message()), HasSubstr(c.message));
+  }
+  auto jobs = scheduler_->ListJobs(10);
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_TRUE(jobs->empty()) << "a rejected job must not be stored";
+}
+
+TEST_F(SchedulerTest, TheDefaultConfigIsMeasuredFirst) {
+  auto job = scheduler_->Submit(Job(Gemm(512, 512, 512), 8));
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string worker = RegisterWorker();
+  auto specs = Lease(worker, 1);
+  ASSERT_EQ(specs.size(), 1u);
+  EXPECT_EQ(specs[0].config(), job->default_config().config());
+}
+
+TEST_F(SchedulerTest, AJobSpendsExactlyItsBudgetAndPublishesTheFastestVerifiedConfig) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 20));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker();
+  v1::Job done = RunToEnd(job->id(), worker);
+  EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+  EXPECT_EQ(done.trials().total(), 20);
+  EXPECT_EQ(done.trials().ok(), 20);
+
+  auto trials = scheduler_->ListTrials(job->id());
+  ASSERT_TRUE(trials.ok());
+  double fastest = 1e300;
+  std::set<std::string> configs;
+  int charged = 0;
+  for (const auto& t : *trials) {
+    if (t.status() != v1::TRIAL_OK) continue;
+    if (!configs.insert(t.config()).second) continue;  // the verification re-measure
+    ++charged;
+    fastest = std::min(fastest, t.time_ns());
+  }
+  EXPECT_EQ(charged, 20) << "20 distinct configs measured";
+  EXPECT_DOUBLE_EQ(done.best().time_ns(), fastest);
+
+  v1::LookupRequest lookup;
+  *lookup.mutable_workload() = Gemm(1024, 1024, 1024);
+  auto found = scheduler_->Lookup(lookup);
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->match(), "exact");
+  EXPECT_EQ(found->config(), done.best().config());
+  EXPECT_GT(found->snapshot_id(), 0);
+}
+
+TEST_F(SchedulerTest, AConfigThatFailsVerificationIsNeverPublished) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 12, /*seed=*/5));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker();
+  // First learn which config would win, then run the same job again with it broken.
+  v1::Job honest = RunToEnd(job->id(), worker);
+  ASSERT_EQ(honest.state(), v1::JOB_COMPLETED);
+  const std::string winner = honest.best().config();
+
+  auto again = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 12, /*seed=*/5));
+  ASSERT_TRUE(again.ok());
+  v1::Job done = RunToEnd(again->id(), worker, {winner});
+  EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+  EXPECT_NE(done.best().config(), winner);
+  EXPECT_GT(done.best().time_ns(), honest.best().time_ns());
+  EXPECT_THAT(done.message(), HasSubstr("failed verification"));
+  v1::LookupRequest lookup;
+  *lookup.mutable_workload() = Gemm(1024, 1024, 1024);
+  auto found = scheduler_->Lookup(lookup);
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->config(), done.best().config()) << "the newest publication wins";
+}
+
+TEST_F(SchedulerTest, AnExpiredLeaseIsRecordedAsWorkerLostAndRetriedWithoutCharge) {
+  SchedulerOptions options;
+  options.lease_ms = 30;
+  Open(options);
+  auto job = scheduler_->Submit(Job(Gemm(512, 512, 512), 6));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker();
+  auto abandoned = Lease(worker, 2);
+  ASSERT_EQ(abandoned.size(), 2u);
+  // Keep the worker alive (heartbeat) but never report: the leases expire.
+  for (int i = 0; i < 20; ++i) {
+    v1::HeartbeatRequest beat;
+    beat.set_worker_id(worker);
+    ASSERT_TRUE(scheduler_->Heartbeat(beat).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // A late report for an expired lease is ignored, not double counted.
+  v1::ReportResponse late = Report(worker, {Measure(abandoned[0])});
+  EXPECT_EQ(late.accepted(), 0);
+  EXPECT_EQ(late.ignored(), 1);
+
+  v1::Job done = RunToEnd(job->id(), worker);
+  EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+  EXPECT_EQ(done.trials().total(), 6);
+  EXPECT_GE(done.trials().retried(), 2);
+  auto trials = store_->TrialsForJob(job->id());
+  ASSERT_TRUE(trials.ok());
+  int lost = 0;
+  std::set<std::string> measured;
+  for (const auto& t : *trials) {
+    if (t.status == "WORKER_LOST") ++lost;
+    if (t.status == "OK") measured.insert(t.config);
+  }
+  EXPECT_GE(lost, 2);
+  EXPECT_TRUE(measured.count(abandoned[0].config())) << "the lost config is measured again";
+}
+
+TEST_F(SchedulerTest, CancellingStopsTheJobAndTellsTheWorkerByHeartbeat) {
+  auto job = scheduler_->Submit(Job(Gemm(512, 512, 512), 50));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker();
+  auto leased = Lease(worker, 1);
+  ASSERT_EQ(leased.size(), 1u);
+  auto cancelled = scheduler_->Cancel(job->id());
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state(), v1::JOB_CANCELLED);
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id(worker);
+  beat.add_running_trial_ids(leased[0].trial_id());
+  auto answer = scheduler_->Heartbeat(beat);
+  ASSERT_TRUE(answer.ok());
+  ASSERT_EQ(answer->cancelled_trial_ids_size(), 1);
+  EXPECT_EQ(answer->cancelled_trial_ids(0), leased[0].trial_id());
+  auto again = scheduler_->Cancel(job->id());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(scheduler_->Cancel(999).status().code(), absl::StatusCode::kNotFound);
+  auto stored = store_->GetJob(job->id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state, "cancelled");
+}
+
+TEST_F(SchedulerTest, LookupFallsBackFromExactToNearestToOtherTargetToDefault) {
+  const std::string worker = RegisterWorker();
+  auto a = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 6));
+  ASSERT_TRUE(a.ok());
+  v1::Job tuned = RunToEnd(a->id(), worker);
+  ASSERT_EQ(tuned.state(), v1::JOB_COMPLETED);
+
+  auto lookup = [&](const v1::Workload& w) {
+    v1::LookupRequest r;
+    *r.mutable_workload() = w;
+    auto found = scheduler_->Lookup(r);
+    EXPECT_TRUE(found.ok()) << found.status();
+    return found.ok() ? *found : v1::LookupResponse();
+  };
+  EXPECT_EQ(lookup(Gemm(1024, 1024, 1024)).match(), "exact");
+  v1::LookupResponse near = lookup(Gemm(2048, 1024, 1024));
+  EXPECT_EQ(near.match(), "nearest");
+  EXPECT_EQ(near.config(), tuned.best().config());
+  v1::LookupResponse other = lookup(Gemm(1024, 1024, 1024, "snc3"));
+  EXPECT_EQ(other.match(), "other_target");
+  EXPECT_EQ(other.tuned_target(), "snc2");
+  v1::LookupResponse fallback = lookup(Gemm(64, 64, 64, "snc3"));
+  EXPECT_EQ(fallback.match(), "default");
+  EXPECT_FALSE(fallback.config().empty());
+}
+
+TEST_F(SchedulerTest, ARestartedSchedulerResumesAJobWithoutRepeatingConfigs) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 16));
+  ASSERT_TRUE(job.ok());
+  std::string worker = RegisterWorker();
+  std::vector<v1::TrialResult> results;
+  for (const auto& spec : Lease(worker, 5)) results.push_back(Measure(spec));
+  ASSERT_EQ(Report(worker, results).accepted(), 5);
+
+  Open();  // a new scheduler on the same store, as after a crash
+  auto resumed = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(resumed->trials().total(), 5);
+  worker = RegisterWorker();
+  v1::Job done = RunToEnd(job->id(), worker);
+  EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+  EXPECT_EQ(done.trials().total(), 16);
+  auto trials = store_->TrialsForJob(job->id());
+  ASSERT_TRUE(trials.ok());
+  std::set<std::string> configs;
+  for (const auto& t : *trials) {
+    if (t.is_verify) continue;
+    EXPECT_TRUE(configs.insert(t.config).second) << "measured twice: " << t.config;
+  }
+}
+
+TEST_F(SchedulerTest, WorkerCallsFromUnknownWorkersAreRejected) {
+  v1::LeaseRequest r;
+  r.set_worker_id("ghost");
+  r.set_max_trials(1);
+  std::promise<absl::StatusOr<v1::LeaseResponse>> done;
+  scheduler_->Lease(r, [&](auto response) { done.set_value(std::move(response)); });
+  auto response = done.get_future().get();
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(response.status().message()), HasSubstr("register again"));
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("ghost");
+  EXPECT_FALSE(scheduler_->Heartbeat(beat)->known());
+  r.set_worker_id(RegisterWorker());
+  r.set_max_trials(0);
+  std::promise<absl::StatusOr<v1::LeaseResponse>> bad;
+  scheduler_->Lease(r, [&](auto response) { bad.set_value(std::move(response)); });
+  EXPECT_EQ(bad.get_future().get().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tessel::server
