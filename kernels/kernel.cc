@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/bmm.h"
 #include "kernels/matmul.h"
 #include "schema/strings.h"
 #include "sim/program.h"
@@ -68,7 +69,8 @@ const Kernel* FindKernel(std::string_view name) {
 
 std::vector<const Kernel*> AllKernels() {
   static const MatmulKernel* const kMatmul = new MatmulKernel();
-  std::vector<const Kernel*> kernels = {kMatmul};
+  static const BmmKernel* const kBmm = new BmmKernel();
+  std::vector<const Kernel*> kernels = {kMatmul, kBmm};
   std::sort(kernels.begin(), kernels.end(),
             [](const Kernel* a, const Kernel* b) { return a->name() < b->name(); });
   return kernels;

@@ -1,0 +1,668 @@
+#include "kernels/bmm.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <tuple>
+#include <utility>
+
+#include "schema/strings.h"
+
+namespace tessel::kernels {
+namespace {
+
+using sim::DType;
+using sim::EngineKind;
+using sim::Mem;
+using sim::Op;
+
+constexpr int kStagingBufs = 2;  // output tiles in flight between eviction and store
+constexpr int kQueueA = 0, kQueueB = 1, kQueueStore = 2;
+
+BmmFault g_fault = BmmFault::kNone;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A parsed, checked config for one problem and target, with everything the lowering derives.
+struct Plan {
+  int64_t b = 0, m = 0, n = 0, k = 0;
+  DType dtype = DType::kBf16;
+  int in_bytes = 2, out_bytes = 2;
+  int64_t tile_m = 0, tile_n = 0, tile_k = 0;
+  int64_t block_m = 1, block_n = 1, block_k = 1;
+  int64_t group = 1;
+  bool interleave = false;
+  int bufs = 2;
+  bool stationary_b = false;
+  std::string evict;
+  bool shard_batch = true;
+  int shards = 1;
+
+  int64_t tiles_m = 0, tiles_n = 0, tiles_k = 0;
+  int64_t blocks_m = 0, blocks_n = 0, blocks_k = 0;
+  int psum_slots = 0;
+  int rows_per_partition = 1;
+  int64_t sbuf_a = 0, sbuf_b = 0, sbuf_stage = 0;  // per partition, one buffer
+
+  void Derive() {
+    tiles_m = CeilDiv(m, tile_m);
+    tiles_n = CeilDiv(n, tile_n);
+    tiles_k = CeilDiv(k, tile_k);
+    blocks_m = CeilDiv(tiles_m, block_m);
+    blocks_n = CeilDiv(tiles_n, block_n);
+    blocks_k = CeilDiv(tiles_k, block_k);
+  }
+};
+
+int OutBytes(DType dtype) { return dtype == DType::kFp32 ? 4 : 2; }
+
+// Builds the plan. `strict` adds the rules that only prune redundant configs; Verify's reduced
+// problem turns them off.
+absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
+                              const sim::Target& target, bool strict) {
+  Plan p;
+  p.b = *problem.dims.Get("B");
+  p.m = *problem.dims.Get("M");
+  p.n = *problem.dims.Get("N");
+  p.k = *problem.dims.Get("K");
+  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
+  if (!dtype.ok()) return dtype.status();
+  p.dtype = *dtype;
+  p.in_bytes = sim::DTypeBytes(p.dtype);
+  p.out_bytes = OutBytes(p.dtype);
+  int64_t interleave = 0, bufs = 0, shards = 0;
+  struct IntParam {
+    const char* name;
+    int64_t* out;
+    int64_t min;
+  };
+  for (IntParam ip : {IntParam{"tile_m", &p.tile_m, 1},
+                      {"tile_n", &p.tile_n, 1},
+                      {"tile_k", &p.tile_k, 1},
+                      {"block_m", &p.block_m, 1},
+                      {"block_n", &p.block_n, 1},
+                      {"block_k", &p.block_k, 1},
+                      {"batch_group", &p.group, 1},
+                      {"interleave", &interleave, 0},
+                      {"bufs", &bufs, 1},
+                      {"shards", &shards, 1}}) {
+    absl::StatusOr<int64_t> v = config.GetInt(ip.name);
+    if (!v.ok()) return v.status();
+    if (*v < ip.min)
+      return absl::InvalidArgumentError(StrCat(ip.name, "=", *v, " is out of range"));
+    *ip.out = *v;
+  }
+  if (interleave > 1) return absl::InvalidArgumentError("interleave must be 0 or 1");
+  p.interleave = interleave == 1;
+  p.bufs = int(bufs);
+  p.shards = int(shards);
+  std::optional<std::string_view> stationary = config.Get("stationary");
+  if (!stationary || (*stationary != "a" && *stationary != "b")) {
+    return absl::InvalidArgumentError("stationary must be a or b");
+  }
+  p.stationary_b = *stationary == "b";
+  std::optional<std::string_view> evict = config.Get("evict");
+  if (!evict ||
+      (*evict != "vector" && *evict != "scalar" && *evict != "split" && *evict != "gpsimd")) {
+    return absl::InvalidArgumentError("evict must be vector, scalar, split or gpsimd");
+  }
+  p.evict = std::string(*evict);
+  std::optional<std::string_view> shard_dim = config.Get("shard_dim");
+  if (!shard_dim || (*shard_dim != "batch" && *shard_dim != "m")) {
+    return absl::InvalidArgumentError("shard_dim must be batch or m");
+  }
+  p.shard_batch = *shard_dim == "batch";
+  p.Derive();
+
+  // TensorE limits.
+  const int max_k = target.MaxMatmulK(p.dtype);
+  if (max_k > 0 && p.tile_k > max_k) {
+    return absl::InvalidArgumentError(StrCat("tile_k=", p.tile_k,
+                                             " exceeds the TensorE contraction limit K <= ", max_k,
+                                             " for ", problem.dtype, " on ", target.name));
+  }
+  const int64_t stationary_free = p.stationary_b ? p.tile_n : p.tile_m;
+  const int64_t moving_free = p.stationary_b ? p.tile_m : p.tile_n;
+  if (target.matmul_max_m > 0 && stationary_free > target.matmul_max_m) {
+    return absl::InvalidArgumentError(
+        StrCat("stationary=", p.stationary_b ? "b: tile_n=" : "a: tile_m=", stationary_free,
+               " is the stationary free size and exceeds the TensorE limit ", target.matmul_max_m));
+  }
+  if (target.matmul_max_n > 0 && moving_free > target.matmul_max_n) {
+    return absl::InvalidArgumentError(StrCat("moving free size ", moving_free,
+                                             " exceeds the TensorE limit ", target.matmul_max_n));
+  }
+  if (moving_free * 4 > target.psum_bank_bytes_per_partition) {
+    return absl::InvalidArgumentError(
+        StrCat("a ", moving_free, "-wide fp32 PSUM tile exceeds one PSUM bank"));
+  }
+  if (p.evict == "gpsimd") {
+    return absl::InvalidArgumentError(
+        "evict=gpsimd: GpSimd cannot access PSUM, so it cannot evict matmul results");
+  }
+  p.rows_per_partition = int(CeilDiv(p.tile_k, target.sbuf_partitions));
+
+  // Sharding.
+  if (p.shards > target.cores_per_chip) {
+    return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",
+                                             target.cores_per_chip, " cores per chip of ",
+                                             target.name));
+  }
+  if (p.shard_batch && p.shards > p.b) {
+    if (strict) {
+      return absl::InvalidArgumentError(
+          StrCat("shards=", p.shards, " with shard_dim=batch exceeds the ", p.b, " batches"));
+    }
+    p.shards = int(p.b);
+  }
+  if (!p.shard_batch && p.shards > p.blocks_m) {
+    if (strict) {
+      return absl::InvalidArgumentError(
+          StrCat("shards=", p.shards, " with shard_dim=m exceeds the ", p.blocks_m, " M blocks"));
+    }
+    p.shards = int(p.blocks_m);
+  }
+  const int64_t batches_per_core = p.shard_batch ? CeilDiv(p.b, p.shards) : p.b;
+
+  if (strict) {
+    if (p.shards == 1 && !p.shard_batch) {
+      return absl::InvalidArgumentError(
+          "shard_dim=m with shards=1 is redundant: shard_dim only matters when shards > 1");
+    }
+    for (auto [name, block, tiles] :
+         {std::tuple{"block_m", p.block_m, p.tiles_m}, std::tuple{"block_n", p.block_n, p.tiles_n},
+          std::tuple{"block_k", p.block_k, p.tiles_k},
+          std::tuple{"batch_group", p.group, batches_per_core}}) {
+      if (block > 1 && block / 2 >= tiles) {
+        return absl::InvalidArgumentError(
+            StrCat(name, "=", block, " is redundant: ", block / 2, " already covers all ", tiles,
+                   std::string_view(name) == "batch_group" ? " batches of a core" : " tiles"));
+      }
+    }
+    if (p.interleave && p.group == 1) {
+      return absl::InvalidArgumentError(
+          "interleave=1 with batch_group=1 is redundant: there is one batch to interleave");
+    }
+  }
+
+  // PSUM: accumulation groups live at once.
+  p.psum_slots = std::min(target.psum_banks, target.max_accumulation_groups);
+  const int64_t live_groups = p.block_m * p.block_n * (p.interleave ? p.group : 1);
+  if (live_groups > p.psum_slots) {
+    return absl::InvalidArgumentError(StrCat(
+        "PSUM: block_m x block_n", p.interleave ? " x batch_group (interleave=1)" : "", " = ",
+        live_groups, " accumulation groups exceed the ", p.psum_slots, " PSUM banks"));
+  }
+
+  // SBUF per partition, one buffer each.
+  p.sbuf_a = p.group * p.block_k * p.rows_per_partition * p.block_m * p.tile_m * p.in_bytes;
+  p.sbuf_b = p.group * p.block_k * p.rows_per_partition * p.block_n * p.tile_n * p.in_bytes;
+  p.sbuf_stage = (p.stationary_b ? p.tile_m : p.tile_n) * p.out_bytes;
+  const int64_t total = (p.sbuf_a + p.sbuf_b) * p.bufs + p.sbuf_stage * kStagingBufs;
+  if (total > target.UsableSbufPerPartition()) {
+    return absl::InvalidArgumentError(
+        StrCat("SBUF capacity: A blocks ", p.sbuf_a, " x ", p.bufs, " bufs + B blocks ", p.sbuf_b,
+               " x ", p.bufs, " bufs + output staging ", p.sbuf_stage * kStagingBufs, " = ", total,
+               " bytes per partition exceed the usable ", target.UsableSbufPerPartition()));
+  }
+  return p;
+}
+
+// Walks the plan's schedule in program order and tells `e` each step. Shared by the lowering and
+// the CPU execution in Verify, so both run the same tile boundaries, tails, batch grouping,
+// sharding and accumulation order.
+template <typename Emitter>
+void Generate(const Plan& p, Emitter& e) {
+  auto size_of = [](int64_t index, int64_t tile, int64_t dim) {
+    return std::min(tile, dim - index * tile);
+  };
+  auto m_size = [&](int64_t tm) {
+    int64_t size = size_of(tm, p.tile_m, p.m);
+    if (g_fault == BmmFault::kRaggedMOffByOne && size < p.tile_m && size > 1) --size;
+    return size;
+  };
+  struct Buffer {
+    std::tuple<int64_t, int64_t, int64_t> key{-1, -1, -1};  // batch group, m or n block, k block
+    std::vector<int32_t> loads;                             // one per K tile of the block
+    int32_t reader = -1;                                    // last matmul reading it
+  };
+  for (int core = 0; core < p.shards; ++core) {
+    const int64_t b_lo = p.shard_batch ? p.b * core / p.shards : 0;
+    const int64_t b_hi = p.shard_batch ? p.b * (core + 1) / p.shards : p.b;
+    const int64_t mb_lo = p.shard_batch ? 0 : p.blocks_m * core / p.shards;
+    const int64_t mb_hi = p.shard_batch ? p.blocks_m : p.blocks_m * (core + 1) / p.shards;
+    e.BeginCore(core);
+    std::vector<Buffer> a_bufs(p.bufs), b_bufs(p.bufs);
+    int64_t a_count = 0, b_count = 0, psum_count = 0, stage_count = 0, evict_count = 0;
+    std::vector<int32_t> slot_reader(p.psum_slots, -1);
+    std::array<int32_t, kStagingBufs> stage_reader;
+    stage_reader.fill(-1);
+    int64_t last_stationary = -1;
+
+    // Makes sure the operand block `key` is resident; returns its buffer.
+    auto ensure = [&](bool is_a, std::tuple<int64_t, int64_t, int64_t> key, int64_t gsz) {
+      std::vector<Buffer>& bufs = is_a ? a_bufs : b_bufs;
+      for (Buffer& buf : bufs) {
+        if (buf.key == key) return &buf;
+      }
+      int64_t& count = is_a ? a_count : b_count;
+      Buffer& buf = bufs[count++ % p.bufs];
+      buf.key = key;
+      buf.loads.clear();
+      const auto [g0, x, kb] = key;
+      const int64_t tiles_x = is_a ? p.tiles_m : p.tiles_n;
+      const int64_t block_x = is_a ? p.block_m : p.block_n;
+      const int64_t tile_x = is_a ? p.tile_m : p.tile_n;
+      const int64_t dim_x = is_a ? p.m : p.n;
+      const int64_t x0 = x * block_x * tile_x;
+      const int64_t xsz = std::min(std::min(block_x, tiles_x - x * block_x) * tile_x, dim_x - x0);
+      for (int64_t kt = kb * p.block_k; kt < std::min(p.tiles_k, (kb + 1) * p.block_k); ++kt) {
+        buf.loads.push_back(e.Load(is_a, size_of(kt, p.tile_k, p.k), xsz, gsz, buf.reader));
+      }
+      return &buf;
+    };
+
+    for (int64_t g0 = b_lo; g0 < b_hi; g0 += p.group) {
+      const int64_t gsz = std::min(p.group, b_hi - g0);
+      if (g_fault == BmmFault::kDropRaggedBatchGroup && gsz < p.group) continue;
+      for (int64_t mb = mb_lo; mb < mb_hi; ++mb) {
+        for (int64_t nb = 0; nb < p.blocks_n; ++nb) {
+          std::vector<std::pair<int64_t, int64_t>> tiles;  // (tm, tn) of the block
+          for (int64_t tm = mb * p.block_m; tm < std::min(p.tiles_m, (mb + 1) * p.block_m); ++tm) {
+            for (int64_t tn = nb * p.block_n; tn < std::min(p.tiles_n, (nb + 1) * p.block_n);
+                 ++tn) {
+              tiles.push_back({tm, tn});
+            }
+          }
+          std::vector<std::vector<int64_t>> sets;  // batches (within the group) computed together
+          if (p.interleave) {
+            sets.emplace_back();
+            for (int64_t bi = 0; bi < gsz; ++bi) sets.back().push_back(bi);
+          } else {
+            for (int64_t bi = 0; bi < gsz; ++bi) sets.push_back({bi});
+          }
+          for (const std::vector<int64_t>& set : sets) {
+            // One PSUM accumulation group per (batch, output tile).
+            std::vector<int> slot(set.size() * tiles.size());
+            std::vector<int32_t> last_mm(slot.size(), -1);
+            for (int& s : slot) s = int(psum_count++ % p.psum_slots);
+            for (int64_t kb = 0; kb < p.blocks_k; ++kb) {
+              Buffer* a = ensure(true, {g0, mb, kb}, gsz);
+              Buffer* b = ensure(false, {g0, nb, kb}, gsz);
+              for (int64_t kt = kb * p.block_k; kt < std::min(p.tiles_k, (kb + 1) * p.block_k);
+                   ++kt) {
+                const int64_t k0 = kt * p.tile_k, ksz = size_of(kt, p.tile_k, p.k);
+                const size_t load = size_t(kt - kb * p.block_k);
+                for (size_t si = 0; si < set.size(); ++si) {
+                  for (size_t ti = 0; ti < tiles.size(); ++ti) {
+                    const auto [tm, tn] = tiles[ti];
+                    const size_t acc = si * tiles.size() + ti;
+                    const int64_t batch = g0 + set[si];
+                    // The stationary tile: A(batch, kt, tm) or B(batch, kt, tn).
+                    const int64_t stationary =
+                        ((batch * p.tiles_k + kt) * (p.tiles_m + p.tiles_n)) +
+                        (p.stationary_b ? p.tiles_m + tn : tm);
+                    const bool reload = stationary != last_stationary;
+                    last_stationary = stationary;
+                    last_mm[acc] = e.Matmul(batch, tm * p.tile_m, m_size(tm), tn * p.tile_n,
+                                            size_of(tn, p.tile_n, p.n), k0, ksz, slot[acc], kt == 0,
+                                            reload, a->loads[load], b->loads[load],
+                                            kt == 0 ? slot_reader[slot[acc]] : -1);
+                    a->reader = b->reader = last_mm[acc];
+                  }
+                }
+              }
+            }
+            for (size_t si = 0; si < set.size(); ++si) {
+              for (size_t ti = 0; ti < tiles.size(); ++ti) {
+                const auto [tm, tn] = tiles[ti];
+                const size_t acc = si * tiles.size() + ti;
+                EngineKind engine = EngineKind::kVector;
+                if (p.evict == "scalar" || (p.evict == "split" && evict_count % 2 == 1)) {
+                  engine = EngineKind::kScalar;
+                }
+                ++evict_count;
+                const int stage = int(stage_count++ % kStagingBufs);
+                const int64_t batch = g0 + set[si];
+                const int64_t m0 = tm * p.tile_m, msz = m_size(tm);
+                const int64_t n0 = tn * p.tile_n, nsz = size_of(tn, p.tile_n, p.n);
+                int32_t ev =
+                    e.Evict(engine, slot[acc], msz, nsz, stage, last_mm[acc], stage_reader[stage]);
+                slot_reader[slot[acc]] = ev;
+                stage_reader[stage] = e.Store(batch, m0, msz, n0, nsz, stage, ev);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Turns schedule steps into simulator instructions.
+class SimEmitter {
+ public:
+  SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
+      : p_(plan), target_(target), program_(program) {}
+
+  void BeginCore(int core) {
+    program_->cores.resize(core + 1);
+    core_ = &program_->cores[core];
+    const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
+    const int64_t out_part = p_.stationary_b ? p_.tile_n : p_.tile_m;
+    const int out_partitions = int(std::min<int64_t>(out_part, target_.sbuf_partitions));
+    const int64_t out_free = p_.stationary_b ? p_.tile_m : p_.tile_n;
+    core_->allocations.push_back({"a_blocks", Mem::kSbuf, 0, in_partitions, p_.sbuf_a, p_.bufs});
+    core_->allocations.push_back({"b_blocks", Mem::kSbuf, 0, in_partitions, p_.sbuf_b, p_.bufs});
+    core_->allocations.push_back(
+        {"c_staging", Mem::kSbuf, 0, out_partitions, p_.sbuf_stage, kStagingBufs});
+    core_->allocations.push_back(
+        {"psum", Mem::kPsum, 0, out_partitions, out_free * 4, p_.psum_slots});
+  }
+
+  int32_t Load(bool is_a, int64_t ksz, int64_t xsz, int64_t gsz, int32_t dep) {
+    const int rows = p_.rows_per_partition;
+    sim::Instruction dma = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(ksz, rows)),
+                                        gsz * xsz * p_.in_bytes * rows, is_a ? kQueueA : kQueueB);
+    // Each batch's (and each row's) slice is contiguous in HBM.
+    dma.chunk_bytes = int32_t(xsz * p_.in_bytes);
+    return core_->Add(dma, {dep});
+  }
+
+  int32_t Matmul(int64_t, int64_t, int64_t msz, int64_t, int64_t nsz, int64_t, int64_t ksz, int,
+                 bool, bool reload, int32_t dep_a, int32_t dep_b, int32_t dep_slot) {
+    sim::Instruction mm = p_.stationary_b
+                              ? sim::MakeMatmul(p_.dtype, int(ksz), int(nsz), int(msz), reload)
+                              : sim::MakeMatmul(p_.dtype, int(ksz), int(msz), int(nsz), reload);
+    mm.partitions = int16_t(CeilDiv(ksz, p_.rows_per_partition));
+    return core_->Add(mm, {dep_a, dep_b, dep_slot});
+  }
+
+  int32_t Evict(EngineKind engine, int, int64_t msz, int64_t nsz, int, int32_t dep_mm,
+                int32_t dep_stage) {
+    const int partitions = int(p_.stationary_b ? nsz : msz);
+    const int free = int(p_.stationary_b ? msz : nsz);
+    sim::Instruction inst =
+        sim::MakeEngineOp(Op::kTensorCopy, engine, free, partitions, Mem::kPsum, Mem::kSbuf);
+    inst.dtype = DType::kFp32;
+    return core_->Add(inst, {dep_mm, dep_stage});
+  }
+
+  int32_t Store(int64_t, int64_t, int64_t msz, int64_t, int64_t nsz, int, int32_t dep) {
+    const int partitions = int(p_.stationary_b ? nsz : msz);
+    const int64_t free = p_.stationary_b ? msz : nsz;
+    sim::Instruction dma =
+        sim::MakeDma(Op::kDmaStore, partitions, free * p_.out_bytes, kQueueStore);
+    dma.transpose = p_.stationary_b;  // C^T tiles need a transposing store
+    return core_->Add(dma, {dep});
+  }
+
+ private:
+  const Plan& p_;
+  const sim::Target& target_;
+  sim::Program* program_;
+  sim::CoreProgram* core_ = nullptr;
+};
+
+// Rounds to the nearest value with `mantissa_bits` explicit mantissa bits (ties to even), the
+// smallest normal exponent `min_exp` and saturation at `max_value`.
+float RoundTo(float x, int mantissa_bits, int min_exp, float max_value) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int exp = 0;
+  std::frexp(x, &exp);
+  exp = std::max(exp - 1, min_exp);
+  const double quantum = std::ldexp(1.0, exp - mantissa_bits);
+  double rounded = std::nearbyint(double(x) / quantum) * quantum;
+  return float(std::clamp(rounded, -double(max_value), double(max_value)));
+}
+
+float RoundInput(float x, DType dtype) {
+  switch (dtype) {
+    case DType::kBf16:
+      return RoundTo(x, 7, -126, std::numeric_limits<float>::max());
+    case DType::kFp8:
+      return RoundTo(x, 3, -6, 448.0f);  // e4m3
+    default:
+      return x;
+  }
+}
+
+float RoundOutput(float x, DType dtype) {
+  return dtype == DType::kFp32 ? x : RoundTo(x, 7, -126, std::numeric_limits<float>::max());
+}
+
+// Executes schedule steps on the CPU: fp32 PSUM accumulation per slot, rounded output staging.
+class CpuEmitter {
+ public:
+  CpuEmitter(const Plan& plan, const std::vector<float>& a, const std::vector<float>& b,
+             std::vector<float>* c)
+      : p_(plan), a_(a), b_(b), c_(c) {
+    psum_.assign(std::max(p_.psum_slots, 1), std::vector<float>(p_.tile_m * p_.tile_n, 0));
+    stage_.assign(kStagingBufs, std::vector<float>(p_.tile_m * p_.tile_n, 0));
+  }
+
+  void BeginCore(int) {}
+  int32_t Load(bool, int64_t, int64_t, int64_t, int32_t) { return -1; }
+
+  int32_t Matmul(int64_t batch, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int64_t k0,
+                 int64_t ksz, int slot, bool start, bool, int32_t, int32_t, int32_t) {
+    std::vector<float>& acc = psum_[slot];
+    if (start) std::fill(acc.begin(), acc.end(), 0.0f);
+    const float* a = &a_[batch * p_.m * p_.k];
+    const float* b = &b_[batch * p_.k * p_.n];
+    for (int64_t i = 0; i < msz; ++i) {
+      float* row = &acc[i * p_.tile_n];
+      for (int64_t kk = 0; kk < ksz; ++kk) {
+        const float av = a[(m0 + i) * p_.k + k0 + kk];
+        const float* brow = &b[(k0 + kk) * p_.n + n0];
+        for (int64_t j = 0; j < nsz; ++j) row[j] += av * brow[j];
+      }
+    }
+    return -1;
+  }
+
+  int32_t Evict(EngineKind, int slot, int64_t msz, int64_t nsz, int stage, int32_t, int32_t) {
+    for (int64_t i = 0; i < msz; ++i) {
+      for (int64_t j = 0; j < nsz; ++j) {
+        const int64_t at = i * p_.tile_n + j;
+        stage_[stage][at] = RoundOutput(psum_[slot][at], p_.dtype);
+      }
+    }
+    return -1;
+  }
+
+  int32_t Store(int64_t batch, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int stage,
+                int32_t) {
+    for (int64_t i = 0; i < msz; ++i) {
+      for (int64_t j = 0; j < nsz; ++j) {
+        (*c_)[(batch * p_.m + m0 + i) * p_.n + n0 + j] = stage_[stage][i * p_.tile_n + j];
+      }
+    }
+    return -1;
+  }
+
+ private:
+  const Plan& p_;
+  const std::vector<float>& a_;
+  const std::vector<float>& b_;
+  std::vector<float>* c_;
+  std::vector<std::vector<float>> psum_;
+  std::vector<std::vector<float>> stage_;
+};
+
+// The reduced dimension Verify runs: the full dim when it is at most `keep` tiles, else `keep - 1`
+// full tiles plus a ragged tail (the original tail, or half a tile plus one).
+int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
+  if (dim <= keep * tile) return dim;
+  int64_t tail = dim % tile;
+  if (tail == 0) tail = tile / 2 + 1;
+  if (tail >= tile) tail = tile - 1;
+  return (keep - 1) * tile + std::max<int64_t>(tail, 1);
+}
+
+}  // namespace
+
+void SetBmmFaultForTesting(BmmFault fault) { g_fault = fault; }
+
+absl::Status BmmKernel::ValidateProblem(const Problem& problem, const sim::Target& target) const {
+  for (const auto& [name, value] : problem.dims.items()) {
+    if (name != "B" && name != "M" && name != "N" && name != "K") {
+      return absl::InvalidArgumentError(StrCat("bmm has dims B, M, N, K; got unknown dim ", name));
+    }
+    if (value <= 0) return absl::InvalidArgumentError(StrCat("dim ", name, " must be positive"));
+  }
+  for (const char* name : {"B", "M", "N", "K"}) {
+    if (!problem.dims.Has(name)) {
+      return absl::InvalidArgumentError(StrCat("bmm needs dim ", name, " (B, M, N, K)"));
+    }
+  }
+  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
+  if (!dtype.ok() || (*dtype != DType::kBf16 && *dtype != DType::kFp32 && *dtype != DType::kFp8)) {
+    return absl::InvalidArgumentError(
+        StrCat("bmm dtype must be bf16, fp32 or fp8, not '", problem.dtype, "'"));
+  }
+  if (target.systolic) {
+    return absl::InvalidArgumentError(
+        StrCat("bmm needs a neuron target (engines, SBUF, PSUM); ", target.name, " is systolic"));
+  }
+  if (!target.SupportsDType(*dtype)) {
+    return absl::InvalidArgumentError(
+        StrCat("dtype ", problem.dtype, " is not supported by TensorE on ", target.name));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Space> BmmKernel::SpaceFor(const Problem& problem, const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  std::vector<std::string> tile_k = {"32", "64", "128"};
+  if (target.MaxMatmulK(*sim::ParseDType(problem.dtype)) >= 256) tile_k.push_back("256");
+  std::vector<std::string> shards;
+  for (int s = 1; s <= target.cores_per_chip; s *= 2) shards.push_back(std::to_string(s));
+  std::vector<Param> params = {
+      {"tile_m", {"32", "64", "128"}, "M rows per hardware tile"},
+      {"tile_n", {"64", "128", "256", "512"}, "N columns per hardware tile"},
+      {"tile_k", tile_k, "K (contraction) per hardware tile"},
+      {"block_m", {"1", "2", "4", "8"}, "M tiles per output block"},
+      {"block_n", {"1", "2", "4", "8"}, "N tiles per output block"},
+      {"block_k", {"1", "2", "4", "8", "16"}, "K tiles per operand block"},
+      {"batch_group", {"1", "2", "4", "8"}, "batches moved by one DMA"},
+      {"interleave", {"0", "1"}, "1: a group's batches interleaved tile by tile"},
+      {"bufs", {"1", "2", "3"}, "rotating SBUF buffers per operand block"},
+      {"stationary", {"a", "b"}, "operand held in the systolic array"},
+      {"evict", {"vector", "scalar", "split", "gpsimd"}, "engine evicting PSUM"},
+      {"shard_dim", {"batch", "m"}, "what the cores split: batches or every batch's M blocks"},
+      {"shards", shards, "cores the work is split over"},
+  };
+  Problem p = problem;
+  sim::Target t = target;
+  return Space(std::move(params), [p, t](const Config& config) -> absl::Status {
+    absl::StatusOr<Plan> plan = MakePlan(p, config, t, /*strict=*/true);
+    return plan.ok() ? absl::OkStatus() : plan.status();
+  });
+}
+
+Config BmmKernel::Default(const Problem&, const sim::Target&) const {
+  // A plain compiler: hardware-sized tiles, no blocking, one batch at a time, one core.
+  return Config{{"tile_m", "128"},    {"tile_n", "512"},   {"tile_k", "128"},
+                {"block_m", "1"},     {"block_n", "1"},    {"block_k", "1"},
+                {"batch_group", "1"}, {"interleave", "0"}, {"bufs", "2"},
+                {"stationary", "a"},  {"evict", "vector"}, {"shard_dim", "batch"},
+                {"shards", "1"}};
+}
+
+absl::StatusOr<sim::Program> BmmKernel::Lower(const Problem& problem, const Config& config,
+                                              const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
+  if (!plan.ok()) return plan.status();
+  sim::Program program;
+  program.name =
+      StrCat("bmm ", problem.dims.ToString(), " ", problem.dtype, " [", config.ToString(), "]");
+  SimEmitter emitter(*plan, target, &program);
+  Generate(*plan, emitter);
+  return program;
+}
+
+absl::Status BmmKernel::Verify(const Problem& problem, const Config& config,
+                               const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<Plan> full = MakePlan(problem, config, target, /*strict=*/true);
+  if (!full.ok()) return full.status();
+  // Reduced problem: enough batches for every core to see a full and a ragged group, M and N at
+  // most two tiles and K at most three (tails kept); fewer tiles when that is still large.
+  Plan plan = *full;
+  const int64_t batch_cores = plan.shard_batch ? plan.shards : 1;
+  plan.b = std::min(plan.b, batch_cores * (plan.group + 1) + 1);
+  plan.m = ReducedDim(full->m, plan.tile_m,
+                      plan.shard_batch ? 2 : std::min<int64_t>(plan.shards * plan.block_m, 4) + 1);
+  plan.n = ReducedDim(full->n, plan.tile_n, 2);
+  plan.k = ReducedDim(full->k, plan.tile_k, 3);
+  if (plan.b * plan.m * plan.n * plan.k > (int64_t(1) << 26)) {
+    plan.n = ReducedDim(full->n, plan.tile_n, 1);
+    plan.k = ReducedDim(full->k, plan.tile_k, 2);
+  }
+  plan.Derive();
+  const bool saved_batch = plan.shard_batch;
+  if (plan.shard_batch && plan.shards > plan.b) plan.shards = int(plan.b);
+  if (!saved_batch && plan.shards > plan.blocks_m) plan.shards = int(plan.blocks_m);
+  const Dims reduced{{"B", plan.b}, {"M", plan.m}, {"N", plan.n}, {"K", plan.k}};
+
+  std::mt19937_64 rng(std::hash<std::string>()(config.ToString()) ^
+                      uint64_t(plan.m * 31 + plan.n * 7 + plan.b));
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> a(plan.b * plan.m * plan.k), b(plan.b * plan.k * plan.n);
+  for (float& x : a) x = RoundInput(uniform(rng), plan.dtype);
+  for (float& x : b) x = RoundInput(uniform(rng), plan.dtype);
+  std::vector<float> c(plan.b * plan.m * plan.n, std::numeric_limits<float>::quiet_NaN());
+  CpuEmitter emitter(plan, a, b, &c);
+  Generate(plan, emitter);
+
+  // Plain reference in double; tolerance = output rounding + fp32 accumulation error.
+  const double out_eps = plan.dtype == DType::kFp32 ? std::ldexp(1.0, -22) : std::ldexp(1.0, -8);
+  const double acc_eps = 4.0 * double(plan.k) * std::ldexp(1.0, -24);
+  std::vector<double> ref_row(plan.n), abs_row(plan.n);
+  for (int64_t batch = 0; batch < plan.b; ++batch) {
+    const float* ab = &a[batch * plan.m * plan.k];
+    const float* bb = &b[batch * plan.k * plan.n];
+    for (int64_t i = 0; i < plan.m; ++i) {
+      std::fill(ref_row.begin(), ref_row.end(), 0.0);
+      std::fill(abs_row.begin(), abs_row.end(), 0.0);
+      for (int64_t kk = 0; kk < plan.k; ++kk) {
+        const double av = ab[i * plan.k + kk];
+        for (int64_t j = 0; j < plan.n; ++j) {
+          const double prod = av * bb[kk * plan.n + j];
+          ref_row[j] += prod;
+          abs_row[j] += std::abs(prod);
+        }
+      }
+      for (int64_t j = 0; j < plan.n; ++j) {
+        const double got = c[(batch * plan.m + i) * plan.n + j];
+        const double tol = out_eps * std::abs(ref_row[j]) + acc_eps * abs_row[j] + 1e-30;
+        if (!(std::abs(got - ref_row[j]) <= tol)) {
+          return absl::DataLossError(StrCat(
+              "bmm wrong answer at C[", batch, ",", i, ",", j, "] of the reduced problem ",
+              reduced.ToString(), ": got ", got, ", want ", ref_row[j], " (tolerance ", tol, ")"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Kernel::Work BmmKernel::MinimumWork(const Problem& problem) const {
+  const double b = double(problem.dims.Get("B").value_or(0));
+  const double m = double(problem.dims.Get("M").value_or(0));
+  const double n = double(problem.dims.Get("N").value_or(0));
+  const double k = double(problem.dims.Get("K").value_or(0));
+  auto dtype = sim::ParseDType(problem.dtype);
+  const double in_bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
+  const double out_bytes = dtype.ok() ? OutBytes(*dtype) : 2;
+  return Work{2 * b * m * n * k, b * ((m * k + k * n) * in_bytes + m * n * out_bytes)};
+}
+
+}  // namespace tessel::kernels

@@ -1,0 +1,66 @@
+// The batched matmul kernel: C[b] = A[b] x B[b] for b < B, each A[b] of M x K (given K-major, as
+// matmul's A^T), B[b] of K x N row-major, C[b] of M x N row-major, batches contiguous in HBM.
+//
+// Schedule parameters (names are a contract with configs and the CLI):
+//   tile_m, tile_n, tile_k   hardware tile sizes, as matmul (tile_k 256 only for fp8 on snc3)
+//   block_m, block_n         output tiles per block; a block's whole K reduction stays in PSUM
+//   block_k                  K tiles per operand load (blocks_k == 1 keeps an A block resident
+//                            across the N blocks)
+//   batch_group              batches whose operand blocks are moved by one DMA (small matrices
+//                            amortise the fixed DMA cost)
+//   interleave               0: the group's batches are computed one after another;
+//                            1: interleaved tile by tile (independent accumulation groups keep
+//                            TensorE busy while other groups are evicted; needs
+//                            batch_group x block_m x block_n PSUM groups)
+//   bufs                     rotating SBUF buffers per operand block
+//   stationary               a | b (b: C^T lands in PSUM and is stored by a transposing DMA)
+//   evict                    vector | scalar | split | gpsimd (invalid: GpSimd cannot read PSUM)
+//   shard_dim, shards        split batches (shard_dim=batch) or every batch's M blocks
+//                            (shard_dim=m) over `shards` cores
+#ifndef TESSEL_KERNELS_BMM_H_
+#define TESSEL_KERNELS_BMM_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "sim/program.h"
+#include "sim/target.h"
+
+namespace tessel::kernels {
+
+class BmmKernel final : public Kernel {
+ public:
+  std::string_view name() const override { return "bmm"; }
+  // 1: initial lowering.
+  int version() const override { return 1; }
+  std::string_view description() const override {
+    return "C[b,M,N] = A[b,M,K] x B[b,K,N]: tiles, blocking, batch grouping and interleaving, "
+           "stationary operand, PSUM eviction engine, sharding over batches or M";
+  }
+  std::vector<std::string> dims() const override { return {"B", "M", "N", "K"}; }
+  std::vector<std::string> dtypes() const override { return {"bf16", "fp32", "fp8"}; }
+
+  absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;
+  absl::StatusOr<Space> SpaceFor(const Problem& problem, const sim::Target& target) const override;
+  absl::StatusOr<sim::Program> Lower(const Problem& problem, const Config& config,
+                                     const sim::Target& target) const override;
+  Config Default(const Problem& problem, const sim::Target& target) const override;
+  absl::Status Verify(const Problem& problem, const Config& config,
+                      const sim::Target& target) const override;
+  Work MinimumWork(const Problem& problem) const override;
+};
+
+// Test-only fault injection: deliberately broken schedules that Verify must catch.
+enum class BmmFault {
+  kNone,
+  kDropRaggedBatchGroup,  // a core's ragged last batch group is skipped
+  kRaggedMOffByOne,       // the ragged last M tile is one row short
+};
+// Sets the fault for all later Lower/Verify calls in the process. Not thread-safe; tests only.
+void SetBmmFaultForTesting(BmmFault fault);
+
+}  // namespace tessel::kernels
+
+#endif  // TESSEL_KERNELS_BMM_H_
