@@ -1,0 +1,134 @@
+#include "client/cli/common.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "schema/strings.h"
+
+namespace tessel::cli {
+
+namespace {
+constexpr int kConnectTimeoutMs = 3000;
+
+// ---- validated input ----
+
+}  // namespace
+
+std::string KnownKernels() {
+  std::vector<std::string> names;
+  for (const kernels::Kernel* kernel : kernels::AllKernels()) names.emplace_back(kernel->name());
+  return StrJoin(names, ", ");
+}
+
+absl::StatusOr<const kernels::Kernel*> FindKernelOrExplain(const std::string& name) {
+  const kernels::Kernel* kernel = kernels::FindKernel(name);
+  if (kernel == nullptr) {
+    return absl::InvalidArgumentError(
+        StrCat("unknown kernel '", name, "' (known kernels: ", KnownKernels(), ")"));
+  }
+  return kernel;
+}
+
+absl::StatusOr<sim::Target> LoadTargetOrExplain(const std::string& name) {
+  absl::StatusOr<sim::Target> target = sim::LoadTarget(name);
+  if (!target.ok()) {
+    std::string message(target.status().message());
+    if (message.find(name) == std::string::npos) {
+      message = StrCat("unknown target '", name, "': ", message);
+    }
+    return absl::InvalidArgumentError(message);
+  }
+  return target;
+}
+
+// Checks kernel, shape, dtype and target before any work is done.
+absl::StatusOr<Workload> ValidateWorkload(const std::string& kernel_name, const std::string& shape,
+                                          const std::string& dtype, const std::string& target) {
+  Workload workload;
+  absl::StatusOr<const kernels::Kernel*> kernel = FindKernelOrExplain(kernel_name);
+  if (!kernel.ok()) return kernel.status();
+  workload.kernel = *kernel;
+  if (shape.empty()) {
+    return absl::InvalidArgumentError(StrCat("missing --shape; ", kernel_name, " needs dims ",
+                                             StrJoin((*kernel)->dims(), ","),
+                                             ", e.g. --shape M=4096,N=4096,K=4096"));
+  }
+  absl::StatusOr<Dims> dims = Dims::Parse(shape);
+  if (!dims.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("bad --shape '", shape, "': ", std::string(dims.status().message())));
+  }
+  absl::StatusOr<sim::Target> loaded = LoadTargetOrExplain(target);
+  if (!loaded.ok()) return loaded.status();
+  workload.problem.dims = *dims;
+  workload.problem.dtype = dtype;
+  workload.target_name = target;
+  if (absl::Status valid = workload.kernel->ValidateProblem(workload.problem, *loaded);
+      !valid.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("bad problem for ", kernel_name, ": ", std::string(valid.message())));
+  }
+  std::vector<std::string> pieces;
+  for (const std::string& name : workload.kernel->dims()) {
+    pieces.push_back(StrCat(name, "=", dims->Get(name).value_or(0)));
+  }
+  workload.shape = StrJoin(pieces, ",");
+  return workload;
+}
+
+std::string ShapeOf(const v1::Workload& workload) {
+  std::vector<std::string> pieces;
+  for (const v1::Dim& dim : workload.dims()) pieces.push_back(StrCat(dim.name(), "=", dim.value()));
+  return StrJoin(pieces, ",");
+}
+
+// "1.23 ms", "45.6 us", "789 ns".
+std::string HumanTime(double ns) {
+  if (ns >= 1e6) return fmt::format("{:.3f} ms", ns / 1e6);
+  if (ns >= 1e3) return fmt::format("{:.2f} us", ns / 1e3);
+  return fmt::format("{:.0f} ns", ns);
+}
+
+void PrintJson(const nlohmann::json& object) { std::cout << object.dump(2) << std::endl; }
+
+// ---- connection to a server: remote (--server) or embedded (--db) ----
+
+Backend::~Backend() {
+  client.reset();
+  if (server) server->Shutdown();
+}
+
+// `must_exist`: read-only commands refuse to create an empty database.
+absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const std::string& server_address,
+                                                     const std::string& db_path, bool must_exist) {
+  auto backend = std::make_unique<Backend>();
+  if (!server_address.empty()) {
+    client::ClientOptions options;
+    options.connect_timeout_ms = kConnectTimeoutMs;
+    absl::StatusOr<std::unique_ptr<client::Client>> client =
+        client::Client::Connect(server_address, options);
+    if (!client.ok()) return client.status();
+    backend->client = *std::move(client);
+    return backend;
+  }
+  if (must_exist && !std::filesystem::exists(db_path)) {
+    return absl::NotFoundError(
+        StrCat("no tessel database at ", db_path,
+               " (tune something first, or pass --db PATH or --server ADDR)"));
+  }
+  server::ServerOptions options;
+  options.listen = "";
+  options.db_path = db_path;
+  absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Create(options);
+  if (!server.ok()) {
+    return absl::Status(server.status().code(),
+                        StrCat("cannot open embedded server on ", db_path, ": ",
+                               std::string(server.status().message())));
+  }
+  backend->server = *std::move(server);
+  backend->client = std::make_unique<client::Client>(backend->server->InProcessChannel(),
+                                                     StrCat("embedded server (", db_path, ")"));
+  return backend;
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,79 @@
+// Pieces every `tessel` command shares: input validation, output helpers and the connection to a
+// server (remote with --server, embedded on --db otherwise).
+#ifndef TESSEL_CLIENT_CLI_COMMON_H_
+#define TESSEL_CLIENT_CLI_COMMON_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "client/client.h"
+#include "kernels/kernel.h"
+#include "nlohmann/json.hpp"
+#include "schema/tessel.pb.h"
+#include "server/server.h"
+#include "sim/target.h"
+
+namespace tessel::cli {
+
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr const char* kDefaultDb = "./tessel.db";
+inline constexpr const char* kDefaultTarget = "snc2";
+inline constexpr const char* kDefaultDtype = "bf16";
+
+// A workload checked against the local kernel registry and target files.
+struct Workload {
+  const kernels::Kernel* kernel = nullptr;
+  kernels::Problem problem;
+  std::string target_name;
+  // Dims in the kernel's canonical order, e.g. "M=512,N=512,K=512".
+  std::string shape;
+
+  tessel::v1::Workload ToProto() const {
+    tessel::v1::Workload workload;
+    workload.set_kernel(std::string(kernel->name()));
+    for (const std::string& name : kernel->dims()) {
+      tessel::v1::Dim* dim = workload.add_dims();
+      dim->set_name(name);
+      dim->set_value(problem.dims.Get(name).value_or(0));
+    }
+    workload.set_dtype(problem.dtype);
+    workload.set_target(target_name);
+    return workload;
+  }
+};
+
+// "a, b, c": the registered kernel names.
+std::string KnownKernels();
+// The kernel, or InvalidArgument listing the known ones.
+absl::StatusOr<const kernels::Kernel*> FindKernelOrExplain(const std::string& name);
+// The target, or InvalidArgument naming it.
+absl::StatusOr<sim::Target> LoadTargetOrExplain(const std::string& name);
+// Checks kernel, shape, dtype and target before any work is done; InvalidArgument saying what is
+// wrong.
+absl::StatusOr<Workload> ValidateWorkload(const std::string& kernel_name, const std::string& shape,
+                                          const std::string& dtype, const std::string& target);
+// "M=512,N=512,K=512" in the workload's dim order.
+std::string ShapeOf(const tessel::v1::Workload& workload);
+// "1.23 ms", "45.6 us", "789 ns".
+std::string HumanTime(double ns);
+// Prints one JSON object on stdout.
+void PrintJson(const nlohmann::json& object);
+
+// A server to talk to: remote (--server) or embedded on a database file (--db).
+struct Backend {
+  std::unique_ptr<server::Server> server;  // set in embedded mode
+  std::unique_ptr<client::Client> client;
+  ~Backend();
+};
+
+// Connects to `server_address` when set, else opens an embedded server (no network port) on
+// `db_path`. With `must_exist`, a missing database is NotFound instead of being created (read-only
+// commands should not leave empty files behind).
+absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const std::string& server_address,
+                                                     const std::string& db_path, bool must_exist);
+
+}  // namespace tessel::cli
+
+#endif  // TESSEL_CLIENT_CLI_COMMON_H_
