@@ -2,16 +2,25 @@
 
 #include "schema/strings.h"
 #include "search/random.h"
+#include "search/strategies.h"
 
 namespace tessel::search {
 
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name,
                                                        const kernels::Space& space, uint64_t seed) {
   if (name == "random") return std::make_unique<RandomStrategy>(space, seed);
+  if (name == "exhaustive") return std::make_unique<ExhaustiveStrategy>(space, seed);
+  if (name == "ils") return std::make_unique<IlsStrategy>(space, seed);
+  if (name == "anneal") return std::make_unique<AnnealStrategy>(space, seed);
+  if (name == "genetic") return std::make_unique<GeneticStrategy>(space, seed);
+  if (name == "model") return std::make_unique<ModelStrategy>(space, seed);
+  if (name == "auto") return std::make_unique<AutoStrategy>(space, seed);
   return absl::InvalidArgumentError(
       StrCat("unknown strategy '", name, "'; known strategies: ", StrJoin(StrategyNames(), ", ")));
 }
 
-std::vector<std::string> StrategyNames() { return {"random"}; }
+std::vector<std::string> StrategyNames() {
+  return {"anneal", "auto", "exhaustive", "genetic", "ils", "model", "random"};
+}
 
 }  // namespace tessel::search

@@ -1,3 +1,5 @@
+// TEAM NOTE: several engineers share this working tree right now. Read /work/main/CONTRIBUTING.md
+// before editing or committing (commit only your own paths; never `git add -A` or `git stash`).
 // Search strategies: ask/tell over a kernel's schedule space.
 //
 //   Job (server) --Propose(n)--> configs --> workers measure --> Observe(results) --> Strategy
@@ -38,6 +40,12 @@ class Strategy {
   // Reports results. Configs the strategy did not propose (the default config, trials recovered
   // after a restart) are accepted and count as seen.
   virtual void Observe(std::span<const Observation> results) = 0;
+  // Warm start: results measured for one neighbouring workload (same kernel, another shape or
+  // target), one call per workload. Their times are comparable only within one call. They seed
+  // the first proposals and the cost model; they are not observations of this job (the configs
+  // are not marked seen and may still be proposed). Configs outside this space are ignored.
+  // Call before the first Propose. Default: ignored.
+  virtual void ObservePrior(std::span<const Observation> results) { (void)results; }
 };
 
 // Creates the strategy called `name` over `space`. InvalidArgument listing the known names when

@@ -1,0 +1,243 @@
+// model: XGBoost ranking cost model over point features.
+#include <xgboost/c_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/container/flat_hash_set.h"
+#include "search/strategies.h"
+
+namespace tessel::search {
+
+// A pairwise-ranking gradient-boosted tree model through XGBoost's C API. Higher scores mean
+// faster. Single-threaded so that parallel jobs do not fight over cores.
+class CostModel {
+ public:
+  CostModel(int features, uint64_t seed, int rounds)
+      : features_(features), seed_(seed), rounds_(rounds) {}
+  ~CostModel() { Free(); }
+  CostModel(const CostModel&) = delete;
+  CostModel& operator=(const CostModel&) = delete;
+
+  // Trains a new model on rows `x` (features_ per row) with relevance `labels` in query groups of
+  // `groups` rows each. False when XGBoost fails (the old model is dropped).
+  bool Fit(const std::vector<float>& x, const std::vector<float>& labels,
+           const std::vector<unsigned>& groups) {
+    Free();
+    DMatrixHandle train = nullptr;
+    const bst_ulong rows = labels.size();
+    if (XGDMatrixCreateFromMat(x.data(), rows, features_, NAN, &train) != 0) return false;
+    bool ok = XGDMatrixSetFloatInfo(train, "label", labels.data(), rows) == 0 &&
+              XGDMatrixSetUIntInfo(train, "group", groups.data(), groups.size()) == 0 &&
+              XGBoosterCreate(&train, 1, &booster_) == 0;
+    const std::string seed = std::to_string(seed_ % 2147483647);
+    const std::pair<const char*, const char*> params[] = {
+        {"objective", "rank:pairwise"}, {"eta", "0.3"},     {"max_depth", "6"},
+        {"min_child_weight", "0.01"},   {"nthread", "1"},   {"tree_method", "exact"},
+        {"seed", seed.c_str()},         {"verbosity", "0"}, {"subsample", "1"}};
+    for (const auto& [name, value] : params) {
+      ok = ok && XGBoosterSetParam(booster_, name, value) == 0;
+    }
+    for (int round = 0; ok && round < rounds_; ++round) {
+      ok = XGBoosterUpdateOneIter(booster_, round, train) == 0;
+    }
+    XGDMatrixFree(train);
+    if (!ok) Free();
+    return ok;
+  }
+
+  // Scores of rows `x`; empty when there is no model or XGBoost fails.
+  std::vector<float> Predict(const std::vector<float>& x) const {
+    std::vector<float> scores;
+    if (booster_ == nullptr || x.empty()) return scores;
+    const bst_ulong rows = x.size() / features_;
+    DMatrixHandle matrix = nullptr;
+    if (XGDMatrixCreateFromMat(x.data(), rows, features_, NAN, &matrix) != 0) return scores;
+    const bst_ulong* shape = nullptr;
+    bst_ulong dims = 0;
+    const float* out = nullptr;
+    const char* config =
+        R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0,)"
+        R"( "strict_shape": false})";
+    if (XGBoosterPredictFromDMatrix(booster_, matrix, config, &shape, &dims, &out) == 0) {
+      scores.assign(out, out + rows);
+    }
+    XGDMatrixFree(matrix);
+    return scores;
+  }
+
+ private:
+  void Free() {
+    if (booster_ != nullptr) XGBoosterFree(booster_);
+    booster_ = nullptr;
+  }
+
+  const int features_;
+  const uint64_t seed_;
+  const int rounds_;
+  BoosterHandle booster_ = nullptr;
+};
+
+namespace {
+
+// Relevance grades for one query group: failed points 0, ok points 1 (slowest) to 31 (fastest)
+// by their rank in time.
+void AppendGroup(const SearchSpace& space, std::span<const Result> results, std::vector<float>& x,
+                 std::vector<float>& labels, std::vector<unsigned>& groups) {
+  std::vector<double> times;
+  for (const Result& r : results) {
+    if (r.ok) times.push_back(r.time_ns);
+  }
+  std::sort(times.begin(), times.end());
+  const double span = std::max<double>(1, times.size() - 1);
+  for (const Result& r : results) {
+    space.Features(r.index, x);
+    if (!r.ok) {
+      labels.push_back(0);
+      continue;
+    }
+    double rank = std::lower_bound(times.begin(), times.end(), r.time_ns) - times.begin();
+    labels.push_back(1.0f + std::floor(30.0 * (1.0 - rank / span)));
+  }
+  groups.push_back(static_cast<unsigned>(results.size()));
+}
+
+}  // namespace
+
+ModelStrategy::ModelStrategy(const kernels::Space& space, uint64_t seed)
+    : ModelStrategy(space, seed, Options{}) {}
+
+ModelStrategy::ModelStrategy(const kernels::Space& space, uint64_t seed, Options options)
+    : SpaceStrategy(space, seed),
+      options_(options),
+      model_(std::make_unique<CostModel>(space_.num_params(), seed, options.rounds)) {}
+
+ModelStrategy::~ModelStrategy() = default;
+
+void ModelStrategy::BuildPool() {
+  pool_built_ = true;
+  const uint64_t size = space_.size();
+  if (size <= static_cast<uint64_t>(options_.pool_limit) * 2) {
+    for (uint64_t i = 0; i < size; ++i) {
+      if (space_.Valid(i)) pool_.push_back(i);
+    }
+    std::shuffle(pool_.begin(), pool_.end(), rng_);
+    if (pool_.size() > static_cast<size_t>(options_.pool_limit)) pool_.resize(options_.pool_limit);
+    return;
+  }
+  absl::flat_hash_set<uint64_t> in_pool;
+  std::uniform_int_distribution<uint64_t> pick(0, size - 1);
+  for (int draw = 0;
+       draw < options_.pool_limit * 8 && static_cast<int>(pool_.size()) < options_.pool_limit;
+       ++draw) {
+    uint64_t i = pick(rng_);
+    if (space_.Valid(i) && in_pool.insert(i).second) pool_.push_back(i);
+  }
+}
+
+void ModelStrategy::Refit() {
+  fitted_at_ = history().size();
+  if (!pool_built_) BuildPool();
+
+  // Candidates: the pool without seen points, refilled at random, plus the neighbourhoods of the
+  // best results, where the improvements usually are.
+  absl::flat_hash_set<uint64_t> candidates;
+  std::vector<uint64_t> kept;
+  for (uint64_t i : pool_) {
+    if (!Seen(i) && candidates.insert(i).second) kept.push_back(i);
+  }
+  pool_ = std::move(kept);
+  std::vector<Result> ok;
+  for (const Result& r : history()) {
+    if (r.ok) ok.push_back(r);
+  }
+  std::sort(ok.begin(), ok.end(), [](const Result& a, const Result& b) {
+    return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.index < b.index);
+  });
+  std::vector<uint64_t> local;
+  for (size_t k = 0; k < ok.size() && k < 3; ++k) {
+    for (int radius = 1; radius <= 2; ++radius) {
+      for (uint64_t n : space_.Neighbours(ok[k].index, radius)) {
+        if (!Seen(n) && candidates.insert(n).second) local.push_back(n);
+      }
+    }
+  }
+  for (const std::vector<Result>& prior : priors_) {
+    for (const Result& r : prior) {
+      if (!Seen(r.index) && candidates.insert(r.index).second) local.push_back(r.index);
+    }
+  }
+
+  std::vector<float> x, labels;
+  std::vector<unsigned> groups;
+  if (!history().empty()) AppendGroup(space_, history(), x, labels, groups);
+  for (const std::vector<Result>& prior : priors_) AppendGroup(space_, prior, x, labels, groups);
+  fitted_ = !labels.empty() && model_->Fit(x, labels, groups);
+  ranked_.clear();
+  if (!fitted_) return;
+
+  std::vector<uint64_t> all = pool_;
+  all.insert(all.end(), local.begin(), local.end());
+  std::vector<float> features;
+  features.reserve(all.size() * space_.num_params());
+  for (uint64_t i : all) space_.Features(i, features);
+  std::vector<float> scores = model_->Predict(features);
+  if (scores.size() != all.size()) {
+    fitted_ = false;
+    return;
+  }
+  std::vector<int> order(all.size());
+  std::iota(order.begin(), order.end(), 0);
+  // Ascending score, ties by index: the best candidate ends up last.
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return scores[a] < scores[b] || (scores[a] == scores[b] && all[a] < all[b]);
+  });
+  ranked_.reserve(order.size());
+  for (int k : order) ranked_.push_back(all[k]);
+}
+
+void ModelStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
+  const size_t results = history().size();
+  const bool ready = results >= static_cast<size_t>(options_.initial_random) || !priors_.empty();
+  if (!ready) return;  // the base proposes random points
+  if (!fitted_ || results >= fitted_at_ + std::max<size_t>(1, fitted_at_ * options_.refit_growth)) {
+    Refit();
+  }
+  std::vector<uint64_t> deferred;  // too close to a point already in this batch
+  while (static_cast<int>(out.size()) < max_n && !ranked_.empty()) {
+    if (Uniform(rng_) < options_.explore) {
+      if (std::optional<uint64_t> random = RandomUnseen()) out.push_back(*random);
+      continue;
+    }
+    uint64_t next = ranked_.back();
+    ranked_.pop_back();
+    if (Seen(next) || !space_.Valid(next)) continue;
+    bool crowded = std::any_of(out.begin(), out.end(),
+                               [&](uint64_t o) { return space_.Distance(o, next) < 2; });
+    if (crowded) {
+      deferred.push_back(next);
+      continue;
+    }
+    if (Claim(next)) out.push_back(next);
+  }
+  // Put back the crowded ones (best last) for the next batch, or use them to fill this one.
+  for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) ranked_.push_back(*it);
+  while (static_cast<int>(out.size()) < max_n && !ranked_.empty()) {
+    uint64_t next = ranked_.back();
+    ranked_.pop_back();
+    if (Claim(next)) out.push_back(next);
+  }
+}
+
+void ModelStrategy::OnResult(const Result& result, bool mine) {
+  (void)result;
+  (void)mine;
+}
+
+void ModelStrategy::OnPrior(std::span<const Result> prior) {
+  priors_.emplace_back(prior.begin(), prior.end());
+  fitted_ = false;  // refit with the prior before the next proposal
+}
+
+}  // namespace tessel::search

@@ -1,0 +1,349 @@
+#include "search/replay.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+#include "nlohmann/json.hpp"
+#include "schema/strings.h"
+
+namespace tessel::search {
+namespace {
+
+using nlohmann::json;
+
+// Older Kernel Tuner files mark failures with this time.
+constexpr double kFailedTime = 1e20;
+
+absl::StatusOr<std::string> Gunzip(const std::string& data, std::string_view origin) {
+  z_stream stream{};
+  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) {
+    return absl::InternalError("zlib: inflateInit2 failed");
+  }
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  stream.avail_in = static_cast<uInt>(data.size());
+  std::string out;
+  char buffer[1 << 16];
+  int code = Z_OK;
+  while (code != Z_STREAM_END) {
+    stream.next_out = reinterpret_cast<Bytef*>(buffer);
+    stream.avail_out = sizeof(buffer);
+    code = inflate(&stream, Z_NO_FLUSH);
+    if (code != Z_OK && code != Z_STREAM_END) {
+      inflateEnd(&stream);
+      return absl::InvalidArgumentError(
+          StrCat(origin, ": corrupt gzip data (zlib error ", code, ")"));
+    }
+    out.append(buffer, sizeof(buffer) - stream.avail_out);
+    if (code == Z_OK && stream.avail_in == 0 && stream.avail_out != 0) {
+      inflateEnd(&stream);
+      return absl::InvalidArgumentError(StrCat(origin, ": truncated gzip data"));
+    }
+  }
+  inflateEnd(&stream);
+  return out;
+}
+
+// A value as Kernel Tuner writes it in a cache key (Python str()).
+std::string ValueString(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
+  return value.dump();
+}
+
+uint64_t Mix(uint64_t seed, uint64_t salt) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (salt + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayCache> ReplayCache::Load(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::NotFoundError(StrCat("cannot open cache file '", path, "'"));
+  std::stringstream buffer;
+  buffer << file.rdbuf();
+  std::string data = buffer.str();
+  if (data.size() >= 2 && static_cast<unsigned char>(data[0]) == 0x1f &&
+      static_cast<unsigned char>(data[1]) == 0x8b) {
+    absl::StatusOr<std::string> text = Gunzip(data, path);
+    if (!text.ok()) return text.status();
+    data = std::move(*text);
+  }
+  return Parse(data, path);
+}
+
+absl::StatusOr<ReplayCache> ReplayCache::Parse(std::string_view text, std::string_view origin) {
+  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return absl::InvalidArgumentError(StrCat(origin, ": not a JSON object"));
+  }
+  auto field = [&](const char* name, json::value_t type) -> const json* {
+    auto it = doc.find(name);
+    return it != doc.end() && it->type() == type ? &*it : nullptr;
+  };
+  const json* keys = field("tune_params_keys", json::value_t::array);
+  const json* tune_params = field("tune_params", json::value_t::object);
+  const json* cache = field("cache", json::value_t::object);
+  if (keys == nullptr || tune_params == nullptr || cache == nullptr) {
+    return absl::InvalidArgumentError(
+        StrCat(origin,
+               ": not a Kernel Tuner cache file (needs tune_params_keys, tune_params and "
+               "cache)"));
+  }
+  ReplayCache out;
+  if (auto it = doc.find("kernel_name"); it != doc.end() && it->is_string()) {
+    out.kernel_name_ = it->get<std::string>();
+  }
+  if (auto it = doc.find("device_name"); it != doc.end() && it->is_string()) {
+    out.device_name_ = it->get<std::string>();
+  }
+  std::vector<std::string> names;
+  std::vector<const json*> param_values;
+  for (const json& key : *keys) {
+    if (!key.is_string()) return absl::InvalidArgumentError(StrCat(origin, ": bad param name"));
+    std::string name = key.get<std::string>();
+    auto values = tune_params->find(name);
+    if (values == tune_params->end() || !values->is_array() || values->empty()) {
+      return absl::InvalidArgumentError(
+          StrCat(origin, ": tune_params has no values for '", name, "'"));
+    }
+    kernels::Param param{name, {}, ""};
+    for (const json& v : *values) param.values.push_back(ValueString(v));
+    out.product_size_ *= param.values.size();
+    out.params_.push_back(std::move(param));
+    names.push_back(name);
+    param_values.push_back(&*values);
+  }
+
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& [key, record] : cache->items()) {
+    if (!record.is_object()) {
+      return absl::InvalidArgumentError(StrCat(origin, ": cache entry '", key, "' not an object"));
+    }
+    std::vector<std::string_view> key_parts = StrSplit(key, ',');
+    uint64_t index = 0, scale = 1;
+    for (size_t p = 0; p < names.size(); ++p) {
+      const std::vector<std::string>& values = out.params_[p].values;
+      int found = -1;
+      if (auto it = record.find(names[p]); it != record.end()) {
+        for (size_t v = 0; v < param_values[p]->size() && found < 0; ++v) {
+          if ((*param_values[p])[v] == *it || values[v] == ValueString(*it)) found = int(v);
+        }
+      } else if (key_parts.size() == names.size()) {
+        auto it = std::find(values.begin(), values.end(), key_parts[p]);
+        if (it != values.end()) found = int(it - values.begin());
+      }
+      if (found < 0) {
+        return absl::InvalidArgumentError(StrCat(origin, ": cache entry '", key,
+                                                 "' has a value of ", names[p],
+                                                 " that is not in tune_params"));
+      }
+      index += scale * found;
+      scale *= values.size();
+    }
+    Entry entry;
+    auto time = record.find("time");
+    if (time != record.end() && time->is_number()) {
+      double t = time->get<double>();
+      entry.ok = std::isfinite(t) && t > 0 && t < kFailedTime;
+      if (entry.ok) entry.time = t;
+    }
+    if (entry.ok) {
+      if (auto runs = record.find("times"); runs != record.end() && runs->is_array()) {
+        for (const json& r : *runs) {
+          if (r.is_number()) entry.runs.push_back(r.get<double>());
+        }
+      }
+      ++out.ok_entries_;
+      best = std::min(best, entry.time);
+    }
+    out.entries_[index] = std::move(entry);
+  }
+  if (out.ok_entries_ == 0) {
+    return absl::InvalidArgumentError(StrCat(origin, ": no successful configuration recorded"));
+  }
+  out.best_time_ = best;
+  return out;
+}
+
+std::optional<uint64_t> ReplayCache::IndexOf(const Config& config) const {
+  if (config.size() != params_.size()) return std::nullopt;
+  uint64_t index = 0, scale = 1;
+  for (const kernels::Param& p : params_) {
+    std::optional<std::string_view> value = config.Get(p.name);
+    if (!value) return std::nullopt;
+    auto it = std::find(p.values.begin(), p.values.end(), *value);
+    if (it == p.values.end()) return std::nullopt;
+    index += scale * uint64_t(it - p.values.begin());
+    scale *= p.values.size();
+  }
+  return index;
+}
+
+const ReplayCache::Entry* ReplayCache::Find(uint64_t index) const {
+  auto it = entries_.find(index);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<Protocol> ParseProtocol(std::string_view name) {
+  if (name == "constrained") return Protocol::kConstrained;
+  if (name == "cartesian") return Protocol::kCartesian;
+  return absl::InvalidArgumentError(
+      StrCat("unknown protocol '", name, "' (known: constrained, cartesian)"));
+}
+
+std::string_view ProtocolName(Protocol protocol) {
+  return protocol == Protocol::kConstrained ? "constrained" : "cartesian";
+}
+
+kernels::Space MakeReplaySpace(const ReplayCache& cache, Protocol protocol) {
+  if (protocol == Protocol::kCartesian) {
+    return kernels::Space(cache.params(), [](const Config&) { return absl::OkStatus(); });
+  }
+  const ReplayCache* recorded = &cache;
+  return kernels::Space(cache.params(), [recorded](const Config& config) -> absl::Status {
+    std::optional<uint64_t> index = recorded->IndexOf(config);
+    if (!index || recorded->Find(*index) == nullptr) {
+      return absl::InvalidArgumentError("not a recorded configuration (outside the space)");
+    }
+    return absl::OkStatus();
+  });
+}
+
+uint64_t ReplaySpaceSize(const ReplayCache& cache, Protocol protocol) {
+  return protocol == Protocol::kCartesian ? cache.product_size() : cache.entries();
+}
+
+ReplayEvaluator::ReplayEvaluator(const ReplayCache& cache, bool noisy, uint64_t seed)
+    : cache_(cache), noisy_(noisy), rng_(seed) {}
+
+Observation ReplayEvaluator::Evaluate(const Config& config, std::optional<double>* true_time) {
+  Observation observation{config, false, 0};
+  if (true_time != nullptr) true_time->reset();
+  std::optional<uint64_t> index = cache_.IndexOf(config);
+  const ReplayCache::Entry* entry = index ? cache_.Find(*index) : nullptr;
+  if (entry == nullptr || !entry->ok) return observation;
+  observation.ok = true;
+  observation.time_ns = entry->time;
+  if (noisy_ && !entry->runs.empty()) {
+    observation.time_ns = entry->runs[rng_() % entry->runs.size()];
+  }
+  if (true_time != nullptr) *true_time = entry->time;
+  return observation;
+}
+
+absl::StatusOr<std::vector<ReplayRun>> RunReplay(const ReplayCache& cache,
+                                                 const ReplayOptions& options) {
+  if (options.budget < 1 || options.runs < 1 || options.batch < 1) {
+    return absl::InvalidArgumentError("budget, runs and batch must be at least 1");
+  }
+  const kernels::Space space = MakeReplaySpace(cache, options.protocol);
+  // Fail early on an unknown strategy name.
+  if (auto probe = MakeStrategy(options.strategy, space, 0); !probe.ok()) return probe.status();
+
+  std::vector<ReplayRun> runs(options.runs);
+  auto run_one = [&](int r) {
+    const uint64_t seed = Mix(options.seed, r);
+    std::unique_ptr<Strategy> strategy = *MakeStrategy(options.strategy, space, seed);
+    ReplayEvaluator evaluator(cache, options.noisy, Mix(seed, 0x5eed));
+    double observed_best = std::numeric_limits<double>::infinity();
+    double published = std::numeric_limits<double>::infinity();
+    std::vector<double>& trace = runs[r].published;
+    trace.reserve(options.budget);
+    while (static_cast<int>(trace.size()) < options.budget) {
+      int want = std::min<int>(options.batch, options.budget - static_cast<int>(trace.size()));
+      std::vector<Config> configs = strategy->Propose(want);
+      if (configs.empty()) break;
+      std::vector<Observation> results;
+      for (const Config& config : configs) {
+        std::optional<double> true_time;
+        results.push_back(evaluator.Evaluate(config, &true_time));
+        if (results.back().ok && results.back().time_ns < observed_best) {
+          observed_best = results.back().time_ns;
+          published = *true_time;
+        }
+        trace.push_back(published);
+      }
+      strategy->Observe(results);
+    }
+  };
+  const int threads = std::max(1, std::min(options.threads, options.runs));
+  if (threads == 1) {
+    for (int r = 0; r < options.runs; ++r) run_one(r);
+  } else {
+    std::atomic<int> next{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        for (int r = next++; r < options.runs; r = next++) run_one(r);
+      });
+    }
+    for (std::thread& t : pool) t.join();
+  }
+  return runs;
+}
+
+namespace {
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
+ReplaySummary Summarize(const ReplayCache& cache, const std::vector<ReplayRun>& runs, int budget) {
+  ReplaySummary summary;
+  summary.budget = budget;
+  summary.runs = static_cast<int>(runs.size());
+  if (runs.empty()) return summary;
+  const double best = cache.best_time();
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> scores, to5, to1;
+  for (const ReplayRun& run : runs) {
+    double at_budget = inf;
+    if (!run.published.empty()) {
+      at_budget = run.published[std::min<size_t>(budget, run.published.size()) - 1];
+    }
+    scores.push_back(std::isfinite(at_budget) ? best / at_budget : 0.0);
+    double first5 = inf, first1 = inf;
+    for (int i = 0; i < budget && i < static_cast<int>(run.published.size()); ++i) {
+      if (!std::isinf(first5) && !std::isinf(first1)) break;
+      double t = run.published[i];
+      if (std::isinf(first5) && t <= best * 1.05) first5 = i + 1;
+      if (std::isinf(first1) && t <= best * 1.01) first1 = i + 1;
+    }
+    to5.push_back(first5);
+    to1.push_back(first1);
+  }
+  std::vector<double> sorted = scores;
+  std::sort(sorted.begin(), sorted.end());
+  double sum = 0;
+  for (double s : scores) sum += s;
+  summary.score_mean = sum / scores.size();
+  summary.score_min = sorted.front();
+  summary.score_p10 = sorted[static_cast<size_t>(0.1 * (sorted.size() - 1))];
+  auto reached = [](const std::vector<double>& v) {
+    return static_cast<double>(
+               std::count_if(v.begin(), v.end(), [](double x) { return std::isfinite(x); })) /
+           v.size();
+  };
+  summary.reached_5pct = reached(to5);
+  summary.reached_1pct = reached(to1);
+  double m5 = Median(to5), m1 = Median(to1);
+  if (std::isfinite(m5)) summary.evals_to_5pct_median = m5;
+  if (std::isfinite(m1)) summary.evals_to_1pct_median = m1;
+  return summary;
+}
+
+}  // namespace tessel::search

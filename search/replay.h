@@ -1,0 +1,137 @@
+// The replay evaluator: searches run against recorded tuning spaces (Kernel Tuner cache files)
+// instead of a simulator, so strategies can be benchmarked on real measured landscapes.
+//
+//   ReplayCache::Load(file) --> MakeReplaySpace(cache, protocol) --> any Strategy
+//                           --> ReplayEvaluator: config -> recorded mean (or one recorded run)
+//
+// RunReplay repeats a seeded search `runs` times and records, after each evaluation, the true
+// (mean) time of the config the strategy would publish: the best it has observed.
+#ifndef TESSEL_SEARCH_REPLAY_H_
+#define TESSEL_SEARCH_REPLAY_H_
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "kernels/kernel.h"
+#include "search/strategy.h"
+
+namespace tessel::search {
+
+// A Kernel Tuner cache file: the tunable parameters and every recorded configuration. A
+// configuration that failed (time "CompilationFailedConfig", "RuntimeFailedConfig",
+// "InvalidConfig" or any other string, a number >= 1e20, or no time) is a failed entry; a
+// configuration absent from the cache is outside the space. Immutable after loading, so one
+// cache can serve runs on several threads.
+class ReplayCache {
+ public:
+  struct Entry {
+    bool ok = false;
+    double time = 0;           // recorded mean (ms in Kernel Tuner files), when ok
+    std::vector<double> runs;  // the individual recorded runs, when present
+  };
+
+  // Reads a .json or gzipped .json(.gz) cache file (gzip is detected from the content).
+  // NotFound when the file is missing; InvalidArgument naming the problem for a malformed one.
+  static absl::StatusOr<ReplayCache> Load(const std::string& path);
+  // Parses cache JSON text; `origin` names it in errors.
+  static absl::StatusOr<ReplayCache> Parse(std::string_view text, std::string_view origin);
+
+  // Parameters in tune_params_keys order, values as written in the cache keys.
+  const std::vector<kernels::Param>& params() const { return params_; }
+  // Points in the Cartesian product of the parameter values.
+  uint64_t product_size() const { return product_size_; }
+  // Recorded configurations (failed ones included) and those that ran.
+  size_t entries() const { return entries_.size(); }
+  size_t ok_entries() const { return ok_entries_; }
+  // Fastest recorded mean.
+  double best_time() const { return best_time_; }
+  std::string_view kernel_name() const { return kernel_name_; }
+  std::string_view device_name() const { return device_name_; }
+
+  // Product index of `config` (first param varying fastest, as kernels::Space), or nullopt when
+  // it names an unknown param or value.
+  std::optional<uint64_t> IndexOf(const Config& config) const;
+  // The entry at product index `index`, or nullptr when it was not recorded.
+  const Entry* Find(uint64_t index) const;
+
+ private:
+  std::vector<kernels::Param> params_;
+  uint64_t product_size_ = 1;
+  absl::flat_hash_map<uint64_t, Entry> entries_;
+  size_t ok_entries_ = 0;
+  double best_time_ = 0;
+  std::string kernel_name_, device_name_;
+};
+
+// How a replayed search sees the space.
+enum class Protocol {
+  kConstrained,  // the recorded configurations only (restrictions known to the search)
+  kCartesian,    // the full product; a point not recorded costs an evaluation and fails
+};
+absl::StatusOr<Protocol> ParseProtocol(std::string_view name);
+std::string_view ProtocolName(Protocol protocol);
+
+// The space a strategy searches under `protocol`. `cache` must outlive the space.
+kernels::Space MakeReplaySpace(const ReplayCache& cache, Protocol protocol);
+// Number of points the search can draw under `protocol`.
+uint64_t ReplaySpaceSize(const ReplayCache& cache, Protocol protocol);
+
+// Evaluates configs against a cache: the recorded mean, or with `noisy` one of the recorded runs
+// drawn at random (seeded). Not thread-safe; `cache` must outlive it.
+class ReplayEvaluator {
+ public:
+  ReplayEvaluator(const ReplayCache& cache, bool noisy, uint64_t seed);
+  // The observation a worker would report, and the recorded mean (the true time; nullopt when
+  // the config failed or is not recorded).
+  Observation Evaluate(const Config& config, std::optional<double>* true_time = nullptr);
+
+ private:
+  const ReplayCache& cache_;
+  bool noisy_;
+  std::mt19937_64 rng_;
+};
+
+struct ReplayOptions {
+  std::string strategy = "auto";
+  int budget = 200;  // evaluations per run, failed ones included
+  int runs = 50;
+  uint64_t seed = 1;
+  Protocol protocol = Protocol::kConstrained;
+  bool noisy = false;
+  int batch = 1;    // configs per Propose call (parallel workers)
+  int threads = 1;  // runs in parallel; results do not depend on it
+};
+
+// One run: after evaluation i (1-based), published[i-1] is the true time of the best config
+// observed so far (+inf while none succeeded). Shorter than the budget when the strategy ran out
+// of configs.
+struct ReplayRun {
+  std::vector<double> published;
+};
+
+// Runs `options.runs` seeded searches (run r seeded from options.seed and r).
+absl::StatusOr<std::vector<ReplayRun>> RunReplay(const ReplayCache& cache,
+                                                 const ReplayOptions& options);
+
+// Figures over runs at `budget` evaluations. score = best recorded time / true time of the
+// published config (0 while none succeeded).
+struct ReplaySummary {
+  int budget = 0;
+  int runs = 0;
+  double score_mean = 0, score_p10 = 0, score_min = 0;
+  // Median evaluations until the published config is within 5% / 1% of the best; nullopt when
+  // fewer than half the runs got there within the budget. reached_* is the share that did.
+  std::optional<double> evals_to_5pct_median, evals_to_1pct_median;
+  double reached_5pct = 0, reached_1pct = 0;
+};
+ReplaySummary Summarize(const ReplayCache& cache, const std::vector<ReplayRun>& runs, int budget);
+
+}  // namespace tessel::search
+
+#endif  // TESSEL_SEARCH_REPLAY_H_

@@ -1,0 +1,175 @@
+// The search strategies behind MakeStrategy (random is in random.h). All are SpaceStrategy
+// subclasses: seeded, batch-proposing, only valid never-repeated points, failures as data.
+#ifndef TESSEL_SEARCH_STRATEGIES_H_
+#define TESSEL_SEARCH_STRATEGIES_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search/space_strategy.h"
+
+namespace tessel::search {
+
+// Every valid point in index order.
+class ExhaustiveStrategy final : public SpaceStrategy {
+ public:
+  using SpaceStrategy::SpaceStrategy;
+  std::string_view name() const override { return "exhaustive"; }
+
+ protected:
+  void ProposeIndices(int max_n, std::vector<uint64_t>& out) override;
+
+ private:
+  uint64_t cursor_ = 0;
+};
+
+// Greedy iterated local search: first-improvement hill climbing over valid neighbours (single
+// moves, then pairs when no single move is left), and at each local optimum a restart, either a
+// random walk of a few moves from the best point found or (every third time) a random point.
+class IlsStrategy final : public SpaceStrategy {
+ public:
+  IlsStrategy(const kernels::Space& space, uint64_t seed) : SpaceStrategy(space, seed) {}
+  std::string_view name() const override { return "ils"; }
+
+ protected:
+  void ProposeIndices(int max_n, std::vector<uint64_t>& out) override;
+  void OnResult(const Result& result, bool mine) override;
+  void OnPrior(std::span<const Result> prior) override;
+
+ private:
+  void MoveTo(uint64_t index, double time);
+  std::optional<uint64_t> Restart();
+
+  std::optional<uint64_t> current_;
+  double current_time_ = 0;
+  std::vector<uint64_t> queue_;  // neighbours of current_ not yet tried, next at the back
+  int radius_ = 1;
+  std::optional<uint64_t> start_;  // restart point awaiting its result
+  int restarts_ = 0;
+  std::vector<uint64_t> prior_starts_;  // warm start points, best last
+};
+
+// Simulated annealing over valid neighbours: a worse neighbour is accepted with probability
+// exp(-(t/t_current - 1) / T), T cooling geometrically per result and reheating after a long
+// run without acceptance; from a dead end it restarts at the best point.
+class AnnealStrategy final : public SpaceStrategy {
+ public:
+  AnnealStrategy(const kernels::Space& space, uint64_t seed) : SpaceStrategy(space, seed) {}
+  std::string_view name() const override { return "anneal"; }
+
+ protected:
+  void ProposeIndices(int max_n, std::vector<uint64_t>& out) override;
+  void OnResult(const Result& result, bool mine) override;
+  void OnPrior(std::span<const Result> prior) override;
+
+ private:
+  std::optional<uint64_t> current_;
+  double current_time_ = 0;
+  double temperature_ = kInitialTemperature;
+  int since_accept_ = 0;
+  std::vector<uint64_t> prior_starts_;
+
+  static constexpr double kInitialTemperature = 0.15;
+  static constexpr double kCooling = 0.985;
+  static constexpr double kMinTemperature = 0.003;
+  static constexpr int kReheatAfter = 40;
+};
+
+// Steady-state genetic algorithm: the population is the best results seen (from any source);
+// each child is a uniform crossover of two tournament winners plus a mutation of each param with
+// probability 1/params to a neighbouring value, repaired to a valid unseen point.
+class GeneticStrategy final : public SpaceStrategy {
+ public:
+  GeneticStrategy(const kernels::Space& space, uint64_t seed) : SpaceStrategy(space, seed) {}
+  std::string_view name() const override { return "genetic"; }
+
+ protected:
+  void ProposeIndices(int max_n, std::vector<uint64_t>& out) override;
+  void OnResult(const Result& result, bool mine) override;
+  void OnPrior(std::span<const Result> prior) override;
+
+ private:
+  uint64_t Tournament();
+  std::vector<std::pair<double, uint64_t>> population_;  // best first
+  std::vector<uint64_t> prior_starts_;
+  static constexpr int kPopulation = 20;
+};
+
+class CostModel;  // model.cc
+
+// Cost-model search: an XGBoost ranking model (rank:pairwise) trained on every result (failed
+// points rank last; warm-start workloads are extra query groups), refitted as results arrive
+// (every result at first, then every ~8% growth), proposing the unseen candidates it ranks best
+// (a pool of valid points plus the neighbourhoods of the best ones), spread out within a batch,
+// with a share of random points for exploration.
+class ModelStrategy final : public SpaceStrategy {
+ public:
+  struct Options {
+    int initial_random = 10;     // random points before the first fit (without priors)
+    double explore = 0.08;       // share of proposals drawn at random
+    int pool_limit = 6000;       // pool of candidates ranked at each refit
+    int rounds = 40;             // boosting rounds per fit
+    double refit_growth = 0.08;  // refit when results grew by this fraction since the last fit
+  };
+  ModelStrategy(const kernels::Space& space, uint64_t seed);
+  ModelStrategy(const kernels::Space& space, uint64_t seed, Options options);
+  ~ModelStrategy() override;
+  std::string_view name() const override { return "model"; }
+
+ protected:
+  void ProposeIndices(int max_n, std::vector<uint64_t>& out) override;
+  void OnResult(const Result& result, bool mine) override;
+  void OnPrior(std::span<const Result> prior) override;
+
+ private:
+  void Refit();
+  void BuildPool();
+
+  Options options_;
+  std::unique_ptr<CostModel> model_;
+  std::vector<std::vector<Result>> priors_;
+  bool pool_built_ = false;
+  std::vector<uint64_t> pool_;
+  std::vector<uint64_t> ranked_;  // pool by predicted rank, best last
+  size_t fitted_at_ = 0;          // results in history at the last fit
+  bool fitted_ = false;
+};
+
+// The default: a bandit over model, ils, genetic, anneal and random. Every arm sees every result;
+// each proposal slot goes to an arm drawn by Thompson sampling on a discounted record of how
+// often its proposals improved the best (or landed near it), so the budget shifts to whatever
+// keeps finding improvements.
+class AutoStrategy final : public SpaceStrategy {
+ public:
+  AutoStrategy(const kernels::Space& space, uint64_t seed);
+  std::string_view name() const override { return "auto"; }
+  // Proposals each arm made so far, by arm name (for reports and tests).
+  std::vector<std::pair<std::string, int>> ArmUsage() const;
+
+ protected:
+  void ProposeIndices(int max_n, std::vector<uint64_t>& out) override;
+  void OnResult(const Result& result, bool mine) override;
+  void OnPrior(std::span<const Result> prior) override;
+
+ private:
+  struct Arm {
+    std::unique_ptr<SpaceStrategy> strategy;  // nullptr: random
+    std::string name;
+    double wins = 0;   // discounted rewards
+    double plays = 0;  // discounted results
+    int proposed = 0;
+  };
+  int PickArm();
+
+  std::vector<Arm> arms_;
+  absl::flat_hash_map<uint64_t, int> owner_;  // pending point -> arm
+  std::vector<double> sorted_times_;          // ok times seen, ascending
+  std::vector<uint64_t> prior_starts_;
+  int initial_random_ = 0;
+};
+
+}  // namespace tessel::search
+
+#endif  // TESSEL_SEARCH_STRATEGIES_H_
