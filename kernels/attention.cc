@@ -1,0 +1,1028 @@
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <utility>
+
+#include "schema/strings.h"
+
+namespace tessel::kernels {
+namespace {
+
+using sim::DType;
+using sim::EngineKind;
+using sim::Mem;
+using sim::Op;
+
+constexpr int kQueueK = 0, kQueueV = 1, kQueueQ = 2, kQueueP = 3, kQueueStore = 4;
+constexpr int kStagingBufs = 2;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+AttentionFault g_fault = AttentionFault::kNone;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A parsed, checked config for one problem and target, with everything the lowering derives.
+struct Plan {
+  int64_t bh = 0, sq = 0, sk = 0, d = 0;
+  bool causal = false;
+  DType dtype = DType::kBf16;
+  int in_bytes = 2, out_bytes = 2;
+  int64_t bq = 128, kv_tile = 512, kv_block = 1;
+  bool qk_k = false, pv_v = false, qk_dma = true, p_dma = false, src_sbuf = false;
+  bool sum_vector = false, resident = false, skip = false;
+  std::string evict;
+  int bufs = 2;
+  int shards = 1;
+
+  int64_t q_tiles = 0, kv_tiles = 0, kv_blocks = 0;
+  int s_slots = 0;  // score PSUM banks in rotation
+  bool tr_bank = false, pt_bank = false;
+  float scale = 1;
+
+  void Derive() {
+    q_tiles = CeilDiv(sq, bq);
+    kv_tiles = CeilDiv(sk, kv_tile);
+    kv_blocks = CeilDiv(kv_tiles, kv_block);
+    scale = float(1.0 / std::sqrt(double(d)));
+  }
+  // Offset of the bottom-right aligned causal diagonal: query i sees keys j <= i + offset.
+  int64_t offset() const { return sk - sq; }
+};
+
+int OutBytes(DType dtype) { return dtype == DType::kFp32 ? 4 : 2; }
+
+absl::StatusOr<bool> GetChoice(const Config& config, const char* name, const char* yes,
+                               const char* no) {
+  std::optional<std::string_view> v = config.Get(name);
+  if (!v || (*v != yes && *v != no)) {
+    return absl::InvalidArgumentError(StrCat(name, " must be ", yes, " or ", no));
+  }
+  return *v == yes;
+}
+
+absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
+                              const sim::Target& target, bool strict) {
+  Plan p;
+  p.bh = *problem.dims.Get("batch") * *problem.dims.Get("heads");
+  p.sq = *problem.dims.Get("seq_q");
+  p.sk = *problem.dims.Get("seq_k");
+  p.d = *problem.dims.Get("head_dim");
+  p.causal = *problem.dims.Get("causal") == 1;
+  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
+  if (!dtype.ok()) return dtype.status();
+  p.dtype = *dtype;
+  p.in_bytes = sim::DTypeBytes(p.dtype);
+  p.out_bytes = OutBytes(p.dtype);
+  int64_t bufs = 0, shards = 0, resident = 0, skip = 0;
+  struct IntParam {
+    const char* name;
+    int64_t* out;
+    int64_t min, max;
+  };
+  for (IntParam ip : {IntParam{"block_q", &p.bq, 1, 128},
+                      {"kv_tile", &p.kv_tile, 1, 512},
+                      {"kv_block", &p.kv_block, 1, 64},
+                      {"kv_resident", &resident, 0, 1},
+                      {"bufs", &bufs, 1, 4},
+                      {"causal_skip", &skip, 0, 1},
+                      {"shards", &shards, 1, 1024}}) {
+    absl::StatusOr<int64_t> v = config.GetInt(ip.name);
+    if (!v.ok()) return v.status();
+    if (*v < ip.min || *v > ip.max) {
+      return absl::InvalidArgumentError(
+          StrCat(ip.name, "=", *v, " is out of range ", ip.min, "..", ip.max));
+    }
+    *ip.out = *v;
+  }
+  p.resident = resident == 1;
+  p.skip = skip == 1;
+  p.bufs = int(bufs);
+  p.shards = int(shards);
+  struct Choice {
+    const char* name;
+    const char* yes;
+    const char* no;
+    bool* out;
+  };
+  for (Choice c : {Choice{"qk_role", "k", "q", &p.qk_k},
+                   {"pv_role", "v", "p", &p.pv_v},
+                   {"qk_transpose", "dma", "tensor", &p.qk_dma},
+                   {"p_transpose", "dma", "tensor", &p.p_dma},
+                   {"softmax_src", "sbuf", "psum", &p.src_sbuf},
+                   {"sum_engine", "vector", "scalar", &p.sum_vector}}) {
+    absl::StatusOr<bool> v = GetChoice(config, c.name, c.yes, c.no);
+    if (!v.ok()) return v.status();
+    *c.out = *v;
+  }
+  std::optional<std::string_view> evict = config.Get("evict");
+  if (!evict ||
+      (*evict != "vector" && *evict != "scalar" && *evict != "split" && *evict != "gpsimd")) {
+    return absl::InvalidArgumentError("evict must be vector, scalar, split or gpsimd");
+  }
+  p.evict = std::string(*evict);
+  p.Derive();
+
+  if (p.evict == "gpsimd") {
+    return absl::InvalidArgumentError(
+        "evict=gpsimd: GpSimd cannot access PSUM, so it cannot evict transposes or scores");
+  }
+  if (p.kv_tile * 4 > target.psum_bank_bytes_per_partition) {
+    return absl::InvalidArgumentError(StrCat("kv_tile=", p.kv_tile,
+                                             ": an fp32 score tile exceeds one PSUM bank (",
+                                             target.psum_bank_bytes_per_partition, " bytes)"));
+  }
+  if (target.matmul_max_n > 0 && p.kv_tile > target.matmul_max_n) {
+    return absl::InvalidArgumentError(StrCat("kv_tile=", p.kv_tile,
+                                             " exceeds the TensorE moving free size limit ",
+                                             target.matmul_max_n));
+  }
+  if (p.bq > target.sbuf_partitions) {
+    return absl::InvalidArgumentError(
+        StrCat("block_q=", p.bq, " exceeds the ", target.sbuf_partitions, " partitions"));
+  }
+  if (p.skip && !p.causal) {
+    return absl::InvalidArgumentError(
+        "causal_skip=1 needs a causal problem (causal=1): nothing is masked");
+  }
+  if (p.shards > target.cores_per_chip) {
+    return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",
+                                             target.cores_per_chip, " cores per chip of ",
+                                             target.name));
+  }
+  if (p.shards > p.bh) {
+    if (strict) {
+      return absl::InvalidArgumentError(
+          StrCat("shards=", p.shards, " exceeds the ", p.bh, " (batch x heads) pairs it splits"));
+    }
+    p.shards = int(p.bh);
+  }
+  if (strict) {
+    if (p.bq > 32 && p.bq / 2 >= p.sq) {
+      return absl::InvalidArgumentError(StrCat("block_q=", p.bq, " is redundant: ", p.bq / 2,
+                                               " already covers all ", p.sq, " queries"));
+    }
+    if (p.kv_tile > 128 && p.kv_tile / 2 >= p.sk) {
+      return absl::InvalidArgumentError(StrCat("kv_tile=", p.kv_tile,
+                                               " is redundant: ", p.kv_tile / 2,
+                                               " already covers all ", p.sk, " keys"));
+    }
+    if (p.kv_block > 1 && p.kv_block / 2 >= p.kv_tiles) {
+      return absl::InvalidArgumentError(StrCat("kv_block=", p.kv_block,
+                                               " is redundant: ", p.kv_block / 2,
+                                               " already covers all ", p.kv_tiles, " key tiles"));
+    }
+    if (p.resident && p.q_tiles == 1) {
+      return absl::InvalidArgumentError(
+          "kv_resident=1 is redundant with one query tile: K and V are read once anyway");
+    }
+  }
+
+  // PSUM: score banks in rotation, plus the P^T bank, the output bank and a bank for the
+  // transposes (Q^T/K^T through TensorE, S^T, broadcasts of the O^T layout).
+  p.s_slots = int(p.kv_block * (p.bufs > 1 ? 2 : 1));
+  p.pt_bank = !p.p_dma;
+  p.tr_bank = !p.qk_dma || p.qk_k || p.pv_v;
+  const int groups = p.s_slots + (p.pt_bank ? 1 : 0) + 1 + (p.tr_bank ? 1 : 0);
+  const int max_groups = std::min(target.psum_banks, target.max_accumulation_groups);
+  if (groups > max_groups) {
+    return absl::InvalidArgumentError(StrCat("PSUM: ", p.s_slots, " score banks (kv_block x ",
+                                             p.bufs > 1 ? 2 : 1, ")",
+                                             p.pt_bank ? " + 1 P^T bank" : "", " + 1 output bank",
+                                             p.tr_bank ? " + 1 transpose bank" : "", " = ", groups,
+                                             " exceed the ", max_groups, " PSUM banks"));
+  }
+  const int64_t pt_bytes = CeilDiv(p.kv_tile, 128) * p.bq * 4;
+  if (p.pv_v && p.bq * 4 > target.psum_bank_bytes_per_partition) {
+    return absl::InvalidArgumentError("pv_role=v: an O^T tile exceeds one PSUM bank");
+  }
+  if (pt_bytes > target.psum_bank_bytes_per_partition) {
+    return absl::InvalidArgumentError("a P^T tile exceeds one PSUM bank");
+  }
+
+  // SBUF per partition.
+  const int64_t chunks = CeilDiv(p.kv_tile, 128);
+  const int kv_bufs = p.bufs;
+  int64_t sbuf = 0;
+  if (p.resident) {
+    sbuf += p.kv_tiles * p.kv_tile * p.in_bytes;     // K^T of a head
+    sbuf += p.kv_tiles * chunks * p.d * p.in_bytes;  // V of a head
+  } else {
+    sbuf += (p.kv_tile * p.in_bytes + chunks * p.d * p.in_bytes) * kv_bufs;
+  }
+  if (!p.qk_dma) sbuf += chunks * p.d * p.in_bytes * 2;                 // raw K chunks
+  sbuf += (p.bq * p.in_bytes + (p.qk_dma ? 0 : p.d * p.in_bytes)) * 2;  // Q^T (+ raw Q)
+  sbuf += p.s_slots * p.kv_tile * 4;                                    // scores evicted to SBUF
+  if (p.qk_k) sbuf += chunks * p.bq * 4;                                // S^T chunks
+  sbuf += p.s_slots * p.kv_tile * p.in_bytes;                           // P
+  sbuf += p.s_slots * chunks * p.bq * p.in_bytes;                       // P^T
+  sbuf += (p.kv_block + 8) * 4;                                         // running stats
+  sbuf += (p.pv_v ? p.bq : p.d) * (4 + p.out_bytes * kStagingBufs);     // O accumulator, staging
+  if (sbuf > target.UsableSbufPerPartition()) {
+    return absl::InvalidArgumentError(StrCat(
+        "SBUF capacity: ", sbuf, " bytes per partition (K/V ", p.resident ? "resident" : "streamed",
+        ", scores, P, P^T, accumulators) exceed the usable ", target.UsableSbufPerPartition()));
+  }
+  return p;
+}
+
+// One score tile of a softmax step.
+struct KvTile {
+  int64_t index = 0;  // key tile index
+  int64_t j0 = 0, size = 0;
+  bool masked = false;  // some (query, key) pair of the tile is masked
+};
+
+// Walks the plan's schedule in program order and tells `e` each step. Shared by the lowering and
+// the CPU execution in Verify, so both run the same tiles, tails, skipping, softmax steps,
+// accumulation order and sharding.
+template <typename Emitter>
+void Generate(const Plan& p, Emitter& e) {
+  int64_t kv_tiles = p.kv_tiles;
+  if (g_fault == AttentionFault::kDropRaggedKvTile && p.sk % p.kv_tile != 0 && kv_tiles > 1) {
+    --kv_tiles;
+  }
+  for (int core = 0; core < p.shards; ++core) {
+    e.BeginCore(core);
+    const int64_t lo = p.bh * core / p.shards, hi = p.bh * (core + 1) / p.shards;
+    for (int64_t h = lo; h < hi; ++h) {
+      e.BeginHead(h);
+      if (p.resident) {
+        for (int64_t t = 0; t < kv_tiles; ++t) {
+          e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
+        }
+      }
+      for (int64_t qt = 0; qt < p.q_tiles; ++qt) {
+        const int64_t i0 = qt * p.bq, qsz = std::min(p.bq, p.sq - i0);
+        e.LoadQ(i0, qsz);
+        bool first = true;
+        for (int64_t kb = 0; kb < p.kv_blocks; ++kb) {
+          std::vector<KvTile> tiles;
+          for (int64_t t = kb * p.kv_block; t < std::min(kv_tiles, (kb + 1) * p.kv_block); ++t) {
+            KvTile tile{t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile), false};
+            if (p.causal) {
+              const int64_t last_row_sees = i0 + qsz - 1 + p.offset();
+              const int64_t first_row_sees = i0 + p.offset();
+              bool all_masked = tile.j0 > last_row_sees;
+              if (g_fault == AttentionFault::kCausalSkipOffByOne) {
+                all_masked = tile.j0 > first_row_sees;
+              }
+              if (all_masked && p.skip) continue;
+              tile.masked = tile.j0 + tile.size - 1 > first_row_sees;
+            }
+            tiles.push_back(tile);
+          }
+          if (tiles.empty()) continue;
+          for (size_t i = 0; i < tiles.size(); ++i) {
+            if (!p.resident) e.LoadKv(tiles[i].index, tiles[i].j0, tiles[i].size);
+            e.Scores(int(i), tiles[i], i0, qsz);
+            e.Prepare(int(i), tiles[i], i0, qsz);
+            e.RowMax(int(i), tiles[i], qsz);
+          }
+          e.Combine(int(tiles.size()), first, qsz);
+          for (size_t i = 0; i < tiles.size(); ++i) e.Exp(int(i), tiles[i], qsz);
+          e.UpdateSum(int(tiles.size()), first, qsz);
+          for (size_t i = 0; i < tiles.size(); ++i) {
+            e.TransposeP(int(i), tiles[i], qsz);
+            for (int64_t c0 = 0; c0 < tiles[i].size; c0 += 128) {
+              const int64_t csz = std::min<int64_t>(128, tiles[i].size - c0);
+              e.Pv(int(i), tiles[i], c0, csz, qsz, i == 0 && c0 == 0);
+            }
+          }
+          e.Rescale(first, g_fault != AttentionFault::kSkipRescale, qsz);
+          first = false;
+        }
+        e.Finish(i0, qsz);
+      }
+    }
+  }
+}
+
+// Turns schedule steps into simulator instructions, tracking the buffers' readers and writers.
+class SimEmitter {
+ public:
+  SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
+      : p_(plan), target_(target), program_(program) {}
+
+  void BeginCore(int core) {
+    program_->cores.resize(core + 1);
+    c_ = &program_->cores[core];
+    const int64_t chunks = CeilDiv(p_.kv_tile, 128);
+    const int d = int(p_.d), bq = int(p_.bq);
+    const int kvp = int(std::min<int64_t>(128, p_.kv_tile));
+    auto add = [&](const char* name, Mem mem, int partitions, int64_t bytes, int bufs) {
+      c_->allocations.push_back({name, mem, 0, partitions, bytes, bufs});
+    };
+    if (p_.resident) {
+      add("k_t", Mem::kSbuf, d, p_.kv_tiles * p_.kv_tile * p_.in_bytes, 1);
+      add("v", Mem::kSbuf, kvp, p_.kv_tiles * chunks * p_.d * p_.in_bytes, 1);
+    } else {
+      add("k_t", Mem::kSbuf, d, p_.kv_tile * p_.in_bytes, p_.bufs);
+      add("v", Mem::kSbuf, kvp, chunks * p_.d * p_.in_bytes, p_.bufs);
+    }
+    if (!p_.qk_dma) {
+      add("k_raw", Mem::kSbuf, kvp, chunks * p_.d * p_.in_bytes, 2);
+      add("q_raw", Mem::kSbuf, bq, p_.d * p_.in_bytes, 2);
+    }
+    add("q_t", Mem::kSbuf, d, p_.bq * p_.in_bytes, 2);
+    add("s_sbuf", Mem::kSbuf, bq, p_.kv_tile * 4, p_.s_slots);
+    if (p_.qk_k) add("s_t", Mem::kSbuf, kvp, chunks * p_.bq * 4, 1);
+    add("p", Mem::kSbuf, bq, p_.kv_tile * p_.in_bytes, p_.s_slots);
+    add("p_t", Mem::kSbuf, kvp, chunks * p_.bq * p_.in_bytes, p_.s_slots);
+    add("stats", Mem::kSbuf, bq, (p_.kv_block + 8) * 4, 1);
+    const int o_part = p_.pv_v ? d : bq;
+    const int64_t o_free = p_.pv_v ? p_.bq : p_.d;
+    add("o_acc", Mem::kSbuf, o_part, o_free * 4, 1);
+    add("o_stage", Mem::kSbuf, o_part, o_free * p_.out_bytes, kStagingBufs);
+    add("s_psum", Mem::kPsum, bq, p_.kv_tile * 4, p_.s_slots);
+    if (p_.pt_bank) add("pt_psum", Mem::kPsum, kvp, chunks * p_.bq * 4, 1);
+    add("o_psum", Mem::kPsum, o_part, o_free * 4, 1);
+    if (p_.tr_bank) add("tr_psum", Mem::kPsum, 128, target_.psum_bank_bytes_per_partition, 1);
+    kv_reader_.assign(p_.resident ? p_.kv_tiles : p_.bufs, -1);
+    kv_buf_of_tile_.assign(p_.kv_tiles, 0);
+    k_ready_.assign(kv_reader_.size(), -1);
+    v_ready_.assign(kv_reader_.size(), -1);
+    s_reader_.assign(p_.s_slots, -1);
+    p_reader_.assign(p_.s_slots, -1);
+    stage_reader_.fill(-1);
+    q_reader_.fill(-1);
+    tr_reader_ = pt_reader_ = o_reader_ = stats_ = oacc_ = -1;
+  }
+
+  void BeginHead(int64_t) {}
+
+  void LoadKv(int64_t t, int64_t, int64_t tsz) {
+    const int buf = int(p_.resident ? t : kv_count_++ % p_.bufs);
+    kv_buf_of_tile_[t] = buf;
+    const int32_t war = kv_reader_[buf];
+    const int kvp = int(std::min<int64_t>(128, tsz));
+    const int64_t chunks = CeilDiv(tsz, 128);
+    if (p_.qk_dma) {
+      sim::Instruction k = sim::MakeDma(Op::kDmaLoad, int(p_.d), tsz * p_.in_bytes, kQueueK);
+      k.transpose = true;
+      k_ready_[buf] = c_->Add(k, {war});
+    } else {
+      sim::Instruction raw = sim::MakeDma(Op::kDmaLoad, kvp, chunks * p_.d * p_.in_bytes, kQueueK);
+      raw.chunk_bytes = int32_t(p_.d * p_.in_bytes);
+      const int32_t load = c_->Add(raw, {war});
+      int32_t last = -1;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int csz = int(std::min<int64_t>(128, tsz - c * 128));
+        last = Transpose(csz, int(p_.d), {load, tr_reader_});
+      }
+      tr_reader_ = k_ready_[buf] = Evict(int(p_.d), int(tsz), last, war);
+    }
+    sim::Instruction v = sim::MakeDma(Op::kDmaLoad, kvp, chunks * p_.d * p_.in_bytes, kQueueV);
+    v.chunk_bytes = int32_t(p_.d * p_.in_bytes);
+    v_ready_[buf] = c_->Add(v, {war});
+  }
+
+  void LoadQ(int64_t, int64_t qsz) {
+    const int buf = q_count_++ % 2;
+    const int32_t war = q_reader_[buf];
+    if (p_.qk_dma) {
+      sim::Instruction q = sim::MakeDma(Op::kDmaLoad, int(p_.d), qsz * p_.in_bytes, kQueueQ);
+      q.transpose = true;
+      q_ready_ = c_->Add(q, {war});
+    } else {
+      const int32_t load =
+          c_->Add(sim::MakeDma(Op::kDmaLoad, int(qsz), p_.d * p_.in_bytes, kQueueQ), {war});
+      const int32_t tr = Transpose(int(qsz), int(p_.d), {load, tr_reader_});
+      tr_reader_ = q_ready_ = Evict(int(p_.d), int(qsz), tr, war);
+    }
+    q_buf_ = buf;
+    // Running max and sum start at -inf and 0.
+    stats_ =
+        c_->Add(sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, 2, int(qsz)), {stats_, oacc_});
+  }
+
+  void Scores(int i, const KvTile& tile, int64_t, int64_t qsz) {
+    const int slot = int(s_count_++ % p_.s_slots);
+    slot_[i] = slot;
+    const int buf = kv_buf_of_tile_[tile.index];
+    const int64_t chunks = CeilDiv(tile.size, 128);
+    if (!p_.qk_k) {
+      sim::Instruction mm = sim::MakeMatmul(p_.dtype, int(p_.d), int(qsz), int(tile.size));
+      s_ready_[i] = c_->Add(mm, {q_ready_, k_ready_[buf], s_reader_[slot]});
+    } else {
+      // S^T chunks with K^T stationary, evicted, then transposed back into the score bank.
+      int32_t last = -1;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+        sim::Instruction mm = sim::MakeMatmul(p_.dtype, int(p_.d), csz, int(qsz));
+        last = c_->Add(mm, {q_ready_, k_ready_[buf], tr_reader_});
+      }
+      const int32_t ev =
+          Evict(int(std::min<int64_t>(128, tile.size)), int(chunks * qsz), last, st_reader_);
+      tr_reader_ = ev;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+        last = Transpose(csz, int(qsz), {ev, s_reader_[slot]});
+      }
+      st_reader_ = last;
+      s_ready_[i] = last;
+    }
+    q_reader_[q_buf_] = s_ready_[i];
+    kv_reader_[buf] = std::max(kv_reader_[buf], s_ready_[i]);
+    src_[i] = Mem::kPsum;
+    src_bf16_[i] = false;
+  }
+
+  void Prepare(int i, const KvTile& tile, int64_t, int64_t qsz) {
+    if (!p_.src_sbuf && !tile.masked) return;
+    int32_t ev = Evict(int(qsz), int(tile.size), s_ready_[i], -1);
+    src_[i] = Mem::kSbuf;
+    src_bf16_[i] = p_.src_sbuf && p_.dtype != DType::kFp32;
+    if (tile.masked) {
+      // affine_select on GpSimd writes -inf above the diagonal.
+      ev = c_->Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, int(tile.size), int(qsz)),
+                   {ev});
+    }
+    s_reader_[slot_[i]] = ev;
+    s_ready_[i] = ev;
+  }
+
+  void RowMax(int i, const KvTile& tile, int64_t qsz) {
+    sim::Instruction max = sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(tile.size),
+                                             int(qsz), src_[i]);
+    max.dtype = src_bf16_[i] ? DType::kBf16 : DType::kFp32;
+    max.add_op = true;
+    max_[i] = c_->Add(max, {s_ready_[i]});
+    if (src_[i] == Mem::kPsum) s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], max_[i]);
+  }
+
+  void Combine(int n, bool, int64_t qsz) {
+    std::vector<int32_t> deps(max_.begin(), max_.begin() + n);
+    deps.push_back(stats_);
+    // New running max, its scaled negation (the exp bias) and alpha = exp(scale (m_old - m)).
+    const int32_t m =
+        c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n + 1, int(qsz)), deps);
+    const int32_t neg =
+        c_->Add(sim::MakeEngineOp(Op::kTensorScalar, EngineKind::kVector, 1, int(qsz)), {m});
+    alpha_ = c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)), {neg});
+    stats_ = neg;
+  }
+
+  void Exp(int i, const KvTile& tile, int64_t qsz) {
+    const int buf = int(p_count_++ % p_.s_slots);
+    p_buf_[i] = buf;
+    sim::Instruction exp = sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(tile.size),
+                                             int(qsz), src_[i], Mem::kSbuf);
+    exp.dtype = src_bf16_[i] ? DType::kBf16 : DType::kFp32;
+    p_ready_[i] = c_->Add(exp, {s_ready_[i], stats_, p_reader_[buf], max_[i]});
+    s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], p_ready_[i]);
+    sum_[i] = p_ready_[i];
+    if (p_.sum_vector) {
+      sim::Instruction sum =
+          sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(tile.size), int(qsz));
+      sum.dtype = p_.dtype == DType::kFp32 ? DType::kFp32 : DType::kBf16;
+      sum.add_op = true;
+      sum_[i] = c_->Add(sum, {p_ready_[i]});
+    }
+  }
+
+  void UpdateSum(int n, bool, int64_t qsz) {
+    std::vector<int32_t> deps(sum_.begin(), sum_.begin() + n);
+    deps.push_back(alpha_);
+    // l = l * alpha + sum of the tiles' row sums.
+    const int32_t partial =
+        c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n, int(qsz)), deps);
+    stats_ = c_->Add(sim::MakeEngineOp(Op::kTensorScalar, EngineKind::kVector, 1, int(qsz)),
+                     {partial, alpha_});
+  }
+
+  void TransposeP(int i, const KvTile& tile, int64_t qsz) {
+    const int64_t chunks = CeilDiv(tile.size, 128);
+    const int kvp = int(std::min<int64_t>(128, tile.size));
+    const int buf = p_buf_[i];
+    if (p_.p_dma) {
+      sim::Instruction tr = sim::MakeDma(Op::kDmaCopy, int(qsz), tile.size * p_.in_bytes, kQueueP);
+      tr.transpose = true;
+      pt_ready_[i] = c_->Add(tr, {p_ready_[i], p_reader_[buf]});
+    } else {
+      int32_t last = -1;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+        last = Transpose(int(qsz), csz, {p_ready_[i], pt_reader_});
+      }
+      pt_ready_[i] = pt_reader_ = Evict(kvp, int(chunks * qsz), last, p_reader_[buf]);
+    }
+    p_reader_[buf] = pt_ready_[i];
+  }
+
+  void Pv(int i, const KvTile& tile, int64_t, int64_t csz, int64_t qsz, bool start) {
+    const int buf = kv_buf_of_tile_[tile.index];
+    sim::Instruction mm = p_.pv_v ? sim::MakeMatmul(p_.dtype, int(csz), int(p_.d), int(qsz))
+                                  : sim::MakeMatmul(p_.dtype, int(csz), int(qsz), int(p_.d));
+    last_pv_ = c_->Add(mm, {pt_ready_[i], v_ready_[buf], start ? o_reader_ : -1});
+    p_reader_[p_buf_[i]] = std::max(p_reader_[p_buf_[i]], last_pv_);
+    kv_reader_[buf] = std::max(kv_reader_[buf], last_pv_);
+  }
+
+  void Rescale(bool first, bool, int64_t qsz) {
+    const int o_part = int(p_.pv_v ? p_.d : qsz);
+    const int o_free = int(p_.pv_v ? qsz : p_.d);
+    if (first) {
+      sim::Instruction copy = sim::MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, o_free,
+                                                o_part, Mem::kPsum, Mem::kSbuf);
+      copy.dtype = DType::kFp32;
+      oacc_ = o_reader_ = c_->Add(copy, {last_pv_, oacc_});
+      return;
+    }
+    int32_t scaled;
+    if (!p_.pv_v) {
+      sim::Instruction mul =
+          sim::MakeEngineOp(Op::kTensorScalar, EngineKind::kVector, o_free, o_part);
+      mul.dtype = DType::kFp32;
+      scaled = c_->Add(mul, {alpha_, oacc_});
+    } else {
+      const int32_t bcast = Broadcast(int(qsz), alpha_);
+      sim::Instruction mul = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free,
+                                               o_part, Mem::kPsum, Mem::kSbuf);
+      mul.in1 = Mem::kSbuf;
+      mul.dtype = DType::kFp32;
+      scaled = tr_reader_ = c_->Add(mul, {bcast, oacc_});
+    }
+    sim::Instruction add = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free, o_part,
+                                             Mem::kPsum, Mem::kSbuf);
+    add.in1 = Mem::kSbuf;
+    add.dtype = DType::kFp32;
+    oacc_ = o_reader_ = c_->Add(add, {last_pv_, scaled});
+  }
+
+  void Finish(int64_t, int64_t qsz) {
+    const int32_t inv =
+        c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)), {stats_});
+    const int stage = stage_count_++ % kStagingBufs;
+    int32_t out;
+    if (!p_.pv_v) {
+      sim::Instruction mul =
+          sim::MakeEngineOp(Op::kTensorScalar, EngineKind::kScalar, int(p_.d), int(qsz));
+      mul.dtype = DType::kFp32;
+      out = c_->Add(mul, {inv, oacc_, stage_reader_[stage]});
+      sim::Instruction store =
+          sim::MakeDma(Op::kDmaStore, int(qsz), p_.d * p_.out_bytes, kQueueStore);
+      stage_reader_[stage] = c_->Add(store, {out});
+    } else {
+      const int32_t bcast = Broadcast(int(qsz), inv);
+      sim::Instruction mul = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, int(qsz),
+                                               int(p_.d), Mem::kPsum, Mem::kSbuf);
+      mul.in1 = Mem::kSbuf;
+      mul.dtype = DType::kFp32;
+      out = tr_reader_ = c_->Add(mul, {bcast, oacc_, stage_reader_[stage]});
+      // O^T tiles: a transposing store writes O row-major.
+      sim::Instruction store =
+          sim::MakeDma(Op::kDmaStore, int(p_.d), qsz * p_.out_bytes, kQueueStore);
+      store.transpose = true;
+      stage_reader_[stage] = c_->Add(store, {out});
+    }
+    oacc_ = out;
+    stats_ = std::max(stats_, inv);
+  }
+
+ private:
+  EngineKind NextEvictEngine() {
+    const bool scalar = p_.evict == "scalar" || (p_.evict == "split" && evict_count_ % 2 == 1);
+    ++evict_count_;
+    return scalar ? EngineKind::kScalar : EngineKind::kVector;
+  }
+
+  int32_t Transpose(int partitions, int free, std::initializer_list<int32_t> deps) {
+    sim::Instruction tr;
+    tr.op = Op::kTranspose;
+    tr.engine = EngineKind::kTensor;
+    tr.partitions = int16_t(partitions);
+    tr.free = free;
+    tr.in0 = Mem::kSbuf;
+    tr.out = Mem::kPsum;
+    tr.dtype = p_.dtype;
+    return c_->Add(tr, deps);
+  }
+
+  int32_t Evict(int partitions, int free, int32_t dep, int32_t war) {
+    sim::Instruction ev = sim::MakeEngineOp(Op::kTensorCopy, NextEvictEngine(), free, partitions,
+                                            Mem::kPsum, Mem::kSbuf);
+    ev.dtype = DType::kFp32;
+    return c_->Add(ev, {dep, war});
+  }
+
+  // Broadcasts a per-query column [qsz, 1] over the head_dim partitions of the O^T layout:
+  // transpose to a row, evict it, then a K=1 matmul with a ones row lands [d, qsz] in PSUM.
+  int32_t Broadcast(int qsz, int32_t dep) {
+    const int32_t tr = Transpose(qsz, 1, {dep, tr_reader_});
+    const int32_t row = Evict(1, qsz, tr, -1);
+    sim::Instruction mm = sim::MakeMatmul(DType::kFp32, 1, int(p_.d), qsz);
+    return c_->Add(mm, {row});
+  }
+
+  const Plan& p_;
+  const sim::Target& target_;
+  sim::Program* program_;
+  sim::CoreProgram* c_ = nullptr;
+  std::vector<int32_t> kv_reader_, k_ready_, v_ready_, s_reader_, p_reader_;
+  std::vector<int> kv_buf_of_tile_;
+  std::array<int32_t, kStagingBufs> stage_reader_{};
+  std::array<int32_t, 2> q_reader_{};
+  int64_t kv_count_ = 0, s_count_ = 0, p_count_ = 0, evict_count_ = 0;
+  int q_count_ = 0, q_buf_ = 0, stage_count_ = 0;
+  int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, o_reader_ = -1, st_reader_ = -1;
+  int32_t stats_ = -1, alpha_ = -1, oacc_ = -1, last_pv_ = -1;
+  // Per tile of the current softmax step (at most kv_block <= 64 tiles).
+  std::array<int, 64> slot_{}, p_buf_{};
+  std::array<int32_t, 64> s_ready_{}, max_{}, p_ready_{}, sum_{}, pt_ready_{};
+  std::array<Mem, 64> src_{};
+  std::array<bool, 64> src_bf16_{};
+};
+
+float RoundTo(float x, int mantissa_bits, int min_exp, float max_value) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int exp = 0;
+  std::frexp(x, &exp);
+  exp = std::max(exp - 1, min_exp);
+  const double quantum = std::ldexp(1.0, exp - mantissa_bits);
+  double rounded = std::nearbyint(double(x) / quantum) * quantum;
+  return float(std::clamp(rounded, -double(max_value), double(max_value)));
+}
+
+float RoundBf16(float x) { return RoundTo(x, 7, -126, std::numeric_limits<float>::max()); }
+
+float RoundInput(float x, DType dtype) {
+  switch (dtype) {
+    case DType::kBf16:
+      return RoundBf16(x);
+    case DType::kFp8:
+      return RoundTo(x, 3, -6, 448.0f);  // e4m3
+    default:
+      return x;
+  }
+}
+
+// Executes schedule steps on the CPU with the hardware's precisions: fp32 PSUM, scores rounded to
+// bf16 when they pass through SBUF as bf16, P rounded to the input dtype before PV, fp32 running
+// statistics and accumulator, output rounded to the output dtype.
+class CpuEmitter {
+ public:
+  CpuEmitter(const Plan& plan, const std::vector<float>& q, const std::vector<float>& k,
+             const std::vector<float>& v, std::vector<float>* o)
+      : p_(plan), q_(q), k_(k), v_(v), o_(o) {
+    const size_t n = size_t(p_.kv_block);
+    s_.assign(n, std::vector<float>(p_.bq * p_.kv_tile));
+    pm_.assign(n, std::vector<float>(p_.bq * p_.kv_tile));
+    tile_max_.assign(n, std::vector<float>(p_.bq));
+    tile_sum_.assign(n, std::vector<float>(p_.bq));
+    m_.assign(p_.bq, kNegInf);
+    l_.assign(p_.bq, 0);
+    alpha_.assign(p_.bq, 0);
+    o_psum_.assign(p_.bq * p_.d, 0);
+    o_acc_.assign(p_.bq * p_.d, 0);
+  }
+
+  void BeginCore(int) {}
+  void BeginHead(int64_t h) { h_ = h; }
+  void LoadKv(int64_t, int64_t, int64_t) {}
+  void LoadQ(int64_t i0, int64_t) {
+    i0_ = i0;
+    std::fill(m_.begin(), m_.end(), kNegInf);
+    std::fill(l_.begin(), l_.end(), 0.0f);
+  }
+
+  void Scores(int i, const KvTile& tile, int64_t i0, int64_t qsz) {
+    const float* q = &q_[(h_ * p_.sq + i0) * p_.d];
+    const float* k = &k_[(h_ * p_.sk + tile.j0) * p_.d];
+    const bool round = p_.qk_k && p_.dtype != DType::kFp32;  // S^T evicted as bf16
+    for (int64_t r = 0; r < qsz; ++r) {
+      for (int64_t c = 0; c < tile.size; ++c) {
+        float acc = 0;
+        for (int64_t x = 0; x < p_.d; ++x) acc += q[r * p_.d + x] * k[c * p_.d + x];
+        s_[i][r * p_.kv_tile + c] = round ? RoundBf16(acc) : acc;
+      }
+    }
+  }
+
+  void Prepare(int i, const KvTile& tile, int64_t i0, int64_t qsz) {
+    const bool round = p_.src_sbuf && p_.dtype != DType::kFp32;
+    for (int64_t r = 0; r < qsz; ++r) {
+      for (int64_t c = 0; c < tile.size; ++c) {
+        float& s = s_[i][r * p_.kv_tile + c];
+        if (round) s = RoundBf16(s);
+        if (tile.masked && tile.j0 + c > i0 + r + p_.offset()) s = kNegInf;
+      }
+    }
+  }
+
+  void RowMax(int i, const KvTile& tile, int64_t qsz) {
+    for (int64_t r = 0; r < qsz; ++r) {
+      float mx = kNegInf;
+      for (int64_t c = 0; c < tile.size; ++c) mx = std::max(mx, s_[i][r * p_.kv_tile + c]);
+      tile_max_[i][r] = mx;
+    }
+  }
+
+  void Combine(int n, bool, int64_t qsz) {
+    for (int64_t r = 0; r < qsz; ++r) {
+      float mx = m_[r];
+      for (int i = 0; i < n; ++i) mx = std::max(mx, tile_max_[i][r]);
+      alpha_[r] = m_[r] == kNegInf ? 0.0f : std::exp(p_.scale * (m_[r] - mx));
+      m_[r] = mx;
+    }
+  }
+
+  void Exp(int i, const KvTile& tile, int64_t qsz) {
+    for (int64_t r = 0; r < qsz; ++r) {
+      const float bias = m_[r] == kNegInf ? 0.0f : -p_.scale * m_[r];
+      float sum = 0;
+      for (int64_t c = 0; c < tile.size; ++c) {
+        const float e = std::exp(p_.scale * s_[i][r * p_.kv_tile + c] + bias);
+        const float rounded = RoundInput(e, p_.dtype);
+        pm_[i][r * p_.kv_tile + c] = rounded;
+        sum += p_.sum_vector ? rounded : e;  // the activation accumulates before rounding
+      }
+      tile_sum_[i][r] = sum;
+    }
+  }
+
+  void UpdateSum(int n, bool first, int64_t qsz) {
+    for (int64_t r = 0; r < qsz; ++r) {
+      float partial = 0;
+      for (int i = 0; i < n; ++i) partial += tile_sum_[i][r];
+      l_[r] = (first ? 0.0f : l_[r] * alpha_[r]) + partial;
+    }
+  }
+
+  void TransposeP(int, const KvTile&, int64_t) {}
+
+  void Pv(int i, const KvTile& tile, int64_t c0, int64_t csz, int64_t qsz, bool start) {
+    if (start) std::fill(o_psum_.begin(), o_psum_.end(), 0.0f);
+    const float* v = &v_[(h_ * p_.sk + tile.j0 + c0) * p_.d];
+    for (int64_t r = 0; r < qsz; ++r) {
+      float* o = &o_psum_[r * p_.d];
+      for (int64_t c = 0; c < csz; ++c) {
+        const float pv = pm_[i][r * p_.kv_tile + c0 + c];
+        for (int64_t x = 0; x < p_.d; ++x) o[x] += pv * v[c * p_.d + x];
+      }
+    }
+  }
+
+  void Rescale(bool first, bool rescale, int64_t qsz) {
+    for (int64_t r = 0; r < qsz; ++r) {
+      for (int64_t x = 0; x < p_.d; ++x) {
+        float& acc = o_acc_[r * p_.d + x];
+        const float add = o_psum_[r * p_.d + x];
+        acc = first ? add : (rescale ? acc * alpha_[r] : acc) + add;
+      }
+    }
+  }
+
+  void Finish(int64_t i0, int64_t qsz) {
+    for (int64_t r = 0; r < qsz; ++r) {
+      const float inv = 1.0f / l_[r];
+      for (int64_t x = 0; x < p_.d; ++x) {
+        float out = o_acc_[r * p_.d + x] * inv;
+        if (p_.dtype != DType::kFp32) out = RoundBf16(out);
+        (*o_)[(h_ * p_.sq + i0 + r) * p_.d + x] = out;
+      }
+    }
+  }
+
+ private:
+  const Plan& p_;
+  const std::vector<float>& q_;
+  const std::vector<float>& k_;
+  const std::vector<float>& v_;
+  std::vector<float>* o_;
+  int64_t h_ = 0, i0_ = 0;
+  std::vector<std::vector<float>> s_, pm_, tile_max_, tile_sum_;
+  std::vector<float> m_, l_, alpha_, o_psum_, o_acc_;
+};
+
+// The reduced dimension Verify runs: the full dim when it is at most `keep` tiles, else `keep - 1`
+// full tiles plus a ragged tail (the original tail, or half a tile plus one).
+int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
+  if (dim <= keep * tile) return dim;
+  int64_t tail = dim % tile;
+  if (tail == 0) tail = tile / 2 + 1;
+  if (tail >= tile) tail = tile - 1;
+  return (keep - 1) * tile + std::max<int64_t>(tail, 1);
+}
+
+}  // namespace
+
+void SetAttentionFaultForTesting(AttentionFault fault) { g_fault = fault; }
+
+absl::Status AttentionKernel::ValidateProblem(const Problem& problem,
+                                              const sim::Target& target) const {
+  const std::vector<std::string> names = dims();
+  for (const auto& [name, value] : problem.dims.items()) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      return absl::InvalidArgumentError(StrCat(
+          "attention has dims batch, heads, seq_q, seq_k, head_dim, causal; got unknown dim ",
+          name));
+    }
+    if (value <= 0) return absl::InvalidArgumentError(StrCat("dim ", name, " must be positive"));
+  }
+  for (const std::string& name : names) {
+    if (!problem.dims.Has(name)) {
+      return absl::InvalidArgumentError(
+          StrCat("attention needs dim ", name, " (batch, heads, seq_q, seq_k, head_dim, causal)"));
+    }
+  }
+  const int64_t causal = *problem.dims.Get("causal");
+  if (causal != 1 && causal != 2) {
+    return absl::InvalidArgumentError(
+        StrCat("causal=", causal, ": use causal=1 for a causal mask, causal=2 for none"));
+  }
+  if (causal == 1 && *problem.dims.Get("seq_q") > *problem.dims.Get("seq_k")) {
+    return absl::InvalidArgumentError(
+        "causal attention needs seq_q <= seq_k: with the bottom-right aligned mask the first "
+        "queries would see no key");
+  }
+  if (target.systolic) {
+    return absl::InvalidArgumentError(StrCat(
+        "attention needs a neuron target (engines, SBUF, PSUM); ", target.name, " is systolic"));
+  }
+  if (target.matmul_max_k > 0 && *problem.dims.Get("head_dim") > target.matmul_max_k) {
+    return absl::InvalidArgumentError(StrCat(
+        "head_dim=", *problem.dims.Get("head_dim"), " exceeds the TensorE contraction limit ",
+        target.matmul_max_k, " (head_dim <= ", target.matmul_max_k, " is supported)"));
+  }
+  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
+  if (!dtype.ok() || (*dtype != DType::kBf16 && *dtype != DType::kFp32 && *dtype != DType::kFp8)) {
+    return absl::InvalidArgumentError(
+        StrCat("attention dtype must be bf16, fp32 or fp8, not '", problem.dtype, "'"));
+  }
+  if (!target.SupportsDType(*dtype)) {
+    return absl::InvalidArgumentError(
+        StrCat("dtype ", problem.dtype, " is not supported by TensorE on ", target.name));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
+                                                const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  std::vector<std::string> shards;
+  for (int s = 1; s <= target.cores_per_chip; s *= 2) shards.push_back(std::to_string(s));
+  std::vector<std::string> skip = {"0"};
+  if (*problem.dims.Get("causal") == 1) skip.push_back("1");
+  std::vector<Param> params = {
+      {"block_q", {"32", "64", "128"}, "query rows per tile"},
+      {"kv_tile", {"128", "256", "512"}, "key columns per score tile"},
+      {"kv_block", {"1", "2", "4"}, "score tiles per online-softmax step"},
+      {"qk_role", {"q", "k"}, "stationary operand of QK^T (k: S^T transposed back)"},
+      {"pv_role", {"p", "v"}, "stationary operand of PV (v: O^T accumulates)"},
+      {"qk_transpose", {"dma", "tensor"}, "how Q^T and K^T are made"},
+      {"p_transpose", {"tensor", "dma"}, "how P^T is made"},
+      {"softmax_src", {"psum", "sbuf"}, "where max and exp read the scores"},
+      {"sum_engine", {"scalar", "vector"}, "row sums: exp accumulation or a Vector reduction"},
+      {"evict", {"vector", "scalar", "split", "gpsimd"}, "engine evicting PSUM"},
+      {"kv_resident", {"0", "1"}, "1: a head's K^T and V stay in SBUF"},
+      {"bufs", {"1", "2"}, "rotating buffers for K/V and score tiles"},
+      {"causal_skip", skip, "1: skip score tiles above the diagonal"},
+      {"shards", shards, "cores the batch x heads pairs are split over"},
+  };
+  Problem p = problem;
+  sim::Target t = target;
+  return Space(std::move(params), [p, t](const Config& config) -> absl::Status {
+    absl::StatusOr<Plan> plan = MakePlan(p, config, t, /*strict=*/true);
+    return plan.ok() ? absl::OkStatus() : plan.status();
+  });
+}
+
+Config AttentionKernel::Default(const Problem& problem, const sim::Target& target) const {
+  // A plain compiler: full tiles, one score tile per softmax step, textbook roles (Q^T and P^T
+  // stationary), DMA transposes for Q/K, TensorE for P, separate reductions on Vector, every
+  // eviction on Vector, masking instead of skipping, one core. Smaller tiles only where the
+  // problem is smaller than a tile (the redundancy rules would reject the full one).
+  Config c{{"block_q", "128"},        {"kv_tile", "512"},      {"kv_block", "1"},
+           {"qk_role", "q"},          {"pv_role", "p"},        {"qk_transpose", "dma"},
+           {"p_transpose", "tensor"}, {"softmax_src", "psum"}, {"sum_engine", "vector"},
+           {"evict", "vector"},       {"kv_resident", "0"},    {"bufs", "2"},
+           {"causal_skip", "0"},      {"shards", "1"}};
+  absl::StatusOr<Space> space = SpaceFor(problem, target);
+  if (!space.ok()) return c;
+  for (const char* bq : {"128", "64", "32"}) {
+    for (const char* kv : {"512", "256", "128"}) {
+      c.Set("block_q", bq);
+      c.Set("kv_tile", kv);
+      if (space->Validate(c).ok()) return c;
+    }
+  }
+  return c;
+}
+
+absl::StatusOr<sim::Program> AttentionKernel::Lower(const Problem& problem, const Config& config,
+                                                    const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
+  if (!plan.ok()) return plan.status();
+  sim::Program program;
+  program.name = StrCat("attention ", problem.dims.ToString(), " ", problem.dtype, " [",
+                        config.ToString(), "]");
+  SimEmitter emitter(*plan, target, &program);
+  Generate(*plan, emitter);
+  return program;
+}
+
+absl::Status AttentionKernel::Verify(const Problem& problem, const Config& config,
+                                     const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<Plan> full = MakePlan(problem, config, target, /*strict=*/true);
+  if (!full.ok()) return full.status();
+  // Reduced problem: one more (batch, head) pair than cores, at most two query tiles and two
+  // softmax steps of keys (tails kept), the same causal offset where it fits.
+  Plan plan = *full;
+  plan.bh = std::min(plan.bh, int64_t(plan.shards) + 1);
+  plan.sq = ReducedDim(full->sq, plan.bq, 2);
+  plan.sk = ReducedDim(full->sk, plan.kv_tile * plan.kv_block, 2);
+  if (plan.causal) plan.sk = std::max(plan.sk, std::min(full->sk, plan.sq + full->offset()));
+  if (plan.causal) plan.sk = std::max(plan.sk, plan.sq);
+  plan.Derive();
+  if (plan.shards > plan.bh) plan.shards = int(plan.bh);
+  const Dims reduced{
+      {"batch_x_heads", plan.bh}, {"seq_q", plan.sq}, {"seq_k", plan.sk}, {"head_dim", plan.d}};
+
+  std::mt19937_64 rng(std::hash<std::string>()(config.ToString()) ^
+                      uint64_t(plan.sq * 131 + plan.sk * 7 + plan.bh));
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> q(plan.bh * plan.sq * plan.d), k(plan.bh * plan.sk * plan.d),
+      v(plan.bh * plan.sk * plan.d);
+  // Larger query magnitudes make the running max move between steps, exercising the rescale.
+  for (float& x : q) x = RoundInput(3.0f * uniform(rng), plan.dtype);
+  for (float& x : k) x = RoundInput(uniform(rng), plan.dtype);
+  for (float& x : v) x = RoundInput(uniform(rng), plan.dtype);
+  std::vector<float> o(plan.bh * plan.sq * plan.d, std::numeric_limits<float>::quiet_NaN());
+  CpuEmitter emitter(plan, q, k, v, &o);
+  Generate(plan, emitter);
+
+  // Plain reference in double. Tolerance: the probabilities' rounding to the input dtype (and
+  // the scores' bf16 rounding) relative to max |V|, plus the output rounding.
+  const double p_eps = plan.dtype == DType::kFp32 ? 1e-5 : plan.dtype == DType::kFp8 ? 0.08 : 0.012;
+  const double out_eps = plan.dtype == DType::kFp32 ? 1e-6 : std::ldexp(1.0, -8);
+  std::vector<double> s(plan.sk), ref(plan.d);
+  for (int64_t h = 0; h < plan.bh; ++h) {
+    double v_max = 0;
+    for (int64_t j = 0; j < plan.sk * plan.d; ++j) {
+      v_max = std::max(v_max, double(std::abs(v[h * plan.sk * plan.d + j])));
+    }
+    for (int64_t i = 0; i < plan.sq; ++i) {
+      const int64_t visible = plan.causal ? std::min(plan.sk, i + plan.offset() + 1) : plan.sk;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < visible; ++j) {
+        double dot = 0;
+        for (int64_t x = 0; x < plan.d; ++x) {
+          dot += double(q[(h * plan.sq + i) * plan.d + x]) * k[(h * plan.sk + j) * plan.d + x];
+        }
+        s[j] = dot * plan.scale;
+        mx = std::max(mx, s[j]);
+      }
+      double sum = 0;
+      std::fill(ref.begin(), ref.end(), 0.0);
+      for (int64_t j = 0; j < visible; ++j) {
+        const double p = std::exp(s[j] - mx);
+        sum += p;
+        for (int64_t x = 0; x < plan.d; ++x) ref[x] += p * v[(h * plan.sk + j) * plan.d + x];
+      }
+      for (int64_t x = 0; x < plan.d; ++x) {
+        const double want = ref[x] / sum;
+        const double got = o[(h * plan.sq + i) * plan.d + x];
+        const double tol = p_eps * v_max + out_eps * std::abs(want) + 1e-30;
+        if (!(std::abs(got - want) <= tol)) {
+          return absl::DataLossError(
+              StrCat("attention wrong answer at O[", h, ",", i, ",", x, "] of the reduced problem ",
+                     reduced.ToString(), ": got ", got, ", want ", want, " (tolerance ", tol, ")"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Kernel::Work AttentionKernel::MinimumWork(const Problem& problem) const {
+  const double bh =
+      double(problem.dims.Get("batch").value_or(0)) * double(problem.dims.Get("heads").value_or(0));
+  const int64_t sq = problem.dims.Get("seq_q").value_or(0);
+  const int64_t sk = problem.dims.Get("seq_k").value_or(0);
+  const double d = double(problem.dims.Get("head_dim").value_or(0));
+  const bool causal = problem.dims.Get("causal").value_or(2) == 1;
+  // (query, key) pairs the mask keeps: query i sees min(sk, i + sk - sq + 1) keys.
+  double pairs = double(sq) * double(sk);
+  if (causal) {
+    pairs = 0;
+    for (int64_t i = 0; i < sq; ++i) {
+      pairs += double(std::clamp<int64_t>(i + sk - sq + 1, 0, sk));
+    }
+  }
+  auto dtype = sim::ParseDType(problem.dtype);
+  const double in_bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
+  const double out_bytes = dtype.ok() ? OutBytes(*dtype) : 2;
+  // QK^T and PV: 2 flops per multiply-add each.
+  return Work{4 * bh * pairs * d,
+              bh * ((double(sq) + 2 * double(sk)) * d * in_bytes + double(sq) * d * out_bytes)};
+}
+
+}  // namespace tessel::kernels

@@ -1,0 +1,89 @@
+// The attention kernel: O = softmax(Q K^T / sqrt(head_dim) [+ causal mask]) V per (batch, head),
+// flash-attention style (online softmax over KV blocks, nothing of size seq_q x seq_k in HBM).
+//
+// Dims: batch, heads, seq_q, seq_k, head_dim (<= 128, the TensorE contraction limit) and
+// causal, which is 1 for a causal mask and 2 for none (dims must be positive, so "not causal" is
+// 2, not 0). The causal mask is bottom-right aligned as in flash-attention: query i sees keys
+// j <= i + seq_k - seq_q, so causal problems need seq_q <= seq_k. Q, K, V and O are [batch, heads,
+// seq, head_dim] row-major in HBM; O is bf16 for bf16/fp8 inputs and fp32 for fp32.
+//
+// Schedule parameters (names are a contract with configs and the CLI):
+//   block_q       query rows per tile (on partitions for the scores)
+//   kv_tile       key columns per score tile (one PSUM bank of fp32)
+//   kv_block      score tiles per online-softmax step (one running-max update and one rescale
+//                 of the output accumulator per step)
+//   qk_role       q: Q^T tiles stationary, S = Q K^T lands with queries on partitions;
+//                 k: K^T chunks stationary, S^T lands in PSUM, is evicted (bf16) and transposed
+//                 back through TensorE (cheaper when block_q is small)
+//   pv_role       p: P^T chunks stationary, O[q, d] accumulates in PSUM;
+//                 v: V chunks stationary, O^T[d, q] accumulates in PSUM (rescaling needs the
+//                 per-query factors broadcast over partitions through TensorE; O^T is stored by
+//                 a transposing DMA)
+//   qk_transpose  dma: Q^T and K^T arrive by transposing DMA loads; tensor: plain loads, then
+//                 TensorE transposes and PSUM evictions
+//   p_transpose   tensor: P^T through TensorE transposes (PSUM, evicted); dma: SBUF-to-SBUF
+//                 transposing DMA
+//   softmax_src   psum: max and exp read the scores from PSUM; sbuf: the scores are evicted
+//                 first (bf16 for bf16/fp8 problems) and max/exp read SBUF
+//   sum_engine    scalar: the exp activation accumulates the row sums; vector: a separate
+//                 reduction of P on VectorE
+//   evict         vector | scalar | split | gpsimd (invalid: GpSimd cannot read PSUM): the engine
+//                 evicting transposes and scores
+//   kv_resident   1: a head's K^T and V stay in SBUF for all its query tiles; 0: streamed per
+//                 query tile
+//   bufs          rotating buffers for streamed K/V tiles and the score/probability tiles
+//   causal_skip   1: score tiles entirely above the diagonal are skipped; 0: computed and masked
+//                 (only offered for causal problems)
+//   shards        cores the batch x heads pairs are split over
+#ifndef TESSEL_KERNELS_ATTENTION_H_
+#define TESSEL_KERNELS_ATTENTION_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "sim/program.h"
+#include "sim/target.h"
+
+namespace tessel::kernels {
+
+class AttentionKernel final : public Kernel {
+ public:
+  std::string_view name() const override { return "attention"; }
+  // 1: initial lowering.
+  int version() const override { return 1; }
+  std::string_view description() const override {
+    return "flash attention O = softmax(QK^T/sqrt(d)) V per (batch, head); causal=1 masks "
+           "(bottom-right aligned), causal=2 does not: Q/KV blocks, online softmax, operand "
+           "roles, transposes, engine split, causal block skipping, sharding over batch x heads";
+  }
+  std::vector<std::string> dims() const override {
+    return {"batch", "heads", "seq_q", "seq_k", "head_dim", "causal"};
+  }
+  std::vector<std::string> dtypes() const override { return {"bf16", "fp32", "fp8"}; }
+
+  absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;
+  absl::StatusOr<Space> SpaceFor(const Problem& problem, const sim::Target& target) const override;
+  absl::StatusOr<sim::Program> Lower(const Problem& problem, const Config& config,
+                                     const sim::Target& target) const override;
+  Config Default(const Problem& problem, const sim::Target& target) const override;
+  absl::Status Verify(const Problem& problem, const Config& config,
+                      const sim::Target& target) const override;
+  // Flops of QK^T and PV over the (query, key) pairs the mask keeps (about half for causal).
+  Work MinimumWork(const Problem& problem) const override;
+};
+
+// Test-only fault injection: deliberately broken schedules that Verify must catch.
+enum class AttentionFault {
+  kNone,
+  kDropRaggedKvTile,    // the ragged last key tile is skipped
+  kSkipRescale,         // the output accumulator is not rescaled when the running max grows
+  kCausalSkipOffByOne,  // causal skipping also drops the first tile that straddles the diagonal
+};
+// Sets the fault for all later Lower/Verify calls in the process. Not thread-safe; tests only.
+void SetAttentionFaultForTesting(AttentionFault fault);
+
+}  // namespace tessel::kernels
+
+#endif  // TESSEL_KERNELS_ATTENTION_H_

@@ -1,0 +1,201 @@
+#include "kernels/attention.h"
+
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/simulate.h"
+
+namespace tessel::kernels {
+namespace {
+
+using ::testing::HasSubstr;
+
+sim::Target Load(const std::string& name) {
+  absl::StatusOr<sim::Target> t = sim::LoadTarget(name);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+// causal: 1 = causal mask, 2 = none.
+Problem Attn(int64_t batch, int64_t heads, int64_t sq, int64_t sk, int64_t d, int64_t causal,
+             std::string dtype = "bf16") {
+  return Problem{Dims{{"batch", batch},
+                      {"heads", heads},
+                      {"seq_q", sq},
+                      {"seq_k", sk},
+                      {"head_dim", d},
+                      {"causal", causal}},
+                 std::move(dtype)};
+}
+
+const Kernel& Attention() { return *FindKernel("attention"); }
+
+Config Parse(const std::string& text) {
+  absl::StatusOr<Config> c = Config::Parse(text);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+std::optional<Config> RandomValid(const Space& space, std::mt19937_64& rng) {
+  for (int attempt = 0; attempt < 5000; ++attempt) {
+    Config c = space.Decode(rng() % space.Size());
+    if (space.Validate(c).ok()) return c;
+  }
+  return std::nullopt;
+}
+
+TEST(AttentionTest, ProblemValidationExplainsTheCausalConvention) {
+  sim::Target t = Load("snc2");
+  EXPECT_TRUE(Attention().ValidateProblem(Attn(1, 2, 64, 64, 64, 1), t).ok());
+  EXPECT_THAT(std::string(Attention().ValidateProblem(Attn(1, 2, 64, 64, 64, 3), t).message()),
+              HasSubstr("causal=1 for a causal mask, causal=2 for none"));
+  EXPECT_THAT(std::string(Attention().ValidateProblem(Attn(1, 2, 128, 64, 64, 1), t).message()),
+              HasSubstr("seq_q <= seq_k"));
+  EXPECT_TRUE(Attention().ValidateProblem(Attn(1, 2, 128, 64, 64, 2), t).ok());
+  EXPECT_THAT(std::string(Attention().ValidateProblem(Attn(1, 2, 64, 64, 256, 2), t).message()),
+              HasSubstr("head_dim=256 exceeds the TensorE contraction limit 128"));
+  EXPECT_THAT(
+      std::string(Attention().ValidateProblem(Attn(1, 2, 64, 64, 64, 2, "fp8"), t).message()),
+      HasSubstr("not supported"));
+  EXPECT_TRUE(Attention().ValidateProblem(Attn(1, 2, 64, 64, 64, 2, "fp8"), Load("snc3")).ok());
+}
+
+TEST(AttentionTest, MinimumWorkCountsCausalPairsHonestly) {
+  const Kernel::Work full = Attention().MinimumWork(Attn(1, 1, 4, 4, 8, 2));
+  const Kernel::Work causal = Attention().MinimumWork(Attn(1, 1, 4, 4, 8, 1));
+  EXPECT_DOUBLE_EQ(full.flops, 4.0 * 16 * 8);
+  EXPECT_DOUBLE_EQ(causal.flops, 4.0 * (1 + 2 + 3 + 4) * 8);
+  // seq_q < seq_k: the last query sees every key.
+  EXPECT_DOUBLE_EQ(Attention().MinimumWork(Attn(1, 1, 2, 4, 8, 1)).flops, 4.0 * (3 + 4) * 8);
+}
+
+TEST(AttentionTest, DefaultIsValidSimulatesAndVerifies) {
+  for (const char* target : {"snc2", "snc3"}) {
+    sim::Target t = Load(target);
+    for (Problem p : {Attn(1, 2, 512, 512, 128, 1), Attn(2, 3, 100, 300, 64, 2),
+                      Attn(1, 1, 1, 1, 1, 1), Attn(1, 2, 256, 256, 128, 2, "fp32")}) {
+      absl::StatusOr<Space> space = Attention().SpaceFor(p, t);
+      ASSERT_TRUE(space.ok()) << space.status();
+      Config def = Attention().Default(p, t);
+      ASSERT_TRUE(space->Validate(def).ok()) << p.dims.ToString() << ": " << space->Validate(def);
+      absl::StatusOr<sim::SimResult> r = Evaluate(Attention(), p, def, t);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_GE(r->time_ns, RooflineNs(Attention(), p, t));
+      absl::Status verified = Attention().Verify(p, def, t);
+      EXPECT_TRUE(verified.ok()) << p.dims.ToString() << ": " << verified;
+    }
+  }
+}
+
+TEST(AttentionTest, InvalidConfigsSayWhy) {
+  sim::Target t = Load("snc2");
+  Problem p = Attn(1, 16, 4096, 4096, 128, 1);
+  Space space = *Attention().SpaceFor(p, t);
+  Config base = Attention().Default(p, t);
+  auto reason = [&](std::initializer_list<std::pair<const char*, const char*>> changes) {
+    Config c = base;
+    for (auto [k, v] : changes) c.Set(k, v);
+    return std::string(space.Validate(c).message());
+  };
+  EXPECT_THAT(reason({{"evict", "gpsimd"}}), HasSubstr("GpSimd cannot access PSUM"));
+  EXPECT_THAT(reason({{"kv_block", "4"}}),
+              HasSubstr("8 score banks (kv_block x 2) + 1 P^T bank + 1 output bank = 10 exceed"));
+  Config four = base;
+  four.Set("kv_block", "4");
+  four.Set("bufs", "1");
+  EXPECT_TRUE(space.Validate(four).ok()) << space.Validate(four);
+  Problem full = Attn(1, 16, 4096, 4096, 128, 2);
+  Config skip = base;
+  skip.Set("causal_skip", "1");
+  EXPECT_TRUE(space.Validate(skip).ok());
+  // Not offered for non-causal problems, and rejected with the reason by the plan.
+  EXPECT_FALSE(Attention().SpaceFor(full, t)->Validate(skip).ok());
+  EXPECT_THAT(std::string(Attention().Lower(full, skip, t).status().message()),
+              HasSubstr("causal_skip=1 needs a causal problem"));
+  Space one = *Attention().SpaceFor(Attn(1, 1, 128, 4096, 128, 2), t);
+  Config resident = Attention().Default(Attn(1, 1, 128, 4096, 128, 2), t);
+  resident.Set("kv_resident", "1");
+  EXPECT_THAT(std::string(one.Validate(resident).message()), HasSubstr("one query tile"));
+  resident.Set("shards", "2");
+  resident.Set("kv_resident", "0");
+  EXPECT_THAT(std::string(one.Validate(resident).message()), HasSubstr("exceeds the 1 (batch"));
+}
+
+TEST(AttentionTest, LargeShapeSpaceHasManyValidConfigs) {
+  for (const char* target : {"snc2", "snc3"}) {
+    sim::Target t = Load(target);
+    Space space = *Attention().SpaceFor(Attn(1, 16, 4096, 4096, 128, 1), t);
+    uint64_t valid = 0;
+    for (uint64_t i = 0; i < space.Size(); ++i) valid += space.Validate(space.Decode(i)).ok();
+    EXPECT_GE(valid, 2000u) << target << " of " << space.Size();
+  }
+}
+
+// The acceptance test of issue 4: at least 200 random valid configs on random (often ragged,
+// often sharded, causal and not) shapes match the reference on the CPU.
+TEST(AttentionTest, RandomValidConfigsVerify) {
+  std::mt19937_64 rng(77);
+  int verified = 0, sharded = 0, ragged = 0, causal = 0;
+  for (int i = 0; i < 220; ++i) {
+    sim::Target t = Load(i % 2 ? "snc3" : "snc2");
+    std::uniform_int_distribution<int64_t> small(1, 3), seq(1, 300), dims(1, 128);
+    const char* dtype = i % 5 == 0 ? "fp32" : (i % 6 == 1 ? "fp8" : "bf16");
+    int64_t sq = seq(rng), sk = seq(rng);
+    const int64_t mask = rng() % 2 ? 1 : 2;
+    if (mask == 1 && sq > sk) std::swap(sq, sk);
+    Problem p = Attn(small(rng), small(rng), sq, sk, dims(rng) % 2 ? 64 : dims(rng), mask, dtype);
+    Space space = *Attention().SpaceFor(p, t);
+    std::optional<Config> c = RandomValid(space, rng);
+    ASSERT_TRUE(c.has_value()) << p.dims.ToString();
+    absl::Status status = Attention().Verify(p, *c, t);
+    ASSERT_TRUE(status.ok()) << p.dims.ToString() << " " << p.dtype << " " << c->ToString() << ": "
+                             << status;
+    ++verified;
+    sharded += *c->GetInt("shards") > 1;
+    ragged += sk % *c->GetInt("kv_tile") != 0 || sq % *c->GetInt("block_q") != 0;
+    causal += mask == 1;
+  }
+  EXPECT_GE(verified, 200);
+  EXPECT_GE(sharded, 40);
+  EXPECT_GE(ragged, 100);
+  EXPECT_GE(causal, 60);
+}
+
+TEST(AttentionTest, BrokenLoweringsAreCaughtAsDataLoss) {
+  sim::Target t = Load("snc3");
+  Problem p = Attn(1, 3, 200, 700, 64, 1);
+  Config c = Parse(
+      "block_q=64,kv_tile=128,kv_block=2,qk_role=q,pv_role=p,qk_transpose=dma,p_transpose=tensor,"
+      "softmax_src=psum,sum_engine=scalar,evict=split,kv_resident=0,bufs=2,causal_skip=1,"
+      "shards=2");
+  ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok());
+  ASSERT_TRUE(Attention().Verify(p, c, t).ok());
+  for (AttentionFault fault : {AttentionFault::kDropRaggedKvTile, AttentionFault::kSkipRescale,
+                               AttentionFault::kCausalSkipOffByOne}) {
+    SetAttentionFaultForTesting(fault);
+    absl::Status status = Attention().Verify(p, c, t);
+    SetAttentionFaultForTesting(AttentionFault::kNone);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << int(fault) << ": " << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("attention wrong answer"));
+  }
+}
+
+TEST(AttentionTest, CausalSkippingHalvesTensorWork) {
+  sim::Target t = Load("snc3");
+  Problem p = Attn(1, 2, 2048, 2048, 128, 1);
+  Config c = Attention().Default(p, t);
+  absl::StatusOr<sim::SimResult> masked = Evaluate(Attention(), p, c, t);
+  c.Set("causal_skip", "1");
+  absl::StatusOr<sim::SimResult> skipped = Evaluate(Attention(), p, c, t);
+  ASSERT_TRUE(masked.ok() && skipped.ok());
+  const auto tensor = [](const sim::SimResult& r) {
+    return r.engines[int(sim::EngineKind::kTensor)].instructions;
+  };
+  // 16 query tiles x 4 key tiles, of which 4 x (1 + 2 + 3 + 4) = 40 are not above the diagonal.
+  EXPECT_EQ(tensor(*masked) * 40, tensor(*skipped) * 64);
+  EXPECT_LT(skipped->time_ns, 0.7 * masked->time_ns);
+}
+
+}  // namespace
+}  // namespace tessel::kernels
