@@ -204,13 +204,38 @@ absl::StatusOr<std::vector<tessel::v1::TrialResult>> Client::ListTrials(int64_t 
 }
 
 absl::StatusOr<tessel::v1::LookupResponse> Client::Lookup(const tessel::v1::Workload& workload) {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
   tessel::v1::LookupRequest request;
   *request.mutable_workload() = workload;
+  return Lookup(request);
+}
+
+absl::StatusOr<tessel::v1::LookupResponse> Client::Lookup(
+    const tessel::v1::LookupRequest& request) {
+  grpc::ClientContext context;
+  PrepareContext(context, options_.call_timeout_ms);
   tessel::v1::LookupResponse response;
   grpc::Status status = stub_->Lookup(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status, "Lookup", target_);
+  return response;
+}
+
+absl::StatusOr<tessel::v1::ExportResponse> Client::Export(
+    const tessel::v1::ExportRequest& request) {
+  grpc::ClientContext context;
+  PrepareContext(context, options_.call_timeout_ms);
+  tessel::v1::ExportResponse response;
+  grpc::Status status = stub_->Export(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, "Export", target_);
+  return response;
+}
+
+absl::StatusOr<tessel::v1::ImportResponse> Client::Import(
+    const tessel::v1::ImportRequest& request) {
+  grpc::ClientContext context;
+  PrepareContext(context, options_.call_timeout_ms);
+  tessel::v1::ImportResponse response;
+  grpc::Status status = stub_->Import(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, "Import", target_);
   return response;
 }
 

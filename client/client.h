@@ -71,6 +71,12 @@ class Client {
 
   absl::StatusOr<std::vector<tessel::v1::TrialResult>> ListTrials(int64_t job_id);
   absl::StatusOr<tessel::v1::LookupResponse> Lookup(const tessel::v1::Workload& workload);
+  // As above with every request field (e.g. a pinned snapshot_id).
+  absl::StatusOr<tessel::v1::LookupResponse> Lookup(const tessel::v1::LookupRequest& request);
+  // Published best configs with versions and defaults (see ExportRequest).
+  absl::StatusOr<tessel::v1::ExportResponse> Export(const tessel::v1::ExportRequest& request);
+  // Publishes records; idempotent (see ImportResponse).
+  absl::StatusOr<tessel::v1::ImportResponse> Import(const tessel::v1::ImportRequest& request);
   absl::StatusOr<std::vector<tessel::v1::KernelInfo>> ListKernels();
   absl::StatusOr<std::vector<tessel::v1::TargetInfo>> ListTargets();
   absl::StatusOr<std::vector<tessel::v1::WorkerInfo>> ListWorkers();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <limits>
 #include <charconv>
 
 #include "absl/status/status.h"
@@ -167,6 +169,17 @@ std::string TuningKey::ToString() const {
 
 std::string TuningKey::WorkloadString() const {
   return StrCat(kernel, "|", dims.Canonical(), "|", dtype, "|", target);
+}
+
+double DimsDistance(const Dims& a, const Dims& b) {
+  if (a.items().size() != b.items().size()) return std::numeric_limits<double>::infinity();
+  double distance = 0;
+  for (const auto& [name, value] : a.items()) {
+    auto other = b.Get(name);
+    if (!other) return std::numeric_limits<double>::infinity();
+    distance += std::abs(std::log2(static_cast<double>(value) / static_cast<double>(*other)));
+  }
+  return distance;
 }
 
 }  // namespace tessel

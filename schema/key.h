@@ -105,6 +105,11 @@ struct TuningKey {
   }
 };
 
+// How far apart two problems of one kernel are: the sum over dims of |log2(a / b)|, so doubling
+// one dim costs 1 wherever it starts. Infinity when the two do not name the same dims.
+// This is the "nearest" of tuned-config lookups, on the server and in libtessel alike.
+double DimsDistance(const Dims& a, const Dims& b);
+
 // Splits "a=1,b=2" into pairs. Shared by Dims::Parse and Config::Parse.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseKeyValues(
     std::string_view text, std::string_view what);

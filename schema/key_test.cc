@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "schema/migrations.h"
 
 namespace tessel {
@@ -53,6 +55,13 @@ TEST(TuningKeyTest, CanonicalFormSortsDimsAndCarriesVersions) {
   TuningKey key{"matmul", 3, *Dims::Parse("N=2,M=1,K=3"), "bf16", "snc2", 1};
   EXPECT_EQ(key.ToString(), "matmul@v3|K=3,M=1,N=2|bf16|snc2@v1");
   EXPECT_EQ(key.WorkloadString(), "matmul|K=3,M=1,N=2|bf16|snc2");
+}
+
+TEST(DimsDistanceTest, CountsDoublingsAndRefusesDifferentDims) {
+  EXPECT_DOUBLE_EQ(DimsDistance(*Dims::Parse("M=1024,N=512"), *Dims::Parse("N=512,M=1024")), 0);
+  EXPECT_DOUBLE_EQ(DimsDistance(*Dims::Parse("M=1024,N=512"), *Dims::Parse("M=4096,N=256")), 3);
+  EXPECT_TRUE(std::isinf(DimsDistance(*Dims::Parse("M=1"), *Dims::Parse("N=1"))));
+  EXPECT_TRUE(std::isinf(DimsDistance(*Dims::Parse("M=1"), *Dims::Parse("M=1,N=1"))));
 }
 
 TEST(MigrationsTest, AreEmbeddedInAscendingUniqueVersionOrder) {

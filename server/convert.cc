@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "schema/strings.h"
@@ -11,6 +12,20 @@ namespace {
 
 constexpr char kDefaultDtype[] = "bf16";
 constexpr char kDefaultTarget[] = "snc2";
+
+// Targets are immutable data; parse each once per process (lookups resolve one per call).
+absl::StatusOr<sim::Target> CachedTarget(const std::string& name) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, sim::Target>();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache->find(name); it != cache->end()) return it->second;
+  }
+  auto target = sim::LoadTarget(name);
+  if (!target.ok()) return target.status();
+  std::lock_guard<std::mutex> lock(mu);
+  return cache->emplace(name, *std::move(target)).first->second;
+}
 
 std::vector<std::string> KernelNames() {
   std::vector<std::string> names;
@@ -32,7 +47,7 @@ absl::StatusOr<ResolvedWorkload> ResolveWorkload(const v1::Workload& workload) {
                                              "'; known kernels: ", StrJoin(KernelNames(), ", ")));
   }
   const std::string target_name = workload.target().empty() ? kDefaultTarget : workload.target();
-  auto target = sim::LoadTarget(target_name);
+  auto target = CachedTarget(target_name);
   if (!target.ok()) {
     return absl::InvalidArgumentError(std::string(target.status().message()));
   }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "schema/strings.h"
@@ -197,6 +198,21 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
         StrCat("budget must be between 1 and ", kMaxBudget, ", got ", request.budget()));
   }
 
+  std::vector<Config> seeds;
+  if (request.seed_configs_size() > 0) {
+    auto space = resolved->kernel->SpaceFor(resolved->problem, resolved->target);
+    if (!space.ok()) return space.status();
+    for (const std::string& text : request.seed_configs()) {
+      auto config = Config::Parse(text);
+      if (!config.ok()) return config.status();
+      if (absl::Status valid = space->Validate(*config); !valid.ok()) {
+        return absl::InvalidArgumentError(
+            StrCat("seed config ", text, " is invalid: ", std::string(valid.message())));
+      }
+      seeds.push_back(*std::move(config));
+    }
+  }
+
   JobRecord record;
   record.workload = WorkloadRecordFor(*resolved);
   record.dims_display = resolved->problem.dims.ToString();
@@ -228,6 +244,11 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
     // Every job measures the default first, so the tuned result is never worse than untuned.
     j.queue.push_back(PendingTrial{next_trial_id_++, *default_config, true, false});
     j.tried.insert(record.default_config);
+    for (Config& seed : seeds) {
+      if (static_cast<int>(j.queue.size()) >= record.budget) break;
+      if (!j.tried.insert(seed.ToString()).second) continue;
+      j.queue.push_back(PendingTrial{next_trial_id_++, std::move(seed), false, false});
+    }
     jobs_[record.id] = std::move(*job);
     Refill(*jobs_[record.id], effects);
     ServeParked(effects);
@@ -980,16 +1001,8 @@ absl::StatusOr<v1::LookupResponse> Scheduler::Lookup(const v1::LookupRequest& re
     }
     auto dims = Dims::Parse(best.workload.dims);
     if (!dims.ok()) continue;
-    double distance = 0;
-    bool comparable = true;
-    for (const auto& [name, value] : resolved->problem.dims.items()) {
-      auto tuned = dims->Get(name);
-      if (!tuned) {
-        comparable = false;
-        break;
-      }
-      distance += std::abs(std::log2(static_cast<double>(*tuned) / static_cast<double>(value)));
-    }
+    const double distance = DimsDistance(*dims, resolved->problem.dims);
+    const bool comparable = std::isfinite(distance);
     if (comparable && distance < nearest_distance) {
       nearest_distance = distance;
       nearest = &best;
@@ -1002,6 +1015,138 @@ absl::StatusOr<v1::LookupResponse> Scheduler::Lookup(const v1::LookupRequest& re
   } else {
     response.set_config(resolved->kernel->Default(resolved->problem, resolved->target).ToString());
     response.set_match("default");
+  }
+  return response;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Export / import
+
+namespace {
+
+// Each dim of the problem a kernel's default config is taken for in exports.
+constexpr int64_t kRepresentativeDim = 1024;
+
+v1::BestConfig BestProto(const BestRecord& best) {
+  v1::BestConfig out;
+  out.set_kernel(best.workload.kernel);
+  out.set_dims(best.workload.dims);
+  out.set_dtype(best.workload.dtype);
+  out.set_target(best.workload.target);
+  out.set_kernel_version(best.kernel_version);
+  out.set_target_version(best.target_version);
+  out.set_config(best.config);
+  out.set_time_ns(best.time_ns);
+  out.set_job_id(best.job_id);
+  out.set_snapshot_id(best.snapshot_id);
+  out.set_published_unix_ms(best.published_ms);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ExportResponse> Scheduler::Export(const v1::ExportRequest& request) {
+  if (request.snapshot_id() < 0) return absl::InvalidArgumentError("snapshot_id must be >= 0");
+  std::vector<const kernels::Kernel*> chosen;
+  if (request.kernels_size() == 0) {
+    chosen = kernels::AllKernels();
+  } else {
+    for (const std::string& name : request.kernels()) {
+      const kernels::Kernel* kernel = kernels::FindKernel(name);
+      if (kernel == nullptr) {
+        std::vector<std::string> names;
+        for (const kernels::Kernel* k : kernels::AllKernels()) names.emplace_back(k->name());
+        return absl::InvalidArgumentError(
+            StrCat("unknown kernel '", name, "'; known kernels: ", StrJoin(names, ", ")));
+      }
+      chosen.push_back(kernel);
+    }
+  }
+  v1::ExportResponse response;
+  std::vector<v1::BestConfig> best;
+  for (const kernels::Kernel* kernel : chosen) {
+    auto rows = store_->BestForKernel(std::string(kernel->name()), request.snapshot_id());
+    if (!rows.ok()) return rows.status();
+    for (const BestRecord& row : *rows) {
+      best.push_back(BestProto(row));
+      response.set_snapshot_id(std::max(response.snapshot_id(), row.snapshot_id));
+    }
+    v1::VersionInfo* version = response.add_kernels();
+    version->set_name(std::string(kernel->name()));
+    version->set_version(kernel->version());
+  }
+  // Deterministic files: sorted by the workload key.
+  std::sort(best.begin(), best.end(), [](const v1::BestConfig& a, const v1::BestConfig& b) {
+    return std::tie(a.kernel(), a.target(), a.dtype(), a.dims()) <
+           std::tie(b.kernel(), b.target(), b.dtype(), b.dims());
+  });
+  for (v1::BestConfig& b : best) *response.add_best() = std::move(b);
+  std::vector<sim::Target> targets;
+  for (const std::string& name : sim::TargetNames()) {
+    auto target = sim::LoadTarget(name);
+    if (!target.ok() || target->systolic) continue;
+    v1::VersionInfo* version = response.add_targets();
+    version->set_name(target->name);
+    version->set_version(target->version);
+    targets.push_back(*std::move(target));
+  }
+  for (const kernels::Kernel* kernel : chosen) {
+    for (const sim::Target& target : targets) {
+      for (const std::string& dtype : kernel->dtypes()) {
+        kernels::Problem problem;
+        for (const std::string& dim : kernel->dims()) problem.dims.Set(dim, kRepresentativeDim);
+        problem.dtype = dtype;
+        if (!kernel->ValidateProblem(problem, target).ok()) continue;
+        v1::DefaultConfig* d = response.add_defaults();
+        d->set_kernel(std::string(kernel->name()));
+        d->set_dtype(dtype);
+        d->set_target(target.name);
+        d->set_config(kernel->Default(problem, target).ToString());
+      }
+    }
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ImportResponse> Scheduler::Import(const v1::ImportRequest& request) {
+  std::vector<BestRecord> records;
+  for (const v1::BestConfig& b : request.best()) {
+    const std::string where = StrCat(b.kernel(), " ", b.dims(), " ", b.dtype(), " ", b.target());
+    if (kernels::FindKernel(b.kernel()) == nullptr) {
+      return absl::InvalidArgumentError(StrCat("import: unknown kernel in ", where));
+    }
+    if (!sim::LoadTarget(b.target()).ok()) {
+      return absl::InvalidArgumentError(StrCat("import: unknown target in ", where));
+    }
+    if (!Dims::Parse(b.dims()).ok() || b.config().empty() || !Config::Parse(b.config()).ok() ||
+        !(b.time_ns() > 0)) {
+      return absl::InvalidArgumentError(
+          StrCat("import: record for ", where, " needs dims, a config and a positive time"));
+    }
+    BestRecord record;
+    record.workload = WorkloadRecord{b.kernel(), Dims::Parse(b.dims())->Canonical(),
+                                     b.dtype().empty() ? "bf16" : b.dtype(), b.target()};
+    record.kernel_version = b.kernel_version();
+    record.target_version = b.target_version();
+    record.config = b.config();
+    record.time_ns = b.time_ns();
+    records.push_back(std::move(record));
+  }
+  v1::ImportResponse response;
+  for (BestRecord& record : records) {
+    auto latest = store_->LatestBest(record.workload);
+    if (!latest.ok()) return latest.status();
+    if (*latest && (*latest)->config == record.config &&
+        (*latest)->kernel_version == record.kernel_version &&
+        (*latest)->target_version == record.target_version &&
+        (*latest)->time_ns == record.time_ns) {
+      response.set_unchanged(response.unchanged() + 1);
+      continue;
+    }
+    record.published_ms = NowUnixMs();
+    auto snapshot = store_->Publish(record);
+    if (!snapshot.ok()) return snapshot.status();
+    response.set_imported(response.imported() + 1);
   }
   return response;
 }

@@ -72,6 +72,14 @@ class Scheduler {
   absl::StatusOr<v1::Job> Cancel(int64_t job_id);
   absl::StatusOr<std::vector<v1::TrialResult>> ListTrials(int64_t job_id);
   absl::StatusOr<v1::LookupResponse> Lookup(const v1::LookupRequest& request);
+  // The newest publication of every workload (of the named kernels; all when none), with the
+  // current kernel/target versions and each kernel's default configs. InvalidArgument for an
+  // unknown kernel name.
+  absl::StatusOr<v1::ExportResponse> Export(const v1::ExportRequest& request);
+  // Publishes imported results. Idempotent: a record equal (config, versions, time) to the newest
+  // publication of its workload is left alone. InvalidArgument (nothing imported) when any record
+  // names an unknown kernel or target, or has an empty config or a non-positive time.
+  absl::StatusOr<v1::ImportResponse> Import(const v1::ImportRequest& request);
   // Sends the job's current state at once, then every change until the job is final (the last
   // event carries the final state) or the listener returns false. Returns a watch id for Unwatch.
   absl::StatusOr<int64_t> Watch(int64_t job_id, JobListener listener);

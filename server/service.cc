@@ -227,6 +227,18 @@ grpc::ServerUnaryReactor* TesselServiceImpl::ListWorkers(grpc::CallbackServerCon
   return Reject(context, absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* TesselServiceImpl::Export(grpc::CallbackServerContext* context,
+                                                    const v1::ExportRequest* request,
+                                                    v1::ExportResponse* response) {
+  return Answer(context, scheduler_->Export(*request), response);
+}
+
+grpc::ServerUnaryReactor* TesselServiceImpl::Import(grpc::CallbackServerContext* context,
+                                                    const v1::ImportRequest* request,
+                                                    v1::ImportResponse* response) {
+  return Answer(context, scheduler_->Import(*request), response);
+}
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
                                                       const v1::RegisterRequest* request,
                                                       v1::RegisterResponse* response) {

@@ -41,6 +41,12 @@ class TesselServiceImpl final : public v1::TesselService::CallbackService {
   grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
                                         const v1::ListWorkersRequest* request,
                                         v1::ListWorkersResponse* response) override;
+  grpc::ServerUnaryReactor* Export(grpc::CallbackServerContext* context,
+                                   const v1::ExportRequest* request,
+                                   v1::ExportResponse* response) override;
+  grpc::ServerUnaryReactor* Import(grpc::CallbackServerContext* context,
+                                   const v1::ImportRequest* request,
+                                   v1::ImportResponse* response) override;
 
  private:
   Scheduler* const scheduler_;

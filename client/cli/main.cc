@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/cli/common.h"
+#include "client/cli/replay.h"
 #include "client/client.h"
 #include "fmt/format.h"
 #include "kernels/kernel.h"
@@ -714,6 +715,9 @@ int Main(int argc, char** argv) {
   simulate_cmd->add_option("--trace", simulate.trace, "write a Chrome trace (not yet supported)");
   simulate_cmd->add_flag("--json", simulate.json, "print one JSON object");
 
+  ReplayArgs replay;
+  CLI::App* replay_cmd = AddReplayCommand(app, replay);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -747,6 +751,8 @@ int Main(int argc, char** argv) {
     status = RunTargets(targets_json);
   } else if (*simulate_cmd) {
     status = RunSimulate(simulate);
+  } else if (*replay_cmd) {
+    status = RunReplay(replay);
   }
   if (!status.ok()) {
     std::fprintf(stderr, "tessel: error: %s\n", std::string(status.message()).c_str());
