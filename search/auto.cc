@@ -137,9 +137,9 @@ void AutoStrategy::OnPrior(std::span<const Result> prior) {
   std::sort(ok.begin(), ok.end(), [](const Result& a, const Result& b) {
     return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.index < b.index);
   });
-  for (int i = std::min<int>(3, ok.size()) - 1; i >= 0; --i) {
-    prior_starts_.insert(prior_starts_.begin(), ok[i].index);
-  }
+  std::vector<uint64_t> starts;  // best last
+  for (int i = std::min<int>(3, ok.size()) - 1; i >= 0; --i) starts.push_back(ok[i].index);
+  prior_starts_.insert(prior_starts_.begin(), starts.begin(), starts.end());
   initial_random_ = 0;
 }
 

@@ -1,0 +1,49 @@
+#include "search/stopping.h"
+
+namespace tessel::search {
+
+std::string_view StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kNone:
+      return "none";
+    case StopReason::kBudget:
+      return "budget";
+    case StopReason::kTimeLimit:
+      return "time_limit";
+    case StopReason::kNoImprovement:
+      return "no_improvement";
+    case StopReason::kTargetReached:
+      return "target_reached";
+    case StopReason::kExhausted:
+      return "exhausted";
+  }
+  return "unknown";
+}
+
+StopTracker::StopTracker(StopRule rule, Clock::time_point start) : rule_(rule), start_(start) {}
+
+void StopTracker::Record(bool ok, double time_ns) {
+  ++evaluations_;
+  if (ok && time_ns < best_) {
+    best_ = time_ns;
+    since_improvement_ = 0;
+  } else {
+    ++since_improvement_;
+  }
+}
+
+StopReason StopTracker::Check(Clock::time_point now) const {
+  if (rule_.target_time_ns > 0 && best_ <= rule_.target_time_ns) return StopReason::kTargetReached;
+  if (rule_.max_evaluations > 0 && evaluations_ >= rule_.max_evaluations) {
+    return StopReason::kBudget;
+  }
+  if (rule_.no_improvement > 0 && since_improvement_ >= rule_.no_improvement) {
+    return StopReason::kNoImprovement;
+  }
+  if (rule_.time_limit.count() > 0 && now - start_ >= rule_.time_limit) {
+    return StopReason::kTimeLimit;
+  }
+  return StopReason::kNone;
+}
+
+}  // namespace tessel::search

@@ -1,0 +1,196 @@
+#include "search/strategies.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "search/space.h"
+#include "search/strategy.h"
+
+namespace tessel::search {
+namespace {
+
+// 4 x 4 x 3 x 6 = 288 points; valid when a * b <= 8 and not (c == "z" and order == "nmk").
+kernels::Space SmallSpace() {
+  return kernels::Space({{"a", {"1", "2", "4", "8"}, ""},
+                         {"b", {"1", "2", "3", "4"}, ""},
+                         {"c", {"x", "y", "z"}, ""},
+                         {"order", {"mnk", "mkn", "nmk", "nkm", "kmn", "knm"}, ""}},
+                        [](const Config& config) -> absl::Status {
+                          if (*config.GetInt("a") * *config.GetInt("b") > 8) {
+                            return absl::InvalidArgumentError("a*b > 8");
+                          }
+                          if (config.Get("c") == "z" && config.Get("order") == "nmk") {
+                            return absl::InvalidArgumentError("z with nmk");
+                          }
+                          return absl::OkStatus();
+                        });
+}
+
+int CountValid(const kernels::Space& space) {
+  int valid = 0;
+  for (uint64_t i = 0; i < space.Size(); ++i) valid += space.Validate(space.Decode(i)).ok();
+  return valid;
+}
+
+// A deterministic synthetic time: smooth in a and b, with c and order mattering; one config in
+// twelve fails (as a compile or runtime failure would).
+Observation Measure(const Config& config) {
+  double a = std::log2(double(*config.GetInt("a"))), b = double(*config.GetInt("b"));
+  std::string c(*config.Get("c")), order(*config.Get("order"));
+  size_t h = std::hash<std::string>()(config.ToString());
+  if (h % 12 == 0) return {config, false, 0};
+  double t = 100 + 7 * (a - 2) * (a - 2) + 5 * (b - 3) * (b - 3) + (c == "y" ? 0 : 4) +
+             (order == "kmn" ? 0 : 2 + double(order[0] - 'a') * 0.1);
+  return {config, true, t};
+}
+
+class EveryStrategyTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryStrategyTest, ProposesOnlyValidNeverRepeatedConfigsUntilTheSpaceIsExhausted) {
+  kernels::Space space = SmallSpace();
+  auto strategy = MakeStrategy(GetParam(), space, 11);
+  ASSERT_TRUE(strategy.ok()) << strategy.status();
+  std::set<std::string> seen;
+  for (int round = 0; round < 1000; ++round) {
+    std::vector<Config> batch = (*strategy)->Propose(1 + round % 4);
+    if (batch.empty()) break;
+    std::vector<Observation> results;
+    for (const Config& config : batch) {
+      EXPECT_TRUE(space.Validate(config).ok()) << config.ToString();
+      EXPECT_TRUE(seen.insert(config.ToString()).second) << "repeated " << config.ToString();
+      results.push_back(Measure(config));
+    }
+    (*strategy)->Observe(results);
+  }
+  EXPECT_EQ(static_cast<int>(seen.size()), CountValid(space));
+  EXPECT_TRUE((*strategy)->Propose(3).empty());
+}
+
+TEST_P(EveryStrategyTest, SameSeedGivesTheSameSequence) {
+  kernels::Space space = SmallSpace();
+  auto run = [&](uint64_t seed) {
+    auto strategy = *MakeStrategy(GetParam(), space, seed);
+    std::string sequence;
+    for (int round = 0; round < 30; ++round) {
+      std::vector<Config> batch = strategy->Propose(2);
+      std::vector<Observation> results;
+      for (const Config& config : batch) {
+        sequence += config.ToString() + ";";
+        results.push_back(Measure(config));
+      }
+      strategy->Observe(results);
+    }
+    return sequence;
+  };
+  EXPECT_EQ(run(5), run(5));
+  if (GetParam() != "exhaustive") {
+    EXPECT_NE(run(5), run(6));
+  }
+}
+
+TEST_P(EveryStrategyTest, NeverProposesAConfigObservedFromElsewhere) {
+  kernels::Space space = SmallSpace();
+  auto strategy = *MakeStrategy(GetParam(), space, 3);
+  Config observed{{"a", "2"}, {"b", "3"}, {"c", "y"}, {"order", "kmn"}};
+  ASSERT_TRUE(space.Validate(observed).ok());
+  strategy->Observe(std::vector<Observation>{Measure(observed)});
+  for (int round = 0; round < 400; ++round) {
+    std::vector<Config> batch = strategy->Propose(1);
+    if (batch.empty()) break;
+    EXPECT_FALSE(batch[0] == observed);
+    strategy->Observe(std::vector<Observation>{Measure(batch[0])});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategyTest, ::testing::ValuesIn(StrategyNames()),
+                         [](const auto& info) { return info.param; });
+
+// 8^5 = 32768 points, a tenth of them invalid; a unique optimum at a known point.
+kernels::Space SyntheticSpace() {
+  std::vector<kernels::Param> params;
+  for (const char* name : {"p", "q", "r", "s", "t"}) {
+    params.push_back({name, {"1", "2", "4", "8", "16", "32", "64", "128"}, ""});
+  }
+  return kernels::Space(params, [](const Config& config) -> absl::Status {
+    if (*config.GetInt("p") * *config.GetInt("q") > 2048) {
+      return absl::InvalidArgumentError("p*q > 2048");
+    }
+    return absl::OkStatus();
+  });
+}
+
+double SyntheticTime(const Config& config) {
+  const double optimum[] = {4, 2, 6, 1, 3};  // log2 of p..t at the optimum
+  double t = 1.0;
+  int i = 0;
+  for (const char* name : {"p", "q", "r", "s", "t"}) {
+    double d = std::log2(double(*config.GetInt(name))) - optimum[i];
+    t += (0.3 + 0.1 * i) * d * d + 0.05 * std::abs(d) * i;
+    ++i;
+  }
+  return t;
+}
+
+TEST(AutoStrategyTest, FindsTheKnownOptimumOfASyntheticSpace) {
+  kernels::Space space = SyntheticSpace();
+  const Config optimum{{"p", "16"}, {"q", "4"}, {"r", "64"}, {"s", "2"}, {"t", "8"}};
+  ASSERT_TRUE(space.Validate(optimum).ok());
+  constexpr int kBudget = 200;  // 0.6% of the space
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    auto strategy = *MakeStrategy("auto", space, seed);
+    bool found = false;
+    for (int evaluations = 0; evaluations < kBudget && !found;) {
+      std::vector<Config> batch = strategy->Propose(4);
+      ASSERT_FALSE(batch.empty());
+      std::vector<Observation> results;
+      for (const Config& config : batch) {
+        found = found || config == optimum;
+        results.push_back({config, true, SyntheticTime(config)});
+        ++evaluations;
+      }
+      strategy->Observe(results);
+    }
+    EXPECT_TRUE(found) << "seed " << seed;
+  }
+}
+
+TEST(WarmStartTest, PriorBestConfigsAreProposedFirst) {
+  kernels::Space space = SyntheticSpace();
+  // A neighbouring workload whose best config is near this one's optimum.
+  Config prior_best{{"p", "16"}, {"q", "4"}, {"r", "32"}, {"s", "2"}, {"t", "8"}};
+  std::vector<Observation> prior = {
+      {prior_best, true, 1.0},
+      {Config{{"p", "1"}, {"q", "1"}, {"r", "1"}, {"s", "1"}, {"t", "1"}}, true, 9.0},
+      {Config{{"p", "bogus"}}, true, 0.5}};  // not in this space: ignored
+  for (const char* name : {"auto", "ils", "anneal", "genetic"}) {
+    auto strategy = *MakeStrategy(name, space, 1);
+    strategy->ObservePrior(prior);
+    std::vector<Config> first = strategy->Propose(1);
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_EQ(first[0], prior_best) << name;
+  }
+}
+
+TEST(SearchSpaceTest, InfersKindsAndMovesOnlyBetweenValidPoints) {
+  EXPECT_EQ(InferKind({"1", "2", "4"}), ParamKind::kPowerOfTwo);
+  EXPECT_EQ(InferKind({"1", "3", "4"}), ParamKind::kInteger);
+  EXPECT_EQ(InferKind({"x", "y"}), ParamKind::kCategorical);
+  EXPECT_EQ(InferKind({"mnk", "nmk", "kmn"}), ParamKind::kPermutation);
+  kernels::Space space = SmallSpace();
+  SearchSpace view(space);
+  ASSERT_EQ(view.size(), 288u);
+  EXPECT_EQ(view.kind(3), ParamKind::kPermutation);
+  uint64_t start = *view.IndexOf(Config{{"a", "2"}, {"b", "4"}, {"c", "z"}, {"order", "mnk"}});
+  std::vector<uint64_t> around = view.Neighbours(start);
+  // a: 1 (4 would break a*b<=8); b: 3; c: x, y; order: mnk->nmk is invalid with z, mkn valid.
+  EXPECT_EQ(around.size(), 5u);
+  for (uint64_t n : around) {
+    EXPECT_TRUE(view.Valid(n));
+    EXPECT_EQ(view.Distance(start, n), 1);
+  }
+}
+
+}  // namespace
+}  // namespace tessel::search
