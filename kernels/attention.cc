@@ -30,7 +30,7 @@ struct Plan {
   bool causal = false;
   DType dtype = DType::kBf16;
   int in_bytes = 2, out_bytes = 2;
-  int64_t bq = 128, kv_tile = 512, kv_block = 1;
+  int64_t bq = 128, kv_tile = 512, kv_block = 1, q_group = 1;
   bool qk_k = false, pv_v = false, qk_dma = true, p_dma = false, src_sbuf = false;
   bool sum_vector = false, resident = false, skip = false;
   std::string evict;
@@ -38,7 +38,8 @@ struct Plan {
   int shards = 1;
 
   int64_t q_tiles = 0, kv_tiles = 0, kv_blocks = 0;
-  int s_slots = 0;  // score PSUM banks in rotation
+  int s_slots = 0;  // score PSUM banks in rotation (all query tiles of a group)
+  int kv_ring = 0;  // K/V tile buffers
   bool tr_bank = false, pt_bank = false;
   float scale = 1;
 
@@ -84,7 +85,8 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   };
   for (IntParam ip : {IntParam{"block_q", &p.bq, 1, 128},
                       {"kv_tile", &p.kv_tile, 1, 512},
-                      {"kv_block", &p.kv_block, 1, 64},
+                      {"kv_block", &p.kv_block, 1, 16},
+                      {"q_group", &p.q_group, 1, 8},
                       {"kv_resident", &resident, 0, 1},
                       {"bufs", &bufs, 1, 4},
                       {"causal_skip", &skip, 0, 1},
@@ -174,6 +176,11 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                                                " is redundant: ", p.kv_block / 2,
                                                " already covers all ", p.kv_tiles, " key tiles"));
     }
+    if (p.q_group > 1 && p.q_group / 2 >= p.q_tiles) {
+      return absl::InvalidArgumentError(StrCat("q_group=", p.q_group,
+                                               " is redundant: ", p.q_group / 2,
+                                               " already covers all ", p.q_tiles, " query tiles"));
+    }
     if (p.resident && p.q_tiles == 1) {
       return absl::InvalidArgumentError(
           "kv_resident=1 is redundant with one query tile: K and V are read once anyway");
@@ -182,17 +189,18 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
 
   // PSUM: score banks in rotation, plus the P^T bank, the output bank and a bank for the
   // transposes (Q^T/K^T through TensorE, S^T, broadcasts of the O^T layout).
-  p.s_slots = int(p.kv_block * (p.bufs > 1 ? 2 : 1));
+  p.s_slots = int(p.kv_block * (p.bufs > 1 ? 2 : 1) * p.q_group);
+  p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * p.bufs);
   p.pt_bank = !p.p_dma;
   p.tr_bank = !p.qk_dma || p.qk_k || p.pv_v;
-  const int groups = p.s_slots + (p.pt_bank ? 1 : 0) + 1 + (p.tr_bank ? 1 : 0);
+  const int groups = p.s_slots + (p.pt_bank ? 1 : 0) + int(p.q_group) + (p.tr_bank ? 1 : 0);
   const int max_groups = std::min(target.psum_banks, target.max_accumulation_groups);
   if (groups > max_groups) {
-    return absl::InvalidArgumentError(StrCat("PSUM: ", p.s_slots, " score banks (kv_block x ",
-                                             p.bufs > 1 ? 2 : 1, ")",
-                                             p.pt_bank ? " + 1 P^T bank" : "", " + 1 output bank",
-                                             p.tr_bank ? " + 1 transpose bank" : "", " = ", groups,
-                                             " exceed the ", max_groups, " PSUM banks"));
+    return absl::InvalidArgumentError(
+        StrCat("PSUM: ", p.s_slots, " score banks (kv_block x ", p.bufs > 1 ? 2 : 1, " x q_group)",
+               p.pt_bank ? " + 1 P^T bank" : "", " + ", p.q_group, " output bank(s)",
+               p.tr_bank ? " + 1 transpose bank" : "", " = ", groups, " exceed the ", max_groups,
+               " PSUM banks"));
   }
   const int64_t pt_bytes = CeilDiv(p.kv_tile, 128) * p.bq * 4;
   if (p.pv_v && p.bq * 4 > target.psum_bank_bytes_per_partition) {
@@ -204,22 +212,22 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
 
   // SBUF per partition.
   const int64_t chunks = CeilDiv(p.kv_tile, 128);
-  const int kv_bufs = p.bufs;
   int64_t sbuf = 0;
   if (p.resident) {
     sbuf += p.kv_tiles * p.kv_tile * p.in_bytes;     // K^T of a head
     sbuf += p.kv_tiles * chunks * p.d * p.in_bytes;  // V of a head
   } else {
-    sbuf += (p.kv_tile * p.in_bytes + chunks * p.d * p.in_bytes) * kv_bufs;
+    sbuf += (p.kv_tile * p.in_bytes + chunks * p.d * p.in_bytes) * p.kv_ring;
   }
-  if (!p.qk_dma) sbuf += chunks * p.d * p.in_bytes * 2;                 // raw K chunks
-  sbuf += (p.bq * p.in_bytes + (p.qk_dma ? 0 : p.d * p.in_bytes)) * 2;  // Q^T (+ raw Q)
-  sbuf += p.s_slots * p.kv_tile * 4;                                    // scores evicted to SBUF
-  if (p.qk_k) sbuf += chunks * p.bq * 4;                                // S^T chunks
-  sbuf += p.s_slots * p.kv_tile * p.in_bytes;                           // P
-  sbuf += p.s_slots * chunks * p.bq * p.in_bytes;                       // P^T
-  sbuf += (p.kv_block + 8) * 4;                                         // running stats
-  sbuf += (p.pv_v ? p.bq : p.d) * (4 + p.out_bytes * kStagingBufs);     // O accumulator, staging
+  if (!p.qk_dma) sbuf += chunks * p.d * p.in_bytes * 2;                             // raw K chunks
+  sbuf += (p.bq * p.in_bytes + (p.qk_dma ? 0 : p.d * p.in_bytes)) * 2 * p.q_group;  // Q^T (+ raw Q)
+  sbuf += p.s_slots * p.kv_tile * 4;               // scores evicted to SBUF
+  if (p.qk_k) sbuf += chunks * p.bq * 4;           // S^T chunks
+  sbuf += p.s_slots * p.kv_tile * p.in_bytes;      // P
+  sbuf += p.s_slots * chunks * p.bq * p.in_bytes;  // P^T
+  sbuf += (p.kv_block + 8) * 4 * p.q_group;        // running stats
+  sbuf += (p.pv_v ? p.bq : p.d) *
+          (4 * p.q_group + p.out_bytes * kStagingBufs);  // O accumulator, staging
   if (sbuf > target.UsableSbufPerPartition()) {
     return absl::InvalidArgumentError(StrCat(
         "SBUF capacity: ", sbuf, " bytes per partition (K/V ", p.resident ? "resident" : "streamed",
@@ -254,47 +262,84 @@ void Generate(const Plan& p, Emitter& e) {
           e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
         }
       }
-      for (int64_t qt = 0; qt < p.q_tiles; ++qt) {
-        const int64_t i0 = qt * p.bq, qsz = std::min(p.bq, p.sq - i0);
-        e.LoadQ(i0, qsz);
-        bool first = true;
-        for (int64_t kb = 0; kb < p.kv_blocks; ++kb) {
-          std::vector<KvTile> tiles;
-          for (int64_t t = kb * p.kv_block; t < std::min(kv_tiles, (kb + 1) * p.kv_block); ++t) {
-            KvTile tile{t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile), false};
-            if (p.causal) {
-              const int64_t last_row_sees = i0 + qsz - 1 + p.offset();
-              const int64_t first_row_sees = i0 + p.offset();
-              bool all_masked = tile.j0 > last_row_sees;
-              if (g_fault == AttentionFault::kCausalSkipOffByOne) {
-                all_masked = tile.j0 > first_row_sees;
-              }
-              if (all_masked && p.skip) continue;
-              tile.masked = tile.j0 + tile.size - 1 > first_row_sees;
-            }
-            tiles.push_back(tile);
-          }
-          if (tiles.empty()) continue;
-          for (size_t i = 0; i < tiles.size(); ++i) {
-            if (!p.resident) e.LoadKv(tiles[i].index, tiles[i].j0, tiles[i].size);
-            e.Scores(int(i), tiles[i], i0, qsz);
-            e.Prepare(int(i), tiles[i], i0, qsz);
-            e.RowMax(int(i), tiles[i], qsz);
-          }
-          e.Combine(int(tiles.size()), first, qsz);
-          for (size_t i = 0; i < tiles.size(); ++i) e.Exp(int(i), tiles[i], qsz);
-          e.UpdateSum(int(tiles.size()), first, qsz);
-          for (size_t i = 0; i < tiles.size(); ++i) {
-            e.TransposeP(int(i), tiles[i], qsz);
-            for (int64_t c0 = 0; c0 < tiles[i].size; c0 += 128) {
-              const int64_t csz = std::min<int64_t>(128, tiles[i].size - c0);
-              e.Pv(int(i), tiles[i], c0, csz, qsz, i == 0 && c0 == 0);
-            }
-          }
-          e.Rescale(first, g_fault != AttentionFault::kSkipRescale, qsz);
-          first = false;
+      // Query tiles run in groups of q_group, their steps interleaved so that the engines
+      // always have independent work; each member keeps its own running statistics.
+      for (int64_t qg = 0; qg < p.q_tiles; qg += p.q_group) {
+        const int members = int(std::min(p.q_group, p.q_tiles - qg));
+        std::vector<int64_t> i0(members), qsz(members);
+        std::vector<char> first(members, 1);
+        for (int g = 0; g < members; ++g) {
+          i0[g] = (qg + g) * p.bq;
+          qsz[g] = std::min(p.bq, p.sq - i0[g]);
+          e.Select(g);
+          e.LoadQ(i0[g], qsz[g]);
         }
-        e.Finish(i0, qsz);
+        for (int64_t kb = 0; kb < p.kv_blocks; ++kb) {
+          std::vector<std::vector<KvTile>> tiles(members);
+          std::vector<char> needed(p.kv_block, 0);  // key tiles of the step any member uses
+          for (int g = 0; g < members; ++g) {
+            for (int64_t t = kb * p.kv_block; t < std::min(kv_tiles, (kb + 1) * p.kv_block); ++t) {
+              KvTile tile{t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile), false};
+              if (p.causal) {
+                const int64_t last_row_sees = i0[g] + qsz[g] - 1 + p.offset();
+                const int64_t first_row_sees = i0[g] + p.offset();
+                bool all_masked = tile.j0 > last_row_sees;
+                if (g_fault == AttentionFault::kCausalSkipOffByOne) {
+                  all_masked = tile.j0 > first_row_sees;
+                }
+                if (all_masked && p.skip) continue;
+                tile.masked = tile.j0 + tile.size - 1 > first_row_sees;
+              }
+              tiles[g].push_back(tile);
+              needed[t - kb * p.kv_block] = 1;
+            }
+          }
+          if (!p.resident) {
+            for (int64_t t = kb * p.kv_block; t < std::min(kv_tiles, (kb + 1) * p.kv_block); ++t) {
+              if (needed[t - kb * p.kv_block]) {
+                e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
+              }
+            }
+          }
+          auto each = [&](auto&& step) {
+            for (int g = 0; g < members; ++g) {
+              if (tiles[g].empty()) continue;
+              e.Select(g);
+              step(g, tiles[g]);
+            }
+          };
+          each([&](int g, const std::vector<KvTile>& ts) {
+            for (size_t i = 0; i < ts.size(); ++i) {
+              e.Scores(int(i), ts[i], i0[g], qsz[g]);
+              e.Prepare(int(i), ts[i], i0[g], qsz[g]);
+              e.RowMax(int(i), ts[i], qsz[g]);
+            }
+          });
+          each([&](int g, const std::vector<KvTile>& ts) {
+            e.Combine(int(ts.size()), first[g], qsz[g]);
+          });
+          each([&](int g, const std::vector<KvTile>& ts) {
+            for (size_t i = 0; i < ts.size(); ++i) e.Exp(int(i), ts[i], qsz[g]);
+            e.UpdateSum(int(ts.size()), first[g], qsz[g]);
+          });
+          each([&](int g, const std::vector<KvTile>& ts) {
+            for (size_t i = 0; i < ts.size(); ++i) {
+              e.TransposeP(int(i), ts[i], qsz[g]);
+              for (int64_t c0 = 0; c0 < ts[i].size; c0 += 128) {
+                const int64_t csz = std::min<int64_t>(128, ts[i].size - c0);
+                e.Pv(int(i), ts[i], c0, csz, qsz[g], i == 0 && c0 == 0);
+              }
+            }
+          });
+          each([&](int g, const std::vector<KvTile>&) {
+            e.Rescale(first[g], g_fault != AttentionFault::kSkipRescale, qsz[g]);
+            first[g] = 0;
+          });
+        }
+        for (int g = 0; g < members; ++g) {
+          e.Select(g);
+          e.Finish(i0[g], qsz[g]);
+        }
       }
     }
   }
@@ -319,42 +364,54 @@ class SimEmitter {
       add("k_t", Mem::kSbuf, d, p_.kv_tiles * p_.kv_tile * p_.in_bytes, 1);
       add("v", Mem::kSbuf, kvp, p_.kv_tiles * chunks * p_.d * p_.in_bytes, 1);
     } else {
-      add("k_t", Mem::kSbuf, d, p_.kv_tile * p_.in_bytes, p_.bufs);
-      add("v", Mem::kSbuf, kvp, chunks * p_.d * p_.in_bytes, p_.bufs);
+      add("k_t", Mem::kSbuf, d, p_.kv_tile * p_.in_bytes, p_.kv_ring);
+      add("v", Mem::kSbuf, kvp, chunks * p_.d * p_.in_bytes, p_.kv_ring);
     }
     if (!p_.qk_dma) {
       add("k_raw", Mem::kSbuf, kvp, chunks * p_.d * p_.in_bytes, 2);
-      add("q_raw", Mem::kSbuf, bq, p_.d * p_.in_bytes, 2);
+      add("q_raw", Mem::kSbuf, bq, p_.d * p_.in_bytes, 2 * int(p_.q_group));
     }
-    add("q_t", Mem::kSbuf, d, p_.bq * p_.in_bytes, 2);
+    const int group = int(p_.q_group);
+    add("q_t", Mem::kSbuf, d, p_.bq * p_.in_bytes, 2 * group);
     add("s_sbuf", Mem::kSbuf, bq, p_.kv_tile * 4, p_.s_slots);
     if (p_.qk_k) add("s_t", Mem::kSbuf, kvp, chunks * p_.bq * 4, 1);
     add("p", Mem::kSbuf, bq, p_.kv_tile * p_.in_bytes, p_.s_slots);
     add("p_t", Mem::kSbuf, kvp, chunks * p_.bq * p_.in_bytes, p_.s_slots);
-    add("stats", Mem::kSbuf, bq, (p_.kv_block + 8) * 4, 1);
+    add("stats", Mem::kSbuf, bq, (p_.kv_block + 8) * 4, group);
     const int o_part = p_.pv_v ? d : bq;
     const int64_t o_free = p_.pv_v ? p_.bq : p_.d;
-    add("o_acc", Mem::kSbuf, o_part, o_free * 4, 1);
+    add("o_acc", Mem::kSbuf, o_part, o_free * 4, group);
     add("o_stage", Mem::kSbuf, o_part, o_free * p_.out_bytes, kStagingBufs);
     add("s_psum", Mem::kPsum, bq, p_.kv_tile * 4, p_.s_slots);
     if (p_.pt_bank) add("pt_psum", Mem::kPsum, kvp, chunks * p_.bq * 4, 1);
-    add("o_psum", Mem::kPsum, o_part, o_free * 4, 1);
+    add("o_psum", Mem::kPsum, o_part, o_free * 4, group);
     if (p_.tr_bank) add("tr_psum", Mem::kPsum, 128, target_.psum_bank_bytes_per_partition, 1);
-    kv_reader_.assign(p_.resident ? p_.kv_tiles : p_.bufs, -1);
+    kv_reader_.assign(p_.kv_ring, -1);
     kv_buf_of_tile_.assign(p_.kv_tiles, 0);
     k_ready_.assign(kv_reader_.size(), -1);
     v_ready_.assign(kv_reader_.size(), -1);
     s_reader_.assign(p_.s_slots, -1);
     p_reader_.assign(p_.s_slots, -1);
     stage_reader_.fill(-1);
-    q_reader_.fill(-1);
-    tr_reader_ = pt_reader_ = o_reader_ = stats_ = oacc_ = -1;
+    q_reader_.assign(2 * p_.q_group, -1);
+    tr_reader_ = pt_reader_ = st_reader_ = -1;
+    members_.assign(p_.q_group, Member{});
+    current_ = 0;
+    Load(members_[0]);
   }
 
   void BeginHead(int64_t) {}
 
+  // Makes query tile `g` of the current group the one later calls refer to.
+  void Select(int g) {
+    if (g == current_) return;
+    Save(members_[current_]);
+    Load(members_[g]);
+    current_ = g;
+  }
+
   void LoadKv(int64_t t, int64_t, int64_t tsz) {
-    const int buf = int(p_.resident ? t : kv_count_++ % p_.bufs);
+    const int buf = int(p_.resident ? t : kv_count_++ % p_.kv_ring);
     kv_buf_of_tile_[t] = buf;
     const int32_t war = kv_reader_[buf];
     const int kvp = int(std::min<int64_t>(128, tsz));
@@ -380,7 +437,7 @@ class SimEmitter {
   }
 
   void LoadQ(int64_t, int64_t qsz) {
-    const int buf = q_count_++ % 2;
+    const int buf = int(q_count_++ % (2 * p_.q_group));
     const int32_t war = q_reader_[buf];
     if (p_.qk_dma) {
       sim::Instruction q = sim::MakeDma(Op::kDmaLoad, int(p_.d), qsz * p_.in_bytes, kQueueQ);
@@ -617,23 +674,46 @@ class SimEmitter {
     return c_->Add(mm, {row});
   }
 
+  // The per-query-tile state of a group member.
+  struct Member {
+    int32_t q_ready = -1, o_reader = -1, stats = -1, alpha = -1, oacc = -1, last_pv = -1;
+    int q_buf = 0;
+    std::array<int, 16> slot{}, p_buf{};
+    std::array<int32_t, 16> s_ready{}, max{}, p_ready{}, sum{}, pt_ready{};
+    std::array<Mem, 16> src{};
+    std::array<bool, 16> src_bf16{};
+  };
+  void Save(Member& m) const {
+    m = Member{q_ready_, o_reader_, stats_, alpha_,   oacc_, last_pv_,  q_buf_, slot_,
+               p_buf_,   s_ready_,  max_,   p_ready_, sum_,  pt_ready_, src_,   src_bf16_};
+  }
+  void Load(const Member& m) {
+    q_ready_ = m.q_ready, o_reader_ = m.o_reader, stats_ = m.stats, alpha_ = m.alpha;
+    oacc_ = m.oacc, last_pv_ = m.last_pv, q_buf_ = m.q_buf, slot_ = m.slot, p_buf_ = m.p_buf;
+    s_ready_ = m.s_ready, max_ = m.max, p_ready_ = m.p_ready, sum_ = m.sum;
+    pt_ready_ = m.pt_ready, src_ = m.src, src_bf16_ = m.src_bf16;
+  }
+
   const Plan& p_;
   const sim::Target& target_;
   sim::Program* program_;
   sim::CoreProgram* c_ = nullptr;
+  std::vector<Member> members_;
+  int current_ = 0;
   std::vector<int32_t> kv_reader_, k_ready_, v_ready_, s_reader_, p_reader_;
   std::vector<int> kv_buf_of_tile_;
   std::array<int32_t, kStagingBufs> stage_reader_{};
-  std::array<int32_t, 2> q_reader_{};
+  std::vector<int32_t> q_reader_;
   int64_t kv_count_ = 0, s_count_ = 0, p_count_ = 0, evict_count_ = 0;
-  int q_count_ = 0, q_buf_ = 0, stage_count_ = 0;
+  int64_t q_count_ = 0;
+  int q_buf_ = 0, stage_count_ = 0;
   int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, o_reader_ = -1, st_reader_ = -1;
   int32_t stats_ = -1, alpha_ = -1, oacc_ = -1, last_pv_ = -1;
-  // Per tile of the current softmax step (at most kv_block <= 64 tiles).
-  std::array<int, 64> slot_{}, p_buf_{};
-  std::array<int32_t, 64> s_ready_{}, max_{}, p_ready_{}, sum_{}, pt_ready_{};
-  std::array<Mem, 64> src_{};
-  std::array<bool, 64> src_bf16_{};
+  // Per tile of the current softmax step (at most kv_block <= 16 tiles).
+  std::array<int, 16> slot_{}, p_buf_{};
+  std::array<int32_t, 16> s_ready_{}, max_{}, p_ready_{}, sum_{}, pt_ready_{};
+  std::array<Mem, 16> src_{};
+  std::array<bool, 16> src_bf16_{};
 };
 
 float RoundTo(float x, int mantissa_bits, int min_exp, float max_value) {
@@ -677,10 +757,21 @@ class CpuEmitter {
     alpha_.assign(p_.bq, 0);
     o_psum_.assign(p_.bq * p_.d, 0);
     o_acc_.assign(p_.bq * p_.d, 0);
+    members_.resize(p_.q_group);
+    for (Member& m : members_) {
+      m.s = s_, m.pm = pm_, m.tile_max = tile_max_, m.tile_sum = tile_sum_;
+      m.m = m_, m.l = l_, m.alpha = alpha_, m.o_psum = o_psum_, m.o_acc = o_acc_;
+    }
   }
 
   void BeginCore(int) {}
   void BeginHead(int64_t h) { h_ = h; }
+  void Select(int g) {
+    if (g == current_) return;
+    Swap(members_[current_]);
+    Swap(members_[g]);
+    current_ = g;
+  }
   void LoadKv(int64_t, int64_t, int64_t) {}
   void LoadQ(int64_t i0, int64_t) {
     i0_ = i0;
@@ -792,9 +883,22 @@ class CpuEmitter {
   const std::vector<float>& k_;
   const std::vector<float>& v_;
   std::vector<float>* o_;
+  struct Member {
+    std::vector<std::vector<float>> s, pm, tile_max, tile_sum;
+    std::vector<float> m, l, alpha, o_psum, o_acc;
+  };
+  // Exchanges the working state with `m` (O(1): vectors are swapped, not copied).
+  void Swap(Member& m) {
+    s_.swap(m.s), pm_.swap(m.pm), tile_max_.swap(m.tile_max), tile_sum_.swap(m.tile_sum);
+    m_.swap(m.m), l_.swap(m.l), alpha_.swap(m.alpha), o_psum_.swap(m.o_psum);
+    o_acc_.swap(m.o_acc);
+  }
+
   int64_t h_ = 0, i0_ = 0;
   std::vector<std::vector<float>> s_, pm_, tile_max_, tile_sum_;
   std::vector<float> m_, l_, alpha_, o_psum_, o_acc_;
+  std::vector<Member> members_;
+  int current_ = 0;
 };
 
 // The reduced dimension Verify runs: the full dim when it is at most `keep` tiles, else `keep - 1`
@@ -871,6 +975,7 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
       {"block_q", {"32", "64", "128"}, "query rows per tile"},
       {"kv_tile", {"128", "256", "512"}, "key columns per score tile"},
       {"kv_block", {"1", "2", "4"}, "score tiles per online-softmax step"},
+      {"q_group", {"1", "2", "4"}, "query tiles processed together, their steps interleaved"},
       {"qk_role", {"q", "k"}, "stationary operand of QK^T (k: S^T transposed back)"},
       {"pv_role", {"p", "v"}, "stationary operand of PV (v: O^T accumulates)"},
       {"qk_transpose", {"dma", "tensor"}, "how Q^T and K^T are made"},
@@ -896,11 +1001,14 @@ Config AttentionKernel::Default(const Problem& problem, const sim::Target& targe
   // stationary), DMA transposes for Q/K, TensorE for P, separate reductions on Vector, every
   // eviction on Vector, masking instead of skipping, one core. Smaller tiles only where the
   // problem is smaller than a tile (the redundancy rules would reject the full one).
-  Config c{{"block_q", "128"},        {"kv_tile", "512"},      {"kv_block", "1"},
-           {"qk_role", "q"},          {"pv_role", "p"},        {"qk_transpose", "dma"},
-           {"p_transpose", "tensor"}, {"softmax_src", "psum"}, {"sum_engine", "vector"},
-           {"evict", "vector"},       {"kv_resident", "0"},    {"bufs", "2"},
-           {"causal_skip", "0"},      {"shards", "1"}};
+  Config c{{"block_q", "128"},      {"q_group", "1"},
+           {"kv_tile", "512"},      {"kv_block", "1"},
+           {"qk_role", "q"},        {"pv_role", "p"},
+           {"qk_transpose", "dma"}, {"p_transpose", "tensor"},
+           {"softmax_src", "psum"}, {"sum_engine", "vector"},
+           {"evict", "vector"},     {"kv_resident", "0"},
+           {"bufs", "2"},           {"causal_skip", "0"},
+           {"shards", "1"}};
   absl::StatusOr<Space> space = SpaceFor(problem, target);
   if (!space.ok()) return c;
   for (const char* bq : {"128", "64", "32"}) {

@@ -12,6 +12,8 @@
 //   kv_tile       key columns per score tile (one PSUM bank of fp32)
 //   kv_block      score tiles per online-softmax step (one running-max update and one rescale
 //                 of the output accumulator per step)
+//   q_group       query tiles processed together with their steps interleaved (independent
+//                 work for the in-order engines; K/V tiles loaded once per group; costs PSUM)
 //   qk_role       q: Q^T tiles stationary, S = Q K^T lands with queries on partitions;
 //                 k: K^T chunks stationary, S^T lands in PSUM, is evicted (bf16) and transposed
 //                 back through TensorE (cheaper when block_q is small)

@@ -99,8 +99,10 @@ TEST(AttentionTest, InvalidConfigsSayWhy) {
     return std::string(space.Validate(c).message());
   };
   EXPECT_THAT(reason({{"evict", "gpsimd"}}), HasSubstr("GpSimd cannot access PSUM"));
-  EXPECT_THAT(reason({{"kv_block", "4"}}),
-              HasSubstr("8 score banks (kv_block x 2) + 1 P^T bank + 1 output bank = 10 exceed"));
+  EXPECT_THAT(
+      reason({{"kv_block", "4"}}),
+      HasSubstr(
+          "8 score banks (kv_block x 2 x q_group) + 1 P^T bank + 1 output bank(s) = 10 exceed"));
   Config four = base;
   four.Set("kv_block", "4");
   four.Set("bufs", "1");
@@ -166,10 +168,12 @@ TEST(AttentionTest, BrokenLoweringsAreCaughtAsDataLoss) {
   sim::Target t = Load("snc3");
   Problem p = Attn(1, 3, 200, 700, 64, 1);
   Config c = Parse(
-      "block_q=64,kv_tile=128,kv_block=2,qk_role=q,pv_role=p,qk_transpose=dma,p_transpose=tensor,"
+      "block_q=64,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,p_"
+      "transpose=tensor,"
       "softmax_src=psum,sum_engine=scalar,evict=split,kv_resident=0,bufs=2,causal_skip=1,"
       "shards=2");
-  ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok());
+  ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok())
+      << Attention().SpaceFor(p, t)->Validate(c);
   ASSERT_TRUE(Attention().Verify(p, c, t).ok());
   for (AttentionFault fault : {AttentionFault::kDropRaggedKvTile, AttentionFault::kSkipRescale,
                                AttentionFault::kCausalSkipOffByOne}) {

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 
+#include "kernels/attention.h"
 #include "kernels/bmm.h"
 #include "kernels/matmul.h"
+#include "kernels/norm.h"
+#include "kernels/softmax.h"
 #include "schema/strings.h"
 #include "sim/program.h"
 #include "sim/simulate.h"
@@ -70,7 +73,11 @@ const Kernel* FindKernel(std::string_view name) {
 std::vector<const Kernel*> AllKernels() {
   static const MatmulKernel* const kMatmul = new MatmulKernel();
   static const BmmKernel* const kBmm = new BmmKernel();
-  std::vector<const Kernel*> kernels = {kMatmul, kBmm};
+  static const AttentionKernel* const kAttention = new AttentionKernel();
+  static const SoftmaxKernel* const kSoftmax = new SoftmaxKernel();
+  static const NormKernel* const kLayerNorm = new NormKernel(/*rms=*/false);
+  static const NormKernel* const kRmsNorm = new NormKernel(/*rms=*/true);
+  std::vector<const Kernel*> kernels = {kMatmul, kBmm, kAttention, kSoftmax, kLayerNorm, kRmsNorm};
   std::sort(kernels.begin(), kernels.end(),
             [](const Kernel* a, const Kernel* b) { return a->name() < b->name(); });
   return kernels;

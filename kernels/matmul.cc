@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <map>
 #include <random>
@@ -25,6 +26,7 @@ constexpr int kStagingBufs = 2;  // output tiles in flight between eviction and 
 constexpr int kQueueA = 0, kQueueB = 1, kQueueStore = 2;
 
 MatmulFault g_fault = MatmulFault::kNone;
+MatmulLowering g_lowering = MatmulLowering::kCompact;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -222,154 +224,380 @@ enum class EvictKind { kCopyToAcc, kAddToAcc, kFinal, kFinalAdd };
 
 // Walks the plan's schedule in program order and tells `e` each step. Shared by the lowering
 // (which turns steps into sim instructions) and the CPU execution in Verify, so both run the same
-// tile boundaries, tails and accumulation order.
-template <typename Emitter>
-void Generate(const Plan& p, Emitter& e) {
-  // The ragged tail of a dimension; the faults break it on purpose.
-  auto size_of = [](int64_t index, int64_t tile, int64_t dim) {
-    return std::min(tile, dim - index * tile);
-  };
-  int64_t tiles_k = p.tiles_k;
-  if (g_fault == MatmulFault::kDropRaggedKTile && p.k % p.tile_k != 0 && p.k > p.tile_k) {
-    tiles_k = p.k / p.tile_k;
+// tile boundaries, tails and accumulation order. Handles returned by the emitter name emitted
+// instructions (-1 = none) and are passed back as dependencies.
+//
+// With kCompress (the compact lowering), each block loop is emitted as runs of iterations; inside
+// a run of "regular" iterations (same tile sizes, same first/last-K role) the generator state is
+// compared, relative to the current position, at every iteration boundary. When it equals the
+// state one or two iterations earlier, every later iteration of the run emits the same
+// instructions with the same relative dependencies, so the emitted period is wrapped in a repeat
+// and the generator state is advanced without emitting (e.WrapRepeat / e.position()).
+template <typename Emitter, bool kCompress>
+class Generator {
+ public:
+  Generator(const Plan& p, Emitter& e) : p_(p), e_(e) {}
+
+  void Run() {
+    tiles_k_ = p_.tiles_k;
+    if (g_fault == MatmulFault::kDropRaggedKTile && p_.k % p_.tile_k != 0 && p_.k > p_.tile_k) {
+      tiles_k_ = p_.k / p_.tile_k;
+    }
+    blocks_k_ = CeilDiv(tiles_k_, p_.block_k);
+    auto dim_index = [](char c) { return c == 'm' ? 0 : c == 'n' ? 1 : 2; };
+    for (int l = 0; l < 3; ++l) d_[l] = dim_index(p_.order[l]);
+    nblocks_ = {p_.blocks_m, p_.blocks_n, blocks_k_};
+    const int64_t split_blocks = p_.split_m ? p_.blocks_m : p_.blocks_n;
+    for (int core = 0; core < p_.shards; ++core) {
+      core_ = core;
+      const int64_t lo = split_blocks * core / p_.shards;
+      const int64_t hi = split_blocks * (core + 1) / p_.shards;
+      begin_ = {p_.split_m ? lo : 0, p_.split_m ? 0 : lo, 0};
+      end_ = {p_.split_m ? hi : p_.blocks_m, p_.split_m ? p_.blocks_n : hi, blocks_k_};
+      e_.BeginCore(core);
+      s_ = State{};
+      s_.a_loads.assign(p_.bufs, {});
+      s_.b_loads.assign(p_.bufs, {});
+      s_.a_reader.assign(p_.bufs, -1);
+      s_.b_reader.assign(p_.bufs, -1);
+      s_.slot_reader.assign(p_.psum_slots, -1);
+      s_.group_slot.assign(p_.block_m * p_.block_n, 0);
+      s_.stage_reader.fill(-1);
+      Level(0);
+    }
   }
-  const int64_t blocks_k = CeilDiv(tiles_k, p.block_k);
-  auto n_size = [&](int64_t tn) {
-    int64_t size = size_of(tn, p.tile_n, p.n);
-    if (g_fault == MatmulFault::kRaggedNOffByOne && size < p.tile_n && size > 1) --size;
-    return size;
+
+ private:
+  struct State {
+    int64_t a_count = 0, b_count = 0, psum_count = 0, stage_count = 0, evict_count = 0;
+    int a_cur = 0, b_cur = 0;
+    std::vector<std::vector<int64_t>> a_loads, b_loads;
+    std::vector<int64_t> a_reader, b_reader, slot_reader;
+    std::vector<int> group_slot;
+    std::array<int64_t, kStagingBufs> stage_reader;
+    std::deque<int64_t> acc;  // accumulator writers in the order they are read again
+    std::pair<int64_t, int64_t> a_key{-1, -1}, b_key{-1, -1}, last_stationary{-1, -1};
   };
 
-  const int64_t split_blocks = p.split_m ? p.blocks_m : p.blocks_n;
-  for (int core = 0; core < p.shards; ++core) {
-    const int64_t lo = split_blocks * core / p.shards;
-    const int64_t hi = split_blocks * (core + 1) / p.shards;
-    std::array<int64_t, 3> begin{}, end{};  // per dim m, n, k
-    begin = {p.split_m ? lo : 0, p.split_m ? 0 : lo, 0};
-    end = {p.split_m ? hi : p.blocks_m, p.split_m ? p.blocks_n : hi, blocks_k};
-    e.BeginCore(core);
+  struct Mark {  // a boundary between two iterations of a run
+    std::vector<int64_t> canon;
+    int64_t pos = 0;
+    size_t seg = 0;
+    State state;
+  };
 
-    std::vector<std::vector<int32_t>> a_loads(p.bufs), b_loads(p.bufs);
-    std::vector<int32_t> a_reader(p.bufs, -1), b_reader(p.bufs, -1);
-    std::vector<int32_t> slot_reader(p.psum_slots, -1);
-    std::vector<int> group_slot(p.block_m * p.block_n, 0);
-    std::vector<int32_t> acc_writer(p.tiles_m * p.tiles_n, -1);
-    std::array<int32_t, kStagingBufs> stage_reader;
-    stage_reader.fill(-1);
-    int64_t a_count = 0, b_count = 0, psum_count = 0, stage_count = 0, evict_count = 0;
-    std::pair<int64_t, int64_t> a_key{-1, -1}, b_key{-1, -1};
-    int a_cur = 0, b_cur = 0;
-    std::pair<int64_t, int64_t> last_stationary{-1, -1};
+  static int64_t SizeOf(int64_t index, int64_t tile, int64_t dim) {
+    return std::min(tile, dim - index * tile);
+  }
+  int64_t NSize(int64_t tn) const {
+    int64_t size = SizeOf(tn, p_.tile_n, p_.n);
+    if (g_fault == MatmulFault::kRaggedNOffByOne && size < p_.tile_n && size > 1) --size;
+    return size;
+  }
 
-    auto dim_index = [&](char c) { return c == 'm' ? 0 : c == 'n' ? 1 : 2; };
-    const int d0 = dim_index(p.order[0]), d1 = dim_index(p.order[1]), d2 = dim_index(p.order[2]);
-    std::array<int64_t, 3> idx{};
-    for (idx[d0] = begin[d0]; idx[d0] < end[d0]; ++idx[d0]) {
-      for (idx[d1] = begin[d1]; idx[d1] < end[d1]; ++idx[d1]) {
-        for (idx[d2] = begin[d2]; idx[d2] < end[d2]; ++idx[d2]) {
-          const int64_t bm = idx[0], bn = idx[1], bk = idx[2];
-          const int64_t tm_lo = bm * p.block_m, tm_hi = std::min(p.tiles_m, tm_lo + p.block_m);
-          const int64_t tn_lo = bn * p.block_n, tn_hi = std::min(p.tiles_n, tn_lo + p.block_n);
-          const int64_t tk_lo = bk * p.block_k, tk_hi = std::min(tiles_k, tk_lo + p.block_k);
-          const int64_t m0 = tm_lo * p.tile_m, m1 = std::min(p.m, tm_hi * p.tile_m);
-          const int64_t n0 = tn_lo * p.tile_n, n1 = std::min(p.n, tn_hi * p.tile_n);
+  // Whether iteration `i` of loop level `l` emits like its regular neighbours.
+  bool Regular(int l, int64_t i) const {
+    const int d = d_[l];
+    if (i == nblocks_[d] - 1) return false;  // ragged or last K block
+    if (d == 2 && i == 0) return false;      // first K block
+    return true;
+  }
 
-          if (p.hoist == 0 || a_key != std::pair{bm, bk}) {
-            a_key = {bm, bk};
-            a_cur = int(a_count++ % p.bufs);
-            a_loads[a_cur].clear();
-            for (int64_t tk = tk_lo; tk < tk_hi; ++tk) {
-              a_loads[a_cur].push_back(e.Load(core, /*is_a=*/true, tk * p.tile_k,
-                                              size_of(tk, p.tile_k, p.k), m0, m1 - m0,
-                                              a_reader[a_cur]));
-            }
-          }
-          if (p.hoist == 0 || b_key != std::pair{bk, bn}) {
-            b_key = {bk, bn};
-            b_cur = int(b_count++ % p.bufs);
-            b_loads[b_cur].clear();
-            for (int64_t tk = tk_lo; tk < tk_hi; ++tk) {
-              b_loads[b_cur].push_back(e.Load(core, /*is_a=*/false, tk * p.tile_k,
-                                              size_of(tk, p.tile_k, p.k), n0, n1 - n0,
-                                              b_reader[b_cur]));
-            }
-          }
-
-          for (int64_t tm = tm_lo; tm < tm_hi; ++tm) {
-            for (int64_t tn = tn_lo; tn < tn_hi; ++tn) {
-              const int64_t om0 = tm * p.tile_m, omsz = size_of(tm, p.tile_m, p.m);
-              const int64_t on0 = tn * p.tile_n, onsz = n_size(tn);
-              const int local = int((tm - tm_lo) * p.block_n + (tn - tn_lo));
-              const bool group_begins = !p.full_k || bk == 0;
-              int slot;
-              if (group_begins) {
-                slot = int(psum_count++ % p.psum_slots);
-                group_slot[local] = slot;
-              } else {
-                slot = group_slot[local];
-              }
-              int32_t last_mm = -1;
-              for (int64_t tk = tk_lo; tk < tk_hi; ++tk) {
-                const bool start = group_begins && tk == tk_lo;
-                std::pair<int64_t, int64_t> stationary{tk, p.stationary_b ? tn : tm};
-                const bool reload = stationary != last_stationary;
-                last_stationary = stationary;
-                last_mm =
-                    e.Matmul(core, om0, omsz, on0, onsz, tk * p.tile_k, size_of(tk, p.tile_k, p.k),
-                             slot, start, reload, a_loads[a_cur][tk - tk_lo],
-                             b_loads[b_cur][tk - tk_lo], start ? slot_reader[slot] : -1);
-                a_reader[a_cur] = last_mm;
-                b_reader[b_cur] = last_mm;
-              }
-              const bool last_kblock = bk == blocks_k - 1;
-              if (p.full_k && !last_kblock) continue;
-              EvictKind kind;
-              if (p.full_k || blocks_k == 1) {
-                kind = EvictKind::kFinal;
-              } else if (bk == 0) {
-                kind = EvictKind::kCopyToAcc;
-              } else if (!last_kblock) {
-                kind = EvictKind::kAddToAcc;
-              } else {
-                kind = EvictKind::kFinalAdd;
-              }
-              EngineKind engine = EngineKind::kVector;
-              if (kind == EvictKind::kCopyToAcc || kind == EvictKind::kFinal) {
-                if (p.evict == "scalar" || (p.evict == "split" && evict_count % 2 == 1)) {
-                  engine = EngineKind::kScalar;
-                }
-                ++evict_count;
-              }
-              const int64_t tile_id = tm * p.tiles_n + tn;
-              const bool final = kind == EvictKind::kFinal || kind == EvictKind::kFinalAdd;
-              const int stage = int(stage_count % kStagingBufs);
-              int32_t ev = e.Evict(core, kind, engine, slot, om0, omsz, on0, onsz, stage, last_mm,
-                                   acc_writer[tile_id], final ? stage_reader[stage] : -1);
-              slot_reader[slot] = ev;
-              if (!final) {
-                acc_writer[tile_id] = ev;
-                continue;
-              }
-              ++stage_count;
-              stage_reader[stage] = e.Store(core, om0, omsz, on0, onsz, stage, ev);
-            }
-          }
+  void Level(int l) {
+    const int d = d_[l];
+    int64_t i = begin_[d];
+    while (i < end_[d]) {
+      if (l == 2 || !kCompress || !Regular(l, i)) {
+        idx_[d] = i;
+        if (l == 2) {
+          Block();
+        } else {
+          Level(l + 1);
         }
+        ++i;
+        continue;
+      }
+      // A run of regular iterations [i, run_end).
+      int64_t run_end = i;
+      while (run_end < end_[d] && Regular(l, run_end)) ++run_end;
+      i = Run(l, i, run_end);
+    }
+  }
+
+  // Emits iterations [first, last) of level l (all regular), compressing periods; returns last.
+  int64_t Run(int l, int64_t first, int64_t last) {
+    const int d = d_[l];
+    std::vector<Mark> marks;  // boundary before iteration first + j
+    int64_t i = first;
+    bool done = false;
+    while (i < last) {
+      if (!done && i - first >= 1) {
+        Mark m;
+        idx_[d] = i;
+        Canon(l, &m.canon);
+        m.pos = e_.position();
+        m.seg = e_.Cut();
+        m.state = s_;
+        marks.push_back(std::move(m));
+        const size_t now = marks.size() - 1;
+        for (int p = 1; p <= 2 && size_t(p) <= now; ++p) {
+          const Mark& then = marks[now - p];
+          if (then.canon != marks[now].canon) continue;
+          const int64_t periods = (last - i) / p;
+          if (periods < 1) break;
+          e_.WrapRepeat(then.seg, 1 + periods);
+          Advance(then, marks[now], l, periods, p);
+          i += periods * p;
+          done = true;
+          break;
+        }
+        if (i >= last) break;
+      } else if (!done) {
+        Mark m;
+        idx_[d] = i;
+        m.pos = e_.position();
+        m.seg = e_.Cut();
+        marks.push_back(std::move(m));  // never matched (no canon): keeps indices aligned
+        marks.back().canon = {-7};
+      }
+      idx_[d] = i;
+      if (l == 2) {
+        Block();
+      } else {
+        Level(l + 1);
+      }
+      ++i;
+    }
+    return last;
+  }
+
+  // The generator state relative to the current position and loop indices.
+  void Canon(int l, std::vector<int64_t>* out) {
+    out->clear();
+    const int64_t pos = e_.position();
+    auto rel = [&](int64_t h) { return h < 0 ? int64_t(-1) : pos - h; };
+    for (int which = 0; which < 2; ++which) {
+      const int64_t count = which == 0 ? s_.a_count : s_.b_count;
+      const auto& reader = which == 0 ? s_.a_reader : s_.b_reader;
+      const auto& loads = which == 0 ? s_.a_loads : s_.b_loads;
+      for (int j = 0; j < p_.bufs; ++j) {
+        const int b = int((count + j) % p_.bufs);
+        out->push_back(rel(reader[b]));
+        out->push_back(int64_t(loads[b].size()));
+        for (int64_t h : loads[b]) out->push_back(rel(h));
+      }
+    }
+    for (int j = 0; j < p_.psum_slots; ++j) {
+      out->push_back(rel(s_.slot_reader[(s_.psum_count + j) % p_.psum_slots]));
+    }
+    for (int g : s_.group_slot) {
+      out->push_back(((g - s_.psum_count) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
+    }
+    for (int j = 0; j < kStagingBufs; ++j) {
+      out->push_back(rel(s_.stage_reader[(s_.stage_count + j) % kStagingBufs]));
+    }
+    out->push_back(p_.evict == "split" ? s_.evict_count % 2 : 0);
+    out->push_back(int64_t(s_.acc.size()));
+    for (int64_t h : s_.acc) out->push_back(rel(h));
+    // Keys relative to the first block of the coming iteration (inner loops at their begin).
+    std::array<int64_t, 3> next = idx_;
+    for (int ll = l + 1; ll < 3; ++ll) next[d_[ll]] = begin_[d_[ll]];
+    out->push_back(s_.a_key.first - next[0]);
+    out->push_back(s_.a_key.second - next[2]);
+    out->push_back(s_.b_key.first - next[2]);
+    out->push_back(s_.b_key.second - next[1]);
+    out->push_back(s_.last_stationary.first - next[2] * p_.block_k);
+    out->push_back(s_.last_stationary.second -
+                   (p_.stationary_b ? next[1] * p_.block_n : next[0] * p_.block_m));
+  }
+
+  // Skips `periods` periods of p iterations of level l: the state moves as it did from `then` to
+  // `now`, once per period.
+  void Advance(const Mark& then, const Mark& now, int l, int64_t periods, int p) {
+    const int64_t shift = (now.pos - then.pos) * periods;
+    auto sh = [&](int64_t h) { return h < 0 ? h : h + shift; };
+    const State& a = then.state;  // unused fields of `then` are fine: only counters are read
+    State n = s_;
+    auto rotate = [&](auto& arr, int64_t delta, auto fix) {
+      const int size = int(arr.size());
+      auto copy = arr;
+      for (int j = 0; j < size; ++j) {
+        arr[size_t(((j + delta) % size + size) % size)] = fix(copy[j]);
+      }
+    };
+    const int64_t da = (s_.a_count - a.a_count) * periods;
+    const int64_t db = (s_.b_count - a.b_count) * periods;
+    const int64_t dp = (s_.psum_count - a.psum_count) * periods;
+    const int64_t ds = (s_.stage_count - a.stage_count) * periods;
+    n.a_count += da;
+    n.b_count += db;
+    n.psum_count += dp;
+    n.stage_count += ds;
+    n.evict_count += (s_.evict_count - a.evict_count) * periods;
+    rotate(n.a_reader, da, sh);
+    rotate(n.b_reader, db, sh);
+    auto shv = [&](std::vector<int64_t> v) {
+      for (int64_t& h : v) h = sh(h);
+      return v;
+    };
+    rotate(n.a_loads, da, shv);
+    rotate(n.b_loads, db, shv);
+    rotate(n.slot_reader, dp, sh);
+    rotate(n.stage_reader, ds, sh);
+    for (int& g : n.group_slot) g = int(((g + dp) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
+    n.a_cur = int(((n.a_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
+    n.b_cur = int(((n.b_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
+    for (int64_t& h : n.acc) h = sh(h);
+    // Keys: the level's index moved by periods * p iterations.
+    const int d = d_[l];
+    const int64_t steps = periods * int64_t(p);
+    if (d == 0) {
+      n.a_key.first += steps;
+      if (!p_.stationary_b) n.last_stationary.second += steps * p_.block_m;
+    } else if (d == 1) {
+      n.b_key.second += steps;
+      if (p_.stationary_b) n.last_stationary.second += steps * p_.block_n;
+    } else {
+      n.a_key.second += steps;
+      n.b_key.first += steps;
+      n.last_stationary.first += steps * p_.block_k;
+    }
+    (void)now;
+    s_ = std::move(n);
+    e_.Advance(shift);
+  }
+
+  void Block() {
+    const Plan& p = p_;
+    State& s = s_;
+    const int core = core_;
+    const int64_t bm = idx_[0], bn = idx_[1], bk = idx_[2];
+    const int64_t tm_lo = bm * p.block_m, tm_hi = std::min(p.tiles_m, tm_lo + p.block_m);
+    const int64_t tn_lo = bn * p.block_n, tn_hi = std::min(p.tiles_n, tn_lo + p.block_n);
+    const int64_t tk_lo = bk * p.block_k, tk_hi = std::min(tiles_k_, tk_lo + p.block_k);
+    const int64_t m0 = tm_lo * p.tile_m, m1 = std::min(p.m, tm_hi * p.tile_m);
+    const int64_t n0 = tn_lo * p.tile_n, n1 = std::min(p.n, tn_hi * p.tile_n);
+
+    if (p.hoist == 0 || s.a_key != std::pair{bm, bk}) {
+      s.a_key = {bm, bk};
+      s.a_cur = int(s.a_count++ % p.bufs);
+      s.a_loads[s.a_cur].clear();
+      for (int64_t tk = tk_lo; tk < tk_hi; ++tk) {
+        s.a_loads[s.a_cur].push_back(e_.Load(core, /*is_a=*/true, tk * p.tile_k,
+                                             SizeOf(tk, p.tile_k, p.k), m0, m1 - m0,
+                                             s.a_reader[s.a_cur]));
+      }
+    }
+    if (p.hoist == 0 || s.b_key != std::pair{bk, bn}) {
+      s.b_key = {bk, bn};
+      s.b_cur = int(s.b_count++ % p.bufs);
+      s.b_loads[s.b_cur].clear();
+      for (int64_t tk = tk_lo; tk < tk_hi; ++tk) {
+        s.b_loads[s.b_cur].push_back(e_.Load(core, /*is_a=*/false, tk * p.tile_k,
+                                             SizeOf(tk, p.tile_k, p.k), n0, n1 - n0,
+                                             s.b_reader[s.b_cur]));
+      }
+    }
+
+    for (int64_t tm = tm_lo; tm < tm_hi; ++tm) {
+      for (int64_t tn = tn_lo; tn < tn_hi; ++tn) {
+        const int64_t om0 = tm * p.tile_m, omsz = SizeOf(tm, p.tile_m, p.m);
+        const int64_t on0 = tn * p.tile_n, onsz = NSize(tn);
+        const int local = int((tm - tm_lo) * p.block_n + (tn - tn_lo));
+        const bool group_begins = !p.full_k || bk == 0;
+        int slot;
+        if (group_begins) {
+          slot = int(s.psum_count++ % p.psum_slots);
+          s.group_slot[local] = slot;
+        } else {
+          slot = s.group_slot[local];
+        }
+        int64_t last_mm = -1;
+        for (int64_t tk = tk_lo; tk < tk_hi; ++tk) {
+          const bool start = group_begins && tk == tk_lo;
+          std::pair<int64_t, int64_t> stationary{tk, p.stationary_b ? tn : tm};
+          const bool reload = stationary != s.last_stationary;
+          s.last_stationary = stationary;
+          last_mm = e_.Matmul(core, om0, omsz, on0, onsz, tk * p.tile_k,
+                              SizeOf(tk, p.tile_k, p.k), slot, start, reload,
+                              s.a_loads[s.a_cur][tk - tk_lo], s.b_loads[s.b_cur][tk - tk_lo],
+                              start ? s.slot_reader[slot] : -1);
+          s.a_reader[s.a_cur] = last_mm;
+          s.b_reader[s.b_cur] = last_mm;
+        }
+        const bool last_kblock = bk == blocks_k_ - 1;
+        if (p.full_k && !last_kblock) continue;
+        EvictKind kind;
+        if (p.full_k || blocks_k_ == 1) {
+          kind = EvictKind::kFinal;
+        } else if (bk == 0) {
+          kind = EvictKind::kCopyToAcc;
+        } else if (!last_kblock) {
+          kind = EvictKind::kAddToAcc;
+        } else {
+          kind = EvictKind::kFinalAdd;
+        }
+        EngineKind engine = EngineKind::kVector;
+        if (kind == EvictKind::kCopyToAcc || kind == EvictKind::kFinal) {
+          if (p.evict == "scalar" || (p.evict == "split" && s.evict_count % 2 == 1)) {
+            engine = EngineKind::kScalar;
+          }
+          ++s.evict_count;
+        }
+        const bool final = kind == EvictKind::kFinal || kind == EvictKind::kFinalAdd;
+        const bool add = kind == EvictKind::kAddToAcc || kind == EvictKind::kFinalAdd;
+        // Every K block visits the output tiles in the same order, so the accumulator writers
+        // form a FIFO: the front is this tile's previous partial sum.
+        int64_t acc_dep = -1;
+        if (add && !s.acc.empty()) {
+          acc_dep = s.acc.front();
+          s.acc.pop_front();
+        }
+        const int stage = int(s.stage_count % kStagingBufs);
+        int64_t ev = e_.Evict(core, kind, engine, slot, om0, omsz, on0, onsz, stage, last_mm,
+                              acc_dep, final ? s.stage_reader[stage] : -1);
+        s.slot_reader[slot] = ev;
+        if (!final) {
+          s.acc.push_back(ev);
+          continue;
+        }
+        ++s.stage_count;
+        s.stage_reader[stage] = e_.Store(core, om0, omsz, on0, onsz, stage, ev);
       }
     }
   }
+
+  const Plan& p_;
+  Emitter& e_;
+  int64_t tiles_k_ = 0, blocks_k_ = 0;
+  std::array<int, 3> d_{};
+  std::array<int64_t, 3> nblocks_{}, begin_{}, end_{}, idx_{};
+  int core_ = 0;
+  State s_;
+};
+
+template <typename Emitter>
+void Generate(const Plan& p, Emitter& e) {
+  Generator<Emitter, Emitter::kCompress> g(p, e);
+  g.Run();
 }
 
-// Turns schedule steps into simulator instructions.
+
+// Turns schedule steps into simulator instructions: a flat program (kCompact = false, handles are
+// instruction indices) or a loop-structured one (handles are flat positions, deps become
+// distances).
+template <bool kCompact>
 class SimEmitter {
  public:
+  static constexpr bool kCompress = kCompact;
   SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
       : p_(plan), target_(target), program_(program) {}
 
   void BeginCore(int core) {
     program_->cores.resize(core + 1);
     core_ = &program_->cores[core];
-    core_->instructions.reserve(4096);
+    pos_ = 0;
+    if (!kCompact) core_->instructions.reserve(4096);
     const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
     const int64_t out_part = p_.stationary_b ? p_.tile_n : p_.tile_m;
     const int out_partitions = int(std::min<int64_t>(out_part, target_.sbuf_partitions));
@@ -386,25 +614,43 @@ class SimEmitter {
         {"psum", Mem::kPsum, 0, out_partitions, out_free * 4, p_.psum_slots});
   }
 
-  int32_t Load(int, bool is_a, int64_t, int64_t ksz, int64_t, int64_t xsz, int32_t dep) {
+  int64_t position() const { return pos_; }
+  // Starts a new instruction segment and returns its index (a possible repeat start).
+  size_t Cut() {
+    const uint32_t n = uint32_t(core_->instructions.size());
+    core_->segments.push_back({sim::Segment::kInstructions, n, n, 0, 0});
+    return core_->segments.size() - 1;
+  }
+  // Wraps segments [seg, end) in a repeat of `count` iterations.
+  void WrapRepeat(size_t seg, int64_t count) {
+    auto& segs = core_->segments;
+    segs.insert(segs.begin() + ptrdiff_t(seg), sim::Segment{sim::Segment::kBegin, 0, 0, count, 0});
+    for (size_t j = seg + 1; j < segs.size(); ++j) {
+      if (segs[j].kind != sim::Segment::kInstructions) segs[j].match += 1;
+    }
+    core_->EndRepeat();
+  }
+  void Advance(int64_t shift) { pos_ += shift; }
+
+  int64_t Load(int, bool is_a, int64_t, int64_t ksz, int64_t, int64_t xsz, int64_t dep) {
     const int rows = p_.rows_per_partition;
     sim::Instruction dma = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(ksz, rows)),
                                         xsz * p_.in_bytes * rows, is_a ? kQueueA : kQueueB);
     dma.chunk_bytes = int32_t(xsz * p_.in_bytes);
-    return core_->Add(dma, {dep});
+    return Add(dma, {dep});
   }
 
-  int32_t Matmul(int, int64_t, int64_t msz, int64_t, int64_t nsz, int64_t, int64_t ksz, int, bool,
-                 bool reload, int32_t dep_a, int32_t dep_b, int32_t dep_slot) {
+  int64_t Matmul(int, int64_t, int64_t msz, int64_t, int64_t nsz, int64_t, int64_t ksz, int, bool,
+                 bool reload, int64_t dep_a, int64_t dep_b, int64_t dep_slot) {
     sim::Instruction mm = p_.stationary_b
                               ? sim::MakeMatmul(p_.dtype, int(ksz), int(nsz), int(msz), reload)
                               : sim::MakeMatmul(p_.dtype, int(ksz), int(msz), int(nsz), reload);
     mm.partitions = int16_t(CeilDiv(ksz, p_.rows_per_partition));
-    return core_->Add(mm, {dep_a, dep_b, dep_slot});
+    return Add(mm, {dep_a, dep_b, dep_slot});
   }
 
-  int32_t Evict(int, EvictKind kind, EngineKind engine, int, int64_t, int64_t msz, int64_t,
-                int64_t nsz, int, int32_t dep_mm, int32_t dep_acc, int32_t dep_stage) {
+  int64_t Evict(int, EvictKind kind, EngineKind engine, int, int64_t, int64_t msz, int64_t,
+                int64_t nsz, int, int64_t dep_mm, int64_t dep_acc, int64_t dep_stage) {
     const int partitions = int(p_.stationary_b ? nsz : msz);
     const int free = int(p_.stationary_b ? msz : nsz);
     const bool add = kind == EvictKind::kAddToAcc || kind == EvictKind::kFinalAdd;
@@ -412,24 +658,40 @@ class SimEmitter {
                                               free, partitions, Mem::kPsum, Mem::kSbuf);
     inst.dtype = DType::kFp32;
     if (add) inst.in1 = Mem::kSbuf;
-    return core_->Add(inst, {dep_mm, add ? dep_acc : -1, dep_stage});
+    return Add(inst, {dep_mm, add ? dep_acc : -1, dep_stage});
   }
 
-  int32_t Store(int, int64_t, int64_t msz, int64_t, int64_t nsz, int, int32_t dep) {
+  int64_t Store(int, int64_t, int64_t msz, int64_t, int64_t nsz, int, int64_t dep) {
     const int partitions = int(p_.stationary_b ? nsz : msz);
     const int64_t free = p_.stationary_b ? msz : nsz;
     sim::Instruction dma =
         sim::MakeDma(Op::kDmaStore, partitions, free * p_.out_bytes, kQueueStore);
     // C is row-major in HBM: C^T tiles (stationary=b) need a transposing store.
     dma.transpose = p_.stationary_b;
-    return core_->Add(dma, {dep});
+    return Add(dma, {dep});
   }
 
  private:
+  int64_t Add(const sim::Instruction& inst, std::initializer_list<int64_t> deps) {
+    int32_t buf[4];
+    int n = 0;
+    for (int64_t h : deps) {
+      if (h < 0) continue;
+      buf[n++] = kCompact ? int32_t(pos_ - h) : int32_t(h);
+    }
+    if (kCompact) {
+      core_->AddCompact(inst, std::span<const int32_t>(buf, size_t(n)));
+    } else {
+      core_->Add(inst, std::span<const int32_t>(buf, size_t(n)));
+    }
+    return pos_++;
+  }
+
   const Plan& p_;
   const sim::Target& target_;
   sim::Program* program_;
   sim::CoreProgram* core_ = nullptr;
+  int64_t pos_ = 0;
 };
 
 // Rounds to the nearest value with `mantissa_bits` explicit mantissa bits (ties to even), the
@@ -473,11 +735,16 @@ class CpuEmitter {
     stage_.assign(kStagingBufs, std::vector<float>(p_.tile_m * p_.tile_n, 0));
   }
 
+  static constexpr bool kCompress = false;
   void BeginCore(int) {}
-  int32_t Load(int, bool, int64_t, int64_t, int64_t, int64_t, int32_t) { return -1; }
+  int64_t position() const { return 0; }
+  size_t Cut() { return 0; }
+  void WrapRepeat(size_t, int64_t) {}
+  void Advance(int64_t) {}
+  int64_t Load(int, bool, int64_t, int64_t, int64_t, int64_t, int64_t) { return -1; }
 
-  int32_t Matmul(int, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int64_t k0, int64_t ksz,
-                 int slot, bool start, bool, int32_t, int32_t, int32_t) {
+  int64_t Matmul(int, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int64_t k0, int64_t ksz,
+                 int slot, bool start, bool, int64_t, int64_t, int64_t) {
     std::vector<float>& acc = psum_[slot];
     if (start) std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t i = 0; i < msz; ++i) {
@@ -491,8 +758,8 @@ class CpuEmitter {
     return -1;
   }
 
-  int32_t Evict(int, EvictKind kind, EngineKind, int slot, int64_t m0, int64_t msz, int64_t n0,
-                int64_t nsz, int stage, int32_t, int32_t, int32_t) {
+  int64_t Evict(int, EvictKind kind, EngineKind, int slot, int64_t m0, int64_t msz, int64_t n0,
+                int64_t nsz, int stage, int64_t, int64_t, int64_t) {
     const std::vector<float>& ps = psum_[slot];
     std::vector<float>& acc = acc_[{m0, n0}];
     if (acc.empty()) acc.assign(p_.tile_m * p_.tile_n, 0.0f);
@@ -518,7 +785,7 @@ class CpuEmitter {
     return -1;
   }
 
-  int32_t Store(int, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int stage, int32_t) {
+  int64_t Store(int, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int stage, int64_t) {
     for (int64_t i = 0; i < msz; ++i) {
       for (int64_t j = 0; j < nsz; ++j)
         (*c_)[(m0 + i) * p_.n + n0 + j] = stage_[stage][i * stride_ + j];
@@ -550,6 +817,7 @@ int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
 }  // namespace
 
 void SetMatmulFaultForTesting(MatmulFault fault) { g_fault = fault; }
+void SetMatmulLoweringForTesting(MatmulLowering lowering) { g_lowering = lowering; }
 
 absl::Status MatmulKernel::ValidateProblem(const Problem& problem,
                                            const sim::Target& target) const {
@@ -628,8 +896,13 @@ absl::StatusOr<sim::Program> MatmulKernel::Lower(const Problem& problem, const C
                          {});
     return program;
   }
-  SimEmitter emitter(*plan, target, &program);
-  Generate(*plan, emitter);
+  if (g_lowering == MatmulLowering::kFlat) {
+    SimEmitter<false> emitter(*plan, target, &program);
+    Generate(*plan, emitter);
+  } else {
+    SimEmitter<true> emitter(*plan, target, &program);
+    Generate(*plan, emitter);
+  }
   return program;
 }
 

@@ -1,3 +1,5 @@
+// TEAM NOTE: several engineers share this working tree right now. Read /work/main/CONTRIBUTING.md
+// before editing or committing (commit only your own paths; never `git add -A` or `git stash`).
 // The matmul kernel: C[M, N] = A[M, K] x B[K, N], with A given K-major (A^T in HBM, as NKI's lhsT)
 // and B row-major, both streamed into SBUF with K on partitions.
 //
@@ -36,8 +38,9 @@ namespace tessel::kernels {
 class MatmulKernel final : public Kernel {
  public:
   std::string_view name() const override { return "matmul"; }
-  // 1: initial lowering.
-  int version() const override { return 1; }
+  // 1: initial lowering. 2: loop-structured (compact) programs; simulator model v2 (program-order
+  // engines, static DMA queue shares).
+  int version() const override { return 2; }
   std::string_view description() const override {
     return "C[M,N] = A[M,K] x B[K,N]: tiles, blocking, loop order, hoisting, buffers, stationary "
            "operand, PSUM eviction engine, sharding";
@@ -61,6 +64,12 @@ enum class MatmulFault {
   kDropRaggedKTile,  // the K loop bound is floor(K / tile_k): the ragged last K tile is skipped
   kRaggedNOffByOne,  // the ragged last N tile is one column short
 };
+// How Lower builds programs: loop-structured (compact, the default: repeated block iterations are
+// emitted once inside a repeat) or flat (every instruction; the reference the compact form is
+// tested against). Not thread-safe; tests and benchmarks only.
+enum class MatmulLowering { kCompact, kFlat };
+void SetMatmulLoweringForTesting(MatmulLowering lowering);
+
 // Sets the fault for all later Lower/Verify calls in the process. Not thread-safe; tests only.
 void SetMatmulFaultForTesting(MatmulFault fault);
 

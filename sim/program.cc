@@ -61,7 +61,7 @@ absl::Status CheckInstruction(const Target& target, const CoreProgram& core, int
   // Built only when a check fails: validation runs for every instruction of every simulation.
   auto what = [&] { return StrCat(where, " instruction ", index, " (", OpName(inst.op), ")"); };
   for (int32_t dep : core.DepsOf(index)) {
-    if (dep < 0 || dep >= index) {
+    if (core.compact() ? dep < 1 : (dep < 0 || dep >= index)) {
       return absl::InvalidArgumentError(
           StrCat(what(), ": dependency ", dep, " does not name an earlier instruction"));
     }
@@ -237,6 +237,108 @@ int32_t CoreProgram::Add(Instruction inst, std::span<const int32_t> inst_deps) {
   return int32_t(instructions.size() - 1);
 }
 
+int32_t CoreProgram::AddCompact(Instruction inst, std::span<const int32_t> distances) {
+  const int32_t index = Add(inst, {});
+  Instruction& added = instructions.back();
+  added.dep_begin = uint32_t(deps.size());
+  for (int32_t d : distances) {
+    if (d <= 0) continue;
+    deps.push_back(d);
+    ++added.dep_count;
+  }
+  if (segments.empty() || segments.back().kind != Segment::kInstructions) {
+    segments.push_back({Segment::kInstructions, uint32_t(index), uint32_t(index), 0, 0});
+  }
+  segments.back().end = uint32_t(index) + 1;
+  return index;
+}
+
+void CoreProgram::BeginRepeat(int64_t count) {
+  segments.push_back({Segment::kBegin, 0, 0, count, 0});
+}
+
+void CoreProgram::EndRepeat() {
+  int depth = 0;
+  for (size_t i = segments.size(); i-- > 0;) {
+    if (segments[i].kind == Segment::kEnd) ++depth;
+    if (segments[i].kind == Segment::kBegin && depth-- == 0) {
+      segments[i].match = uint32_t(segments.size());
+      segments.push_back({Segment::kEnd, 0, 0, 0, uint32_t(i)});
+      return;
+    }
+  }
+}
+
+int64_t CoreProgram::FlatSize() const {
+  if (segments.empty()) return int64_t(instructions.size());
+  std::vector<int64_t> stack = {0};
+  for (const Segment& s : segments) {
+    if (s.kind == Segment::kInstructions) {
+      stack.back() += int64_t(s.end) - s.begin;
+    } else if (s.kind == Segment::kBegin) {
+      stack.push_back(0);
+    } else {
+      int64_t body = stack.back();
+      stack.pop_back();
+      if (stack.empty()) return -1;
+      stack.back() += body * segments[s.match].count;
+    }
+  }
+  return stack.size() == 1 ? stack[0] : -1;
+}
+
+namespace {
+void FlattenRange(const CoreProgram& in, size_t first, size_t last, CoreProgram* out,
+                  std::vector<int32_t>* scratch) {
+  for (size_t i = first; i < last; ++i) {
+    const Segment& s = in.segments[i];
+    if (s.kind == Segment::kInstructions) {
+      for (uint32_t t = s.begin; t < s.end; ++t) {
+        const int32_t pos = int32_t(out->instructions.size());
+        scratch->clear();
+        for (int32_t d : in.DepsOf(int32_t(t))) scratch->push_back(pos - d);  // < 0: invalid
+        out->instructions.push_back(in.instructions[t]);
+        Instruction& inst = out->instructions.back();
+        inst.dep_begin = uint32_t(out->deps.size());
+        inst.dep_count = uint32_t(scratch->size());
+        out->deps.insert(out->deps.end(), scratch->begin(), scratch->end());
+      }
+    } else if (s.kind == Segment::kBegin) {
+      for (int64_t r = 0; r < s.count; ++r) FlattenRange(in, i + 1, s.match, out, scratch);
+      i = s.match;
+    }
+  }
+}
+}  // namespace
+
+absl::StatusOr<Program> Flatten(const Program& program) {
+  Program out;
+  out.name = program.name;
+  for (const CoreProgram& core : program.cores) {
+    if (!core.compact()) {
+      out.cores.push_back(core);
+      continue;
+    }
+    const int64_t size = core.FlatSize();
+    if (size < 0 || size >= (int64_t(1) << 31)) {
+      return absl::InvalidArgumentError(
+          StrCat("cannot flatten a core of ", size, " instructions (unbalanced or too large)"));
+    }
+    CoreProgram flat;
+    flat.allocations = core.allocations;
+    flat.instructions.reserve(size_t(size));
+    std::vector<int32_t> scratch;
+    FlattenRange(core, 0, core.segments.size(), &flat, &scratch);
+    for (int32_t d : flat.deps) {
+      if (d < 0) {
+        return absl::InvalidArgumentError("compact program: a dependency points before the start");
+      }
+    }
+    out.cores.push_back(std::move(flat));
+  }
+  return out;
+}
+
 Instruction MakeDma(Op op, int partitions, int64_t bytes_per_partition, int queue,
                     int start_partition) {
   Instruction inst;
@@ -289,6 +391,20 @@ absl::Status ValidateProgram(const Target& target, const Program& program) {
     if (!target.systolic) {
       absl::Status status = CheckAllocations(target, core, where);
       if (!status.ok()) return status;
+    }
+    if (core.compact()) {
+      for (const Segment& seg : core.segments) {
+        if (seg.kind == Segment::kBegin && seg.count < 1) {
+          return absl::InvalidArgumentError(StrCat(where, ": a repeat runs ", seg.count, " times"));
+        }
+        if (seg.kind == Segment::kInstructions &&
+            (seg.begin > seg.end || seg.end > core.instructions.size())) {
+          return absl::InvalidArgumentError(StrCat(where, ": segment outside the templates"));
+        }
+      }
+      if (core.FlatSize() < 0) {
+        return absl::InvalidArgumentError(StrCat(where, ": unbalanced BeginRepeat/EndRepeat"));
+      }
     }
     for (size_t i = 0; i < core.instructions.size(); ++i) {
       absl::Status status = CheckInstruction(target, core, int(i), where);

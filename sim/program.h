@@ -1,3 +1,5 @@
+// TEAM NOTE: several engineers share this working tree right now. Read /work/main/CONTRIBUTING.md
+// before editing or committing (commit only your own paths; never `git add -A` or `git stash`).
 // Simulator programs: per-core instruction lists with explicit dependencies and memory allocations.
 //
 // An instruction names its engine, its sizes and the memories it reads and writes; dependencies are
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "sim/api.h"
 #include "sim/target.h"
 
@@ -81,11 +84,32 @@ struct Allocation {
   int bufs = 1;
 };
 
+// One entry of a loop-structured (compact) core program; see CoreProgram::segments.
+struct Segment {
+  enum Kind : uint8_t { kInstructions = 0, kBegin = 1, kEnd = 2 };
+  Kind kind = kInstructions;
+  uint32_t begin = 0, end = 0;  // kInstructions: the instruction templates [begin, end), in order
+  int64_t count = 0;            // kBegin: how many times the body (up to the matching kEnd) runs
+  uint32_t match = 0;           // kBegin: index of the matching kEnd; kEnd: of its kBegin
+};
+
 // The instructions of one core.
+//
+// Two forms share this struct:
+// - flat (segments empty): `instructions` run once each, in order; deps are indices of earlier
+//   instructions (CoreProgram::Add).
+// - compact, loop-structured (segments non-empty): the program is the walk of `segments`;
+//   `instructions` are templates, each executed once per visit of its segment. A template's deps
+//   are DISTANCES back in the flat (unrolled) order: 1 = the instruction just before
+//   (CoreProgram::AddCompact, BeginRepeat, EndRepeat). A body repeated N times therefore describes
+//   N iterations whose dependency pattern is the same relative to each iteration. Flatten()
+//   expands it; Simulate runs it without expanding and, unless SimOptions::exact, extrapolates
+//   iterations once the schedule is periodic (results identical to the flat simulation).
 struct CoreProgram {
   std::vector<Instruction> instructions;
   std::vector<int32_t> deps;  // flattened; instruction i's are deps[dep_begin, dep_begin+dep_count)
   std::vector<Allocation> allocations;
+  std::vector<Segment> segments;  // empty = flat program
 
   // Appends `inst` depending on `deps` (negative entries are ignored, so "no producer yet" can be
   // passed as -1). Returns the new instruction's index. Deps must name earlier instructions;
@@ -94,6 +118,16 @@ struct CoreProgram {
   int32_t Add(Instruction inst, std::initializer_list<int32_t> deps) {
     return Add(inst, std::span<const int32_t>(deps.begin(), deps.size()));
   }
+  // Compact form: appends a template whose deps are distances back in flat order (values <= 0 are
+  // ignored). Returns the template's index.
+  int32_t AddCompact(Instruction inst, std::span<const int32_t> distances);
+  // Compact form: opens / closes a body that runs `count` (>= 1) times. Must nest.
+  void BeginRepeat(int64_t count);
+  void EndRepeat();
+  bool compact() const { return !segments.empty(); }
+  // Instructions executed (the unrolled length; instructions.size() for a flat program).
+  int64_t FlatSize() const;
+
   std::span<const int32_t> DepsOf(int32_t index) const {
     const Instruction& inst = instructions[index];
     return std::span<const int32_t>(deps.data() + inst.dep_begin, inst.dep_count);
@@ -104,6 +138,11 @@ struct Program {
   std::string name;                // for traces and messages
   std::vector<CoreProgram> cores;  // one per core used; at least one
 };
+
+// The flat form of `program` (compact cores unrolled, deps made absolute); flat cores are copied.
+// InvalidArgument when a dependency points before the start of its core or the result would not
+// fit 2^31 instructions.
+absl::StatusOr<Program> Flatten(const Program& program);
 
 // Convenience constructors for instructions.
 Instruction MakeDma(Op op, int partitions, int64_t bytes_per_partition, int queue,

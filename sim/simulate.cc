@@ -58,38 +58,6 @@ bool TouchesPsum(const Instruction& inst) {
          (inst.op == Op::kTensorTensor && inst.in1 == Mem::kPsum);
 }
 
-// Reusable buffers: one set per thread, grown on demand, never shrunk.
-struct Scratch {
-  std::vector<int32_t> remaining;    // deps not yet issued
-  std::vector<int64_t> ready;        // max result tick of issued deps
-  std::vector<int64_t> result;       // tick the instruction's result is available
-  std::vector<uint32_t> rev_offset;  // dependants CSR
-  std::vector<uint32_t> rev;
-  std::vector<uint32_t> queue_of;      // queue id of each instruction
-  std::vector<uint32_t> queue_offset;  // queue items CSR
-  std::vector<uint32_t> queue_items;
-  std::vector<uint32_t> queue_head;
-  std::vector<uint32_t> queue_fill;
-  std::vector<int64_t> queue_free;       // compute: engine free tick; DMA: last issue tick
-  std::vector<int32_t> last_issued;      // per compute queue: global id of the last instruction
-  std::vector<int64_t> dma_engine_free;  // per core x engine
-  std::vector<std::pair<int64_t, uint32_t>> heap;
-  std::vector<uint32_t> core_base;  // global id of each core's first instruction
-};
-
-Scratch& ThreadScratch() {
-  thread_local Scratch scratch;
-  return scratch;
-}
-
-struct CoreState {
-  int64_t last_matmul_start = 0;
-  int64_t last_load_end = 0;
-  int64_t port_vg_sbuf_free = 0;  // Vector/GpSimd SBUF port
-  int64_t port_vs_psum_free = 0;  // Vector/Scalar PSUM port
-  double hbm_free = 0;            // the core's HBM share, in ticks
-};
-
 }  // namespace
 
 int64_t FirstResultLatencyCycles(const Target& target) {
@@ -195,224 +163,540 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   return Simulate(target, program, options, nullptr);
 }
 
+namespace {
+
+// Per-template costs, computed once per simulation.
+struct Cost {
+  int64_t dur = 0;     // compute: busy ticks
+  int64_t load = 0;    // matmul with reload: background stationary load ticks
+  int64_t extra = 0;   // matmul: first-result latency ticks added to the result
+  int8_t engine = 0;   // EngineKind
+  int16_t queue = 0;   // DMA queue
+  bool matmul = false, reload = false, vg = false, vs = false, hbm = false;
+  // DMA: `pieces` pieces, the first n_lo of share lo partitions, the rest lo + 1.
+  int16_t pieces = 0, n_lo = 0;
+  int64_t eng_lo = 0, eng_hi = 0;  // engine ticks per piece (fixed + data at the queue's rate)
+  int64_t hbm_lo = 0, hbm_hi = 0;  // HBM ticks per piece at the queue's HBM rate
+};
+
+// Which resources a repeated body uses (the union over everything nested in it).
+struct RepInfo {
+  int64_t body_len = 0;  // flat instructions per iteration
+  uint32_t engines = 0;  // bit e: compute engine e
+  uint64_t queues = 0;   // bit q: DMA queue q
+  bool matmul = false, reload = false, vg = false, vs = false;
+};
+
+struct Level {  // boundary history of one active repeat
+  std::vector<int64_t> canon[3];
+  int64_t lval[3] = {}, pos[3] = {}, makespan[3] = {};
+  std::vector<int64_t> dma_busy[3];
+};
+
+// One core's simulation in program order. Every engine and DMA queue executes its instructions in
+// program order, so each start time is a max over earlier results plus constants (a max-plus
+// recurrence): no event queue, and every time is a non-decreasing function of every duration.
+class CoreSim {
+ public:
+  CoreSim(const Target& target, const CoreProgram& core, const std::vector<Cost>& costs,
+          bool exact)
+      : t_(target), core_(core), costs_(costs), exact_(exact) {
+    nq_ = target.dma_queues;
+    ne_ = target.dma_engines;
+    penalty_[0] = penalty_[1] = penalty_[2] = penalty_[3] = 0;
+    for (int e = 0; e < 4; ++e) {
+      penalty_[e] = int64_t(target.same_engine_dependency_cycles) * target.ticks_per_cycle[e];
+    }
+    issue_.assign(nq_, 0);
+    hbm_free_.assign(nq_, 0);
+    vfree_.assign(size_t(nq_) * ne_, 0);
+    dma_busy_.assign(nq_, 0);
+  }
+
+  absl::Status Run() {
+    const bool compact = core_.compact();
+    // Window: the longest dependency distance.
+    int64_t w = 0;
+    if (compact) {
+      for (int32_t d : core_.deps) w = std::max<int64_t>(w, d);
+    } else {
+      for (size_t i = 0; i < core_.instructions.size(); ++i) {
+        for (int32_t d : core_.DepsOf(int32_t(i))) w = std::max<int64_t>(w, int64_t(i) - d);
+      }
+    }
+    window_ = w;
+    size_t cap = 1;
+    while (cap < size_t(w) + 1) cap <<= 1;
+    ring_.assign(cap, 0);
+    mask_ = int64_t(cap - 1);
+    if (!compact) {
+      for (uint32_t i = 0; i < core_.instructions.size(); ++i) Step<false>(i);
+    } else {
+      Prepare();
+      Walk(0, core_.segments.size());
+    }
+    return error_;
+  }
+
+  int64_t makespan() const { return makespan_; }
+  const std::vector<int64_t>& dma_busy() const { return dma_busy_; }
+
+ private:
+  template <bool kCompact>
+  void Step(uint32_t t) {
+    const Cost& c = costs_[t];
+    const Instruction& inst = core_.instructions[t];
+    const int64_t pos = pos_;
+    int64_t ready = 0;
+    bool dep_on_prev = false;
+    const int64_t prev = c.engine < 4 ? last_[int(c.engine)] : -1;
+    for (int32_t d : core_.DepsOf(int32_t(t))) {
+      const int64_t dp = kCompact ? pos - d : d;
+      if (dp < 0) {
+        error_ = absl::InvalidArgumentError(
+            StrCat("instruction ", pos, ": dependency points before the start of the core"));
+        continue;
+      }
+      ready = std::max(ready, ring_[dp & mask_]);
+      dep_on_prev |= dp == prev;
+    }
+    int64_t result;
+    if (c.engine < 4) {
+      const int e = c.engine;
+      int64_t start = std::max(ready, free_[e]);
+      if (dep_on_prev) start = std::max(start, ring_[prev & mask_] + penalty_[e]);
+      if (c.reload) {
+        const int64_t load_end = std::max({ready, lms_, lle_}) + c.load;
+        start = std::max(start, load_end);
+        lle_ = load_end;
+      }
+      if (c.vg) start = std::max(start, port_vg_);
+      if (c.vs) start = std::max(start, port_vs_);
+      const int64_t finish = start + c.dur;
+      if (c.matmul) lms_ = start;
+      if (c.vg) port_vg_ = finish;
+      if (c.vs) port_vs_ = finish;
+      free_[e] = finish;
+      last_[e] = pos;
+      result = finish + c.extra;
+      if (trace_) trace_->push_back({core_index_, e, int32_t(pos), start, finish});
+    } else {
+      const int q = c.queue;
+      const int64_t tick = std::max(ready, issue_[q]);
+      issue_[q] = tick;
+      int64_t* vf = &vfree_[size_t(q) * ne_];  // sorted ascending
+      int64_t finish = 0, first = std::numeric_limits<int64_t>::max();
+      const int64_t fixed = fixed_ticks_;
+      int64_t ends[64];
+      for (int p = 0; p < c.pieces; ++p) {
+        const bool lo = p < c.n_lo;
+        const int64_t start = std::max(tick, vf[p]);
+        first = std::min(first, start);
+        int64_t end = start + (lo ? c.eng_lo : c.eng_hi);
+        if (c.hbm) {
+          const int64_t hs = std::max(start + fixed, hbm_free_[q]);
+          hbm_free_[q] = hs + (lo ? c.hbm_lo : c.hbm_hi);
+          end = std::max(end, hbm_free_[q]);
+        }
+        ends[p] = end;
+        dma_busy_[q] += end - start;
+        finish = std::max(finish, end);
+      }
+      // Merge the new free times back into the sorted list.
+      std::sort(ends, ends + c.pieces);
+      int64_t merged[64];
+      int a = 0, b = c.pieces, o = 0;
+      while (a < c.pieces || b < ne_) {
+        if (b >= ne_ || (a < c.pieces && ends[a] <= vf[b])) {
+          merged[o++] = ends[a++];
+        } else {
+          merged[o++] = vf[b++];
+        }
+      }
+      std::copy(merged, merged + ne_, vf);
+      result = finish;
+      if (trace_) trace_->push_back({core_index_, 4 + q, int32_t(pos), first, finish});
+    }
+    (void)inst;
+    ring_[pos & mask_] = result;
+    makespan_ = std::max(makespan_, result);
+    if (tracking_) inflight_.push_back(pos);
+    ++pos_;
+  }
+
+  // Per-repeat resource usage and body lengths.
+  void Prepare() {
+    const auto& segs = core_.segments;
+    rep_.assign(segs.size(), RepInfo{});
+    std::vector<size_t> stack;
+    size_t max_depth = 0;
+    for (size_t i = 0; i < segs.size(); ++i) {
+      const Segment& s = segs[i];
+      if (s.kind == Segment::kBegin) {
+        stack.push_back(i);
+        max_depth = std::max(max_depth, stack.size());
+      } else if (s.kind == Segment::kEnd) {
+        const size_t b = stack.back();
+        stack.pop_back();
+        if (!stack.empty()) {
+          RepInfo& outer = rep_[stack.back()];
+          const RepInfo& inner = rep_[b];
+          outer.body_len += inner.body_len * segs[b].count;
+          outer.engines |= inner.engines;
+          outer.queues |= inner.queues;
+          outer.matmul |= inner.matmul;
+          outer.reload |= inner.reload;
+          outer.vg |= inner.vg;
+          outer.vs |= inner.vs;
+        }
+        levels_.resize(max_depth);
+      } else if (!stack.empty()) {
+        RepInfo& r = rep_[stack.back()];
+        r.body_len += int64_t(s.end) - s.begin;
+        for (uint32_t t = s.begin; t < s.end; ++t) {
+          const Cost& c = costs_[t];
+          if (c.engine < 4) {
+            r.engines |= 1u << c.engine;
+          } else {
+            r.queues |= uint64_t(1) << c.queue;
+          }
+          r.matmul |= c.matmul;
+          r.reload |= c.reload;
+          r.vg |= c.vg;
+          r.vs |= c.vs;
+        }
+      }
+    }
+  }
+
+  void Walk(size_t first, size_t last) {
+    const auto& segs = core_.segments;
+    for (size_t i = first; i < last; ++i) {
+      const Segment& s = segs[i];
+      if (s.kind == Segment::kInstructions) {
+        for (uint32_t t = s.begin; t < s.end; ++t) Step<true>(t);
+      } else if (s.kind == Segment::kBegin) {
+        RunRepeat(i);
+        i = s.match;
+      }
+    }
+  }
+
+  // The lower bound L of a body: every later use of a dependency's result or of a DMA queue's
+  // engine/HBM free time is inside a max with one of these, all non-decreasing.
+  int64_t Bound(const RepInfo& r) const {
+    int64_t l = std::numeric_limits<int64_t>::max();
+    for (int e = 0; e < 4; ++e) {
+      if (r.engines >> e & 1) l = std::min(l, free_[e]);
+    }
+    for (int q = 0; q < nq_; ++q) {
+      if (r.queues >> q & 1) l = std::min(l, issue_[q]);
+    }
+    if (r.matmul) l = std::min(l, lms_);
+    return l == std::numeric_limits<int64_t>::max() ? 0 : l;
+  }
+
+  // The state at a boundary, with every time relative to L and values at or below L (which can
+  // no longer influence the body) clamped to 0. Equal vectors at two boundaries mean the body's
+  // schedule repeats shifted in time.
+  void Canon(const RepInfo& r, int64_t l, std::vector<int64_t>* out) {
+    out->clear();
+    const int64_t far = window_ + 1;
+    for (int e = 0; e < 4; ++e) {
+      if (!(r.engines >> e & 1)) continue;
+      out->push_back(free_[e] - l);
+      out->push_back(last_[e] < 0 ? far : std::min(far, pos_ - last_[e]));
+    }
+    if (r.matmul) out->push_back(lms_ - l);
+    if (r.reload) out->push_back(lle_ - l);
+    if (r.vg) out->push_back(std::max<int64_t>(0, port_vg_ - l));
+    if (r.vs) out->push_back(std::max<int64_t>(0, port_vs_ - l));
+    for (int q = 0; q < nq_; ++q) {
+      if (!(r.queues >> q & 1)) continue;
+      out->push_back(issue_[q] - l);
+      out->push_back(std::max<int64_t>(0, hbm_free_[q] - l));
+      const int64_t* vf = &vfree_[size_t(q) * ne_];
+      for (int e = 0; e < ne_; ++e) out->push_back(std::max<int64_t>(0, vf[e] - l));
+    }
+    out->push_back(-1);
+    for (int64_t x : inflight_) {
+      const int64_t v = ring_[x & mask_];
+      if (x >= pos_ - window_ && v > l) {
+        out->push_back(pos_ - x);
+        out->push_back(v - l);
+      }
+    }
+  }
+
+  // Drops in-flight entries that can no longer matter to any active repeat.
+  void Prune(int64_t lf) {
+    size_t o = 0;
+    for (int64_t x : inflight_) {
+      if (x >= pos_ - window_ && ring_[x & mask_] > lf) inflight_[o++] = x;
+    }
+    inflight_.resize(o);
+  }
+
+  void Rebuild() {
+    inflight_.clear();
+    for (int64_t x = std::max<int64_t>(0, pos_ - window_); x < pos_; ++x) inflight_.push_back(x);
+  }
+
+  void RunRepeat(size_t i) {
+    const Segment& seg = core_.segments[i];
+    const int64_t n = seg.count;
+    const RepInfo& info = rep_[i];
+    if (exact_ || n < 3 || !error_.ok()) {
+      for (int64_t r = 0; r < n; ++r) Walk(i + 1, seg.match);
+      return;
+    }
+    const bool top = depth_ == 0;
+    if (top) {
+      top_info_ = &info;
+      tracking_ = true;
+      Rebuild();
+    }
+    Level& lv = levels_[depth_];
+    ++depth_;
+    int64_t r = 0;
+    bool skipped = false;
+    while (r < n) {
+      if (!skipped) {
+        const int64_t l = Bound(info);
+        Prune(Bound(*top_info_));
+        const int slot = int(r % 3);
+        Canon(info, l, &lv.canon[slot]);
+        lv.lval[slot] = l;
+        lv.pos[slot] = pos_;
+        lv.makespan[slot] = makespan_;
+        lv.dma_busy[slot] = dma_busy_;
+        for (int p = 1; p <= 2 && p <= r; ++p) {
+          const int ps = int((r - p) % 3);
+          if (lv.canon[ps] != lv.canon[slot]) continue;
+          const int64_t delta = l - lv.lval[ps];
+          if (makespan_ - lv.makespan[ps] != delta || delta < 0) continue;
+          const int64_t k = (n - r) / p;
+          if (k < 1) break;
+          Skip(info, k, p, delta, lv.dma_busy[ps]);
+          r += k * p;
+          skipped = true;
+          break;
+        }
+        if (r >= n) break;
+      }
+      Walk(i + 1, seg.match);
+      ++r;
+    }
+    --depth_;
+    if (top) tracking_ = false;
+  }
+
+  // Extrapolates k periods of p iterations each: the schedule of iteration r + j*p is that of
+  // iteration r shifted by j * delta ticks.
+  void Skip(const RepInfo& info, int64_t k, int p, int64_t delta,
+            const std::vector<int64_t>& busy_then) {
+    const int64_t period_len = info.body_len * p;
+    const int64_t shift_pos = k * period_len;
+    const int64_t shift_t = k * delta;
+    // Results: positions within the window of the new end come from the last period.
+    const int64_t m = std::min<int64_t>(window_, shift_pos);
+    const int64_t have = std::min<int64_t>(period_len, window_);
+    tmp_.resize(size_t(have));
+    for (int64_t o = 0; o < have; ++o) {
+      tmp_[o] = ring_[(pos_ - have + o) & mask_];
+    }
+    const int64_t new_pos = pos_ + shift_pos;
+    for (int64_t x = new_pos - m; x < new_pos; ++x) {
+      const int64_t off = ((x - pos_) % period_len + period_len) % period_len;  // in the period
+      const int64_t src = pos_ - period_len + off;
+      const int64_t j = (x - src) / period_len;
+      ring_[x & mask_] = tmp_[src - (pos_ - have)] + j * delta;
+    }
+    for (int e = 0; e < 4; ++e) {
+      if (!(info.engines >> e & 1)) continue;
+      free_[e] += shift_t;
+      last_[e] += shift_pos;
+    }
+    if (info.matmul) lms_ += shift_t;
+    if (info.reload) lle_ += shift_t;
+    if (info.vg) port_vg_ += shift_t;
+    if (info.vs) port_vs_ += shift_t;
+    for (int q = 0; q < nq_; ++q) {
+      if (!(info.queues >> q & 1)) continue;
+      issue_[q] += shift_t;
+      hbm_free_[q] += shift_t;
+      int64_t* vf = &vfree_[size_t(q) * ne_];
+      for (int e = 0; e < ne_; ++e) vf[e] += shift_t;
+      dma_busy_[q] += k * (dma_busy_[q] - busy_then[q]);
+    }
+    makespan_ += shift_t;
+    pos_ = new_pos;
+    Rebuild();
+  }
+
+ public:
+  std::vector<TraceEvent>* trace_ = nullptr;
+  int core_index_ = 0;
+  int64_t fixed_ticks_ = 0;
+
+ private:
+  const Target& t_;
+  const CoreProgram& core_;
+  const std::vector<Cost>& costs_;
+  const bool exact_;
+  int nq_ = 0, ne_ = 0;
+  int64_t penalty_[4];
+  int64_t free_[4] = {0, 0, 0, 0};
+  int64_t last_[4] = {-1, -1, -1, -1};
+  int64_t lms_ = 0, lle_ = 0, port_vg_ = 0, port_vs_ = 0;
+  std::vector<int64_t> issue_, hbm_free_, vfree_, dma_busy_;
+  std::vector<int64_t> ring_;
+  int64_t mask_ = 0, window_ = 0, pos_ = 0, makespan_ = 0;
+  std::vector<RepInfo> rep_;
+  std::vector<Level> levels_;
+  int depth_ = 0;
+  bool tracking_ = false;
+  const RepInfo* top_info_ = nullptr;
+  std::vector<int64_t> inflight_, tmp_;
+  absl::Status error_;
+};
+
+// How many times each template of `core` executes.
+void Multiplicities(const CoreProgram& core, std::vector<int64_t>* mult) {
+  mult->assign(core.instructions.size(), core.compact() ? 0 : 1);
+  if (!core.compact()) return;
+  std::vector<int64_t> factor = {1};
+  for (const Segment& s : core.segments) {
+    if (s.kind == Segment::kBegin) {
+      factor.push_back(factor.back() * s.count);
+    } else if (s.kind == Segment::kEnd) {
+      factor.pop_back();
+    } else {
+      for (uint32_t t = s.begin; t < s.end; ++t) (*mult)[t] += factor.back();
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options, std::vector<TraceEvent>* trace) {
   absl::Status valid = ValidateProgram(target, program);
   if (!valid.ok()) return valid;
+  if (trace != nullptr) {
+    for (const CoreProgram& core : program.cores) {
+      if (!core.compact()) continue;
+      absl::StatusOr<Program> flat = Flatten(program);
+      if (!flat.ok()) return flat.status();
+      return Simulate(target, *flat, options, trace);
+    }
+  }
 
   const int num_cores = int(program.cores.size());
-  const int dma_queues = target.dma_queues;
-  const int queues_per_core = kNumComputeEngines + dma_queues;
-  const int num_queues = num_cores * queues_per_core;
-  const int dma_engines = target.dma_engines;
+  const int nq = target.dma_queues;
   const double tick_ghz = target.tick_ghz;
   const int64_t latency_ticks =
       FirstResultLatencyCycles(target) * target.ticks_per_cycle[int(EngineKind::kTensor)];
-  // HBM rates in bytes per tick; 0 = unlimited.
-  const double core_rate = target.hbm_gbps_per_core > 0 ? target.hbm_gbps_per_core / tick_ghz : 0;
-  const double chip_rate = target.hbm_gbps_per_chip > 0 ? target.hbm_gbps_per_chip / tick_ghz : 0;
+  const int64_t fixed_ticks = int64_t(std::llround(target.dma_fixed_ns * tick_ghz));
 
-  Scratch& s = ThreadScratch();
-  s.core_base.assign(num_cores + 1, 0);
-  for (int c = 0; c < num_cores; ++c) {
-    s.core_base[c + 1] = s.core_base[c] + uint32_t(program.cores[c].instructions.size());
-  }
-  const uint32_t total = s.core_base[num_cores];
-  s.remaining.assign(total, 0);
-  s.ready.assign(total, 0);
-  s.result.assign(total, 0);
-  s.queue_of.assign(total, 0);
-  s.rev_offset.assign(total + 1, 0);
-  s.queue_offset.assign(num_queues + 1, 0);
-  s.queue_head.assign(num_queues, 0);
-  s.queue_fill.assign(num_queues, 0);
-  s.queue_free.assign(num_queues, 0);
-  s.last_issued.assign(num_queues, -1);
-  s.dma_engine_free.assign(size_t(num_cores) * dma_engines, 0);
-  s.heap.clear();
-
-  // Queue membership, dependency counts and the dependants CSR.
+  // Static traffic per core and queue: DMA shares are fixed fractions of the engines and HBM.
+  std::vector<std::vector<int64_t>> mult(num_cores);
+  std::vector<std::vector<double>> dma_bytes(num_cores, std::vector<double>(nq, 0.0));
+  std::vector<std::vector<double>> hbm_bytes(num_cores, std::vector<double>(nq, 0.0));
+  std::vector<double> core_dma(num_cores, 0.0), core_hbm(num_cores, 0.0);
+  double chip_hbm = 0;
+  SimResult out;
+  int64_t flops[kNumDTypes] = {};  // exact, so the sum does not depend on program form
   for (int c = 0; c < num_cores; ++c) {
     const CoreProgram& core = program.cores[c];
-    const uint32_t base = s.core_base[c];
-    for (uint32_t i = 0; i < core.instructions.size(); ++i) {
-      const Instruction& inst = core.instructions[i];
-      int local =
-          inst.engine == EngineKind::kDma ? kNumComputeEngines + inst.queue : int(inst.engine);
-      uint32_t q = uint32_t(c * queues_per_core + local);
-      s.queue_of[base + i] = q;
-      s.queue_offset[q + 1]++;
-      s.remaining[base + i] = int32_t(inst.dep_count);
-      for (int32_t d : core.DepsOf(int32_t(i))) s.rev_offset[base + d + 1]++;
-    }
-  }
-  for (int q = 0; q < num_queues; ++q) s.queue_offset[q + 1] += s.queue_offset[q];
-  for (uint32_t i = 0; i < total; ++i) s.rev_offset[i + 1] += s.rev_offset[i];
-  s.queue_items.resize(total);
-  s.rev.resize(s.rev_offset[total]);
-  // rev_fill reuses `ready` temporarily (it is reset below).
-  for (int c = 0; c < num_cores; ++c) {
-    const CoreProgram& core = program.cores[c];
-    const uint32_t base = s.core_base[c];
-    for (uint32_t i = 0; i < core.instructions.size(); ++i) {
-      uint32_t q = s.queue_of[base + i];
-      s.queue_items[s.queue_offset[q] + s.queue_fill[q]++] = base + i;
-      for (int32_t d : core.DepsOf(int32_t(i))) {
-        uint32_t producer = base + d;
-        s.rev[s.rev_offset[producer] + uint32_t(s.ready[producer]++)] = base + i;
+    Multiplicities(core, &mult[c]);
+    for (size_t t = 0; t < core.instructions.size(); ++t) {
+      const Instruction& inst = core.instructions[t];
+      const int64_t n = mult[c][t];
+      if (n == 0) continue;
+      out.engines[int(inst.engine)].instructions += n;
+      if (inst.engine == EngineKind::kDma) {
+        const double bytes = double(inst.partitions) * double(inst.bytes_per_partition) * n;
+        dma_bytes[c][inst.queue] += bytes;
+        core_dma[c] += bytes;
+        if (inst.op != Op::kDmaCopy) {
+          hbm_bytes[c][inst.queue] += bytes;
+          core_hbm[c] += bytes;
+          chip_hbm += bytes;
+          out.hbm_bytes += int64_t(inst.partitions) * inst.bytes_per_partition * n;
+        }
+      } else if (inst.op == Op::kMatmul) {
+        flops[int(inst.dtype)] += 2 * int64_t(inst.k) * inst.m * inst.n * n;
       }
     }
   }
-  std::fill(s.ready.begin(), s.ready.end(), 0);
-
-  std::vector<CoreState> cores(num_cores);  // tiny; one allocation per call
-  SimResult out;
-  double hbm_chip_free = 0;
-  int64_t dma_busy = 0;
-
-  auto cmp = [](const std::pair<int64_t, uint32_t>& a, const std::pair<int64_t, uint32_t>& b) {
-    return a > b;  // min-heap on (tick, queue)
-  };
-  auto push = [&](int64_t tick, uint32_t q) {
-    s.heap.emplace_back(tick, q);
-    std::push_heap(s.heap.begin(), s.heap.end(), cmp);
-  };
-  auto try_push = [&](uint32_t q) {
-    uint32_t pos = s.queue_offset[q] + s.queue_head[q];
-    if (pos >= s.queue_offset[q + 1]) return;
-    uint32_t g = s.queue_items[pos];
-    if (s.remaining[g] != 0) return;
-    push(std::max(s.ready[g], s.queue_free[q]), q);
-  };
-  for (int q = 0; q < num_queues; ++q) try_push(uint32_t(q));
+  const double chip_gbps = target.HbmGbps(num_cores);
 
   int64_t makespan = 0;
-  while (!s.heap.empty()) {
-    std::pop_heap(s.heap.begin(), s.heap.end(), cmp);
-    auto [tick, q] = s.heap.back();
-    s.heap.pop_back();
-    const int c = int(q) / queues_per_core;
-    const int local = int(q) % queues_per_core;
-    const uint32_t g = s.queue_items[s.queue_offset[q] + s.queue_head[q]];
-    const uint32_t base = s.core_base[c];
+  double dma_busy = 0;
+  std::vector<Cost> costs;
+  for (int c = 0; c < num_cores; ++c) {
     const CoreProgram& core = program.cores[c];
-    const Instruction& inst = core.instructions[g - base];
-    CoreState& cs = cores[c];
-    int64_t finish = 0;
-
-    if (local < kNumComputeEngines) {
-      const int tpc = target.ticks_per_cycle[local];
-      int64_t start = std::max({tick, s.ready[g], s.queue_free[q]});
-      const int32_t prev = s.last_issued[q];
-      if (prev >= 0) {
-        for (int32_t d : core.DepsOf(int32_t(g - base))) {
-          if (base + uint32_t(d) == uint32_t(prev)) {
-            start = std::max(start,
-                             s.result[prev] + int64_t(target.same_engine_dependency_cycles) * tpc);
-            break;
-          }
+    costs.assign(core.instructions.size(), Cost{});
+    for (size_t t = 0; t < core.instructions.size(); ++t) {
+      const Instruction& inst = core.instructions[t];
+      Cost& k = costs[t];
+      k.engine = int8_t(inst.engine);
+      if (inst.engine != EngineKind::kDma) {
+        const int tpc = target.ticks_per_cycle[int(inst.engine)];
+        k.dur = InstructionCycles(target, inst) * tpc;
+        k.matmul = inst.op == Op::kMatmul;
+        k.reload = k.matmul && inst.reload_stationary && !target.systolic;
+        if (k.reload) k.load = StationaryLoadCycles(target, inst) * tpc;
+        if (k.matmul) k.extra = latency_ticks;
+        k.vg = target.port_conflict_vector_gpsimd_sbuf &&
+               (inst.engine == EngineKind::kVector || inst.engine == EngineKind::kGpSimd) &&
+               TouchesSbuf(inst);
+        k.vs = target.port_conflict_vector_scalar_psum &&
+               (inst.engine == EngineKind::kVector || inst.engine == EngineKind::kScalar) &&
+               TouchesPsum(inst);
+        if (mult[c][t] > 0) {
+          out.engines[int(inst.engine)].busy_ticks += k.dur * mult[c][t];
         }
-      }
-      int64_t load_end = 0;
-      if (inst.op == Op::kMatmul && inst.reload_stationary && !target.systolic) {
-        int64_t load_start = std::max({s.ready[g], cs.last_matmul_start, cs.last_load_end});
-        load_end = load_start + StationaryLoadCycles(target, inst) * tpc;
-        start = std::max(start, load_end);
-      }
-      const EngineKind engine = inst.engine;
-      const bool vg_port = target.port_conflict_vector_gpsimd_sbuf &&
-                           (engine == EngineKind::kVector || engine == EngineKind::kGpSimd) &&
-                           TouchesSbuf(inst);
-      const bool vs_port = target.port_conflict_vector_scalar_psum &&
-                           (engine == EngineKind::kVector || engine == EngineKind::kScalar) &&
-                           TouchesPsum(inst);
-      if (vg_port) start = std::max(start, cs.port_vg_sbuf_free);
-      if (vs_port) start = std::max(start, cs.port_vs_psum_free);
-      if (start > tick) {  // a shared resource moved it: retry in time order
-        push(start, q);
         continue;
       }
-      const int64_t duration = InstructionCycles(target, inst) * tpc;
-      finish = start + duration;
-      if (inst.op == Op::kMatmul) {
-        cs.last_matmul_start = start;
-        if (load_end > 0) cs.last_load_end = load_end;
-      }
-      if (vg_port) cs.port_vg_sbuf_free = finish;
-      if (vs_port) cs.port_vs_psum_free = finish;
-      s.queue_free[q] = finish;
-      s.last_issued[q] = int32_t(g);
-      out.engines[local].busy_ticks += duration;
-      out.engines[local].instructions++;
-      s.result[g] = finish + (inst.op == Op::kMatmul ? latency_ticks : 0);
-      if (trace) trace->push_back({c, local, int32_t(g - base), start, finish});
-    } else {
-      // DMA: split over the earliest-free engines serving ceil(P / partitions_per_engine).
+      const int q = inst.queue;
+      k.queue = int16_t(q);
+      k.hbm = inst.op != Op::kDmaCopy && chip_gbps > 0;
       const int ppe = target.dma_partitions_per_engine;
-      const int pieces = std::min<int>(dma_engines, int(CeilDiv(inst.partitions, ppe)));
-      int64_t* engine_free = &s.dma_engine_free[size_t(c) * dma_engines];
-      int order[64];
-      const int n_eng = std::min(dma_engines, 64);
-      for (int e = 0; e < n_eng; ++e) order[e] = e;
-      if (pieces < n_eng) {
-        std::partial_sort(order, order + pieces, order + n_eng, [&](int a, int b) {
-          return engine_free[a] != engine_free[b] ? engine_free[a] < engine_free[b] : a < b;
-        });
-      } else {
-        std::sort(order, order + n_eng, [&](int a, int b) {
-          return engine_free[a] != engine_free[b] ? engine_free[a] < engine_free[b] : a < b;
-        });
-      }
-      const bool uses_hbm = inst.op != Op::kDmaCopy;
-      const int64_t fixed_ticks = int64_t(std::llround(target.dma_fixed_ns * tick_ghz));
-      int remaining_partitions = inst.partitions;
-      int64_t first_start = std::numeric_limits<int64_t>::max();
-      // Partitions are spread as evenly as possible over the pieces.
-      for (int p = 0; p < pieces; ++p) {
-        int share = remaining_partitions / (pieces - p);
-        remaining_partitions -= share;
-        const int e = order[p];
-        const int64_t start = std::max(tick, engine_free[e]);
-        first_start = std::min(first_start, start);
-        int64_t end = start + int64_t(std::ceil(DmaPieceNs(target, inst, share) * tick_ghz));
-        if (uses_hbm && (core_rate > 0 || chip_rate > 0)) {
-          const double bytes = double(share) * double(inst.bytes_per_partition);
-          double hbm_start = std::max({double(start + fixed_ticks), cs.hbm_free, hbm_chip_free});
-          double core_done = core_rate > 0 ? hbm_start + bytes / core_rate : hbm_start;
-          double chip_done = chip_rate > 0 ? hbm_start + bytes / chip_rate : hbm_start;
-          cs.hbm_free = core_done;
-          hbm_chip_free = chip_done;
-          end = std::max(end, int64_t(std::ceil(std::max(core_done, chip_done))));
-        }
-        engine_free[e] = end;
-        dma_busy += end - start;
-        finish = std::max(finish, end);
-      }
-      if (uses_hbm) out.hbm_bytes += int64_t(inst.partitions) * inst.bytes_per_partition;
-      s.queue_free[q] = tick;
-      out.engines[int(EngineKind::kDma)].instructions++;
-      s.result[g] = finish;
-      if (trace) trace->push_back({c, local, int32_t(g - base), first_start, finish});
-    }
-    makespan = std::max(makespan, s.result[g]);
-
-    // Release dependants whose last producer this was.
-    for (uint32_t r = s.rev_offset[g]; r < s.rev_offset[g + 1]; ++r) {
-      const uint32_t d = s.rev[r];
-      s.ready[d] = std::max(s.ready[d], s.result[g]);
-      if (--s.remaining[d] == 0) {
-        const uint32_t dq = s.queue_of[d];
-        if (dq != q && s.queue_items[s.queue_offset[dq] + s.queue_head[dq]] == d) try_push(dq);
+      k.pieces = int16_t(std::min<int>(target.dma_engines, int(CeilDiv(inst.partitions, ppe))));
+      const int lo = inst.partitions / k.pieces;
+      k.n_lo = int16_t(k.pieces - inst.partitions % k.pieces);
+      // The queue's share of every DMA engine and of the core's HBM: its part of the core's bytes.
+      const double share = core_dma[c] > 0 ? dma_bytes[c][q] / core_dma[c] : 1.0;
+      auto eng_ticks = [&](int parts) {
+        if (parts <= 0) return int64_t(0);
+        const double ns = DmaPieceNs(target, inst, parts);
+        const double data = ns - target.dma_fixed_ns;
+        return int64_t(std::ceil((target.dma_fixed_ns + data / std::max(share, 1e-12)) * tick_ghz));
+      };
+      k.eng_lo = eng_ticks(lo);
+      k.eng_hi = eng_ticks(lo + 1);
+      if (k.hbm) {
+        // Bytes per tick for this queue: the chip's HBM split by HBM bytes over cores and queues.
+        const double rate = chip_gbps / tick_ghz * (hbm_bytes[c][q] / chip_hbm);
+        auto hbm_ticks = [&](int parts) {
+          return int64_t(std::ceil(double(parts) * double(inst.bytes_per_partition) / rate));
+        };
+        k.hbm_lo = hbm_ticks(lo);
+        k.hbm_hi = hbm_ticks(lo + 1);
       }
     }
-    s.queue_head[q]++;
-    try_push(q);
-  }
-
-  for (int q = 0; q < num_queues; ++q) {
-    if (s.queue_offset[q] + s.queue_head[q] != s.queue_offset[q + 1]) {
-      return absl::InternalError(
-          StrCat("simulation deadlock: queue ", q, " did not drain (cyclic dependencies?)"));
+    CoreSim sim(target, core, costs, options.exact || trace != nullptr);
+    sim.trace_ = trace;
+    sim.core_index_ = c;
+    sim.fixed_ticks_ = fixed_ticks;
+    absl::Status status = sim.Run();
+    if (!status.ok()) return status;
+    makespan = std::max(makespan, sim.makespan());
+    for (int q = 0; q < nq; ++q) {
+      const double share = core_dma[c] > 0 ? dma_bytes[c][q] / core_dma[c] : 0.0;
+      dma_busy += share * double(sim.dma_busy()[q]);
     }
   }
 
@@ -421,26 +705,23 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   out.time_ns = double(makespan) / tick_ghz;
   const int tensor_tpc = target.ticks_per_cycle[int(EngineKind::kTensor)];
   out.tensor_cycles = CeilDiv(makespan, tensor_tpc);
-  out.engines[int(EngineKind::kDma)].busy_ticks = dma_busy;
+  out.engines[int(EngineKind::kDma)].busy_ticks = int64_t(std::llround(dma_busy));
   for (int e = 0; e < kNumEngines; ++e) {
-    double capacity = double(makespan) * num_cores * (e == int(EngineKind::kDma) ? dma_engines : 1);
+    double capacity =
+        double(makespan) * num_cores * (e == int(EngineKind::kDma) ? target.dma_engines : 1);
     out.engines[e].busy_frac = capacity > 0 ? out.engines[e].busy_ticks / capacity : 0;
   }
   for (const CoreProgram& core : program.cores) {
     out.sbuf_peak_bytes = std::max(out.sbuf_peak_bytes, SbufBytesPerPartition(core));
     out.psum_peak_bytes = std::max(out.psum_peak_bytes, PsumBytesPerPartition(core));
   }
-  double compute_ns = 0;
-  for (const CoreProgram& core : program.cores) {
-    for (const Instruction& inst : core.instructions) {
-      if (inst.op != Op::kMatmul) continue;
-      double peak = target.PeakTflops(inst.dtype);
-      if (peak > 0) compute_ns += 2.0 * inst.k * double(inst.m) * inst.n / (peak * 1e3);
-    }
+  double flops_ns = 0;
+  for (int d = 0; d < kNumDTypes; ++d) {
+    const double peak = target.PeakTflops(DType(d));
+    if (peak > 0 && flops[d] > 0) flops_ns += double(flops[d]) / (peak * 1e3);
   }
-  compute_ns /= num_cores;
-  const double hbm_gbps = target.HbmGbps(num_cores);
-  const double hbm_ns = hbm_gbps > 0 ? out.hbm_bytes / hbm_gbps : 0;
+  const double compute_ns = flops_ns / num_cores;
+  const double hbm_ns = chip_gbps > 0 ? out.hbm_bytes / chip_gbps : 0;
   out.roofline_ns = std::max(compute_ns, hbm_ns);
 
   // Bound: the busiest resource if saturated, else latency.
@@ -462,6 +743,7 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   }
   return out;
 }
+
 
 }  // namespace tessel::sim
 

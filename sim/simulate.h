@@ -1,3 +1,5 @@
+// TEAM NOTE: several engineers share this working tree right now. Read /work/main/CONTRIBUTING.md
+// before editing or committing (commit only your own paths; never `git add -A` or `git stash`).
 // The event-driven simulator: runs a Program on a Target in integer ticks.
 //
 // Model (ACCELERATOR.md sections 2 and 3):

@@ -1,0 +1,552 @@
+#include "kernels/norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "kernels/rowwise.h"
+#include "kernels/schedule_util.h"
+#include "schema/strings.h"
+#include "sim/program.h"
+#include "sim/target.h"
+
+namespace tessel::kernels {
+namespace {
+
+using rowwise::Fn;
+using rowwise::Kind;
+using rowwise::Ref;
+using rowwise::Step;
+using sim::DType;
+using sim::EngineKind;
+
+NormFault g_fault = NormFault::kNone;
+
+constexpr float kEps = 1e-5f;
+constexpr int kQueueLoad = 0, kQueueStore = 1, kQueueVector = 2;
+constexpr int kBnStatsMaxFree = 512;  // fallback when the target sets no cap
+constexpr int kStatSlots = 2;
+constexpr int kStatsPerSlot = 16;
+constexpr int32_t kGamma = 900, kBeta = 901, kSquares = 910, kDataBase = 1000;
+
+const std::vector<std::string> kTileRows = {"32", "64", "128"};
+const std::vector<std::string> kRowsPerPartition = {"1", "2", "4", "8"};
+const std::vector<std::string> kChunks = {"128",  "256",  "512",  "1024",
+                                          "2048", "4096", "8192", "16384"};
+const std::vector<std::string> kStats = {"bn_stats", "sum_scalar_sq", "sum_vector_sq"};
+
+enum Stat : int32_t { kSum, kSumSq, kPartial, kPartialSq, kBn, kMeanVar, kTmp, kRstd, kNegMeanRstd };
+
+struct Plan {
+  bool rms = false;
+  int64_t rows = 0, cols = 0;
+  DType dtype = DType::kBf16;
+  int in_bytes = 2;
+  int64_t tile_rows = 128, g = 1, chunk = 512;
+  bool resident = true, bn_stats = true, square_on_scalar = false, apply_on_scalar = false;
+  bool affine_fused = true;
+  int bufs = 2, shards = 1;
+  int bn_max = kBnStatsMaxFree;
+  // Derived.
+  int64_t rows_per_tile = 0, tiles = 0, chunks = 0, bn_groups = 0;
+};
+
+void Derive(Plan& p) {
+  p.rows_per_tile = p.tile_rows * p.g;
+  p.tiles = CeilDiv(p.rows, p.rows_per_tile);
+  p.chunks = CeilDiv(p.cols, p.chunk);
+  p.bn_groups = 0;
+  for (int64_t j = 0; j < p.chunks; ++j) {
+    p.bn_groups += CeilDiv(std::min(p.chunk, p.cols - j * p.chunk), p.bn_max);
+  }
+}
+
+std::vector<sim::Allocation> Allocations(const Plan& p) {
+  const int parts = int(p.tile_rows);
+  std::vector<sim::Allocation> a;
+  if (p.resident) {
+    a.push_back(
+        {"row_tiles", sim::Mem::kSbuf, 0, parts, p.g * p.chunks * p.chunk * p.in_bytes, p.bufs});
+  } else {
+    a.push_back({"chunks", sim::Mem::kSbuf, 0, parts, p.g * p.chunk * p.in_bytes, p.bufs});
+  }
+  if (!p.bn_stats) a.push_back({"squares", sim::Mem::kSbuf, 0, parts, p.g * p.chunk * 4, 2});
+  a.push_back({"gamma_beta", sim::Mem::kSbuf, 0, parts, p.chunks * p.chunk * p.in_bytes,
+               p.rms ? 1 : 2});
+  a.push_back({"row_stats", sim::Mem::kSbuf, 0, parts,
+               p.g * (kStatsPerSlot + p.bn_groups * rowwise::kBnStatsWidth) * 4, kStatSlots});
+  return a;
+}
+
+int64_t SbufBytes(const Plan& p) {
+  int64_t total = 0;
+  for (const sim::Allocation& a : Allocations(p)) total += a.bytes_per_partition * a.bufs;
+  return total;
+}
+
+absl::StatusOr<Plan> MakePlan(bool rms, const Problem& problem, const Config& config,
+                              const sim::Target& target, bool strict) {
+  Plan p;
+  p.rms = rms;
+  p.rows = *problem.dims.Get("rows");
+  p.cols = *problem.dims.Get("cols");
+  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
+  if (!dtype.ok()) return dtype.status();
+  p.dtype = *dtype;
+  p.in_bytes = sim::DTypeBytes(p.dtype);
+  if (target.max_bn_stats_free > 0) p.bn_max = target.max_bn_stats_free;
+  absl::StatusOr<std::string> tile_rows = ChoiceParam(config, "tile_rows", kTileRows);
+  if (!tile_rows.ok()) return tile_rows.status();
+  absl::StatusOr<std::string> g = ChoiceParam(config, "rows_per_partition", kRowsPerPartition);
+  if (!g.ok()) return g.status();
+  absl::StatusOr<std::string> chunk = ChoiceParam(config, "chunk", kChunks);
+  if (!chunk.ok()) return chunk.status();
+  absl::StatusOr<std::string> resident = ChoiceParam(config, "resident", {"0", "1"});
+  if (!resident.ok()) return resident.status();
+  absl::StatusOr<std::string> stats = ChoiceParam(config, "stats", kStats);
+  if (!stats.ok()) return stats.status();
+  absl::StatusOr<std::string> apply = ChoiceParam(config, "apply", {"vector", "scalar"});
+  if (!apply.ok()) return apply.status();
+  absl::StatusOr<std::string> affine = ChoiceParam(config, "affine", {"fused", "separate"});
+  if (!affine.ok()) return affine.status();
+  absl::StatusOr<int64_t> bufs = IntParam(config, "bufs");
+  if (!bufs.ok()) return bufs.status();
+  absl::StatusOr<int64_t> shards = IntParam(config, "shards");
+  if (!shards.ok()) return shards.status();
+  p.tile_rows = std::stoll(*tile_rows);
+  p.g = std::stoll(*g);
+  p.chunk = std::stoll(*chunk);
+  p.resident = *resident == "1";
+  p.bn_stats = *stats == "bn_stats";
+  p.square_on_scalar = *stats == "sum_scalar_sq";
+  p.apply_on_scalar = *apply == "scalar";
+  p.affine_fused = *affine == "fused";
+  p.bufs = int(*bufs);
+  p.shards = int(*shards);
+  Derive(p);
+
+  if (p.tile_rows > target.sbuf_partitions) {
+    return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows, " exceeds the ",
+                                             target.sbuf_partitions, " partitions"));
+  }
+  if (target.max_free_sbuf > 0 && p.g * p.chunk > target.max_free_sbuf) {
+    return absl::InvalidArgumentError(StrCat("rows_per_partition=", p.g, " x chunk=", p.chunk,
+                                             " elements exceed the per-instruction free size cap ",
+                                             target.max_free_sbuf));
+  }
+  if (strict) {
+    if (p.tile_rows > 32 && p.tile_rows / 2 >= p.rows) {
+      return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows, " is redundant: ",
+                                               p.tile_rows / 2, " partitions already cover all ",
+                                               p.rows, " rows"));
+    }
+    if (p.g > 1 && p.rows_per_tile / 2 >= p.rows) {
+      return absl::InvalidArgumentError(StrCat("rows_per_partition=", p.g, " is redundant: ",
+                                               p.rows_per_tile / 2, " rows per tile already cover ",
+                                               "all ", p.rows, " rows"));
+    }
+    if (p.chunk > 128 && p.chunk / 2 >= p.cols) {
+      return absl::InvalidArgumentError(StrCat("chunk=", p.chunk, " is redundant: ", p.chunk / 2,
+                                               " already covers all ", p.cols, " columns"));
+    }
+    if (p.shards > p.tiles) {
+      return absl::InvalidArgumentError(
+          StrCat("shards=", p.shards, " exceeds the ", p.tiles, " row tiles"));
+    }
+    const int64_t tiles_per_core = CeilDiv(p.tiles, p.shards);
+    const int64_t rotating = p.resident ? tiles_per_core : tiles_per_core * p.chunks;
+    if (p.bufs > 1 && p.bufs > rotating) {
+      return absl::InvalidArgumentError(StrCat("bufs=", p.bufs, " is redundant: only ", rotating,
+                                               p.resident ? " row tiles" : " chunks",
+                                               " rotate per core"));
+    }
+  }
+  if (p.chunks == 1 && !p.resident) {
+    return absl::InvalidArgumentError(StrCat("resident=0 needs more than one chunk: chunk=",
+                                             p.chunk, " already holds all ", p.cols, " columns"));
+  }
+  if (p.shards > target.cores_per_chip) {
+    return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",
+                                             target.cores_per_chip, " cores per chip of ",
+                                             target.name));
+  }
+  const int64_t sbuf = SbufBytes(p);
+  if (sbuf > target.UsableSbufPerPartition()) {
+    return absl::InvalidArgumentError(StrCat(
+        "SBUF capacity: ", p.resident ? "resident row tiles " : "chunk buffers ",
+        p.g * (p.resident ? p.chunks * p.chunk : p.chunk) * p.in_bytes, " x ", p.bufs,
+        " bufs + ", p.rms ? "gamma" : "gamma/beta", " + squares + row statistics = ", sbuf,
+        " bytes per partition exceed the usable ", target.UsableSbufPerPartition()));
+  }
+  return p;
+}
+
+template <typename Sink>
+void Generate(const Plan& p, Sink& sink) {
+  const int64_t nc = p.chunks;
+  for (int core = 0; core < p.shards; ++core) {
+    const int64_t tb = ShardBegin(p.tiles, p.shards, core);
+    const int64_t te = ShardBegin(p.tiles, p.shards, core + 1);
+    sink.BeginCore(core, Allocations(p));
+    // gamma (and beta) broadcast to the tile's partitions once per core.
+    for (int v = 0; v < (p.rms ? 1 : 2); ++v) {
+      Step s;
+      s.kind = Kind::kLoadVector;
+      s.engine = EngineKind::kDma;
+      s.core = core;
+      s.dst = Ref{v == 0 ? kGamma : kBeta, 0};
+      s.width = p.cols;
+      s.in_dtype = p.dtype;
+      s.queue = kQueueVector;
+      s.vector_id = v;
+      s.partitions = int(std::min<int64_t>(p.tile_rows, CeilDiv(p.rows, p.g)));
+      sink(s);
+    }
+    int64_t stream = 0, squares = 0;
+    auto tile_steps = [&](int64_t t, bool second_pass) {
+      const int64_t row0 = t * p.rows_per_tile;
+      const int64_t rows = std::min(p.rows_per_tile, p.rows - row0);
+      const int32_t stat_base = int32_t((t % kStatSlots) * kStatsPerSlot);
+      auto stat = [&](Stat s, int32_t col = 0) { return Ref{stat_base + s, col}; };
+      auto width = [&](int64_t j) { return std::min(p.chunk, p.cols - j * p.chunk); };
+      auto step = [&](Kind kind, EngineKind engine) {
+        Step s;
+        s.kind = kind;
+        s.engine = engine;
+        s.core = core;
+        s.row0 = row0;
+        s.rows = rows;
+        return s;
+      };
+      auto data = [&](int64_t j) {
+        return p.resident && !second_pass ? Ref{int32_t(kDataBase + (t % p.bufs) * nc + j), 0}
+                                          : Ref{int32_t(kDataBase + (stream++ % p.bufs)), 0};
+      };
+      auto dma = [&](Kind kind, Ref buf, int64_t j, bool from_output) {
+        Step s = step(kind, EngineKind::kDma);
+        (kind == Kind::kLoad ? s.dst : s.src) = buf;
+        s.col0 = j * p.chunk;
+        s.width = width(j);
+        s.in_dtype = p.dtype;
+        s.out_dtype = p.dtype;
+        s.queue = kind == Kind::kLoad ? kQueueLoad : kQueueStore;
+        s.chunk_bytes = nc > 1 ? int32_t(s.width * p.in_bytes) : 0;
+        s.from_output = from_output;
+        s.hbm_region = int32_t(t * nc + j);
+        sink(s);
+      };
+      auto tt = [&](Fn fn, Ref a, Ref b, Ref dst, int64_t w, DType in, DType out, bool vec) {
+        Step s = step(Kind::kTensorTensor, EngineKind::kVector);
+        s.fn = fn;
+        s.src = a;
+        s.src1 = b;
+        s.src1_vector = vec;
+        s.dst = dst;
+        s.width = w;
+        s.in_dtype = in;
+        s.out_dtype = out;
+        sink(s);
+      };
+      auto stat_tt = [&](Fn fn, Ref a, Ref b, Ref dst) {
+        tt(fn, a, b, dst, 1, DType::kFp32, DType::kFp32, false);
+      };
+      auto ts = [&](Ref src, Fn fn, Ref a, float ia, Fn fn1, Ref b, float ib, Ref dst, int64_t w,
+                    DType in, DType out, EngineKind engine) {
+        Step s = step(Kind::kTensorScalar, engine);
+        s.src = src;
+        s.fn = fn;
+        s.scalar0 = a;
+        s.imm0 = ia;
+        s.fn1 = fn1;
+        s.scalar1 = b;
+        s.imm1 = ib;
+        s.dst = dst;
+        s.width = w;
+        s.in_dtype = in;
+        s.out_dtype = out;
+        sink(s);
+      };
+      auto affine = [&](Ref buf, int64_t j) {
+        tt(Fn::kMul, buf, Ref{kGamma, int32_t(j * p.chunk)}, buf, width(j), p.dtype, p.dtype,
+           true);
+        if (!p.rms) {
+          tt(Fn::kAdd, buf, Ref{kBeta, int32_t(j * p.chunk)}, buf, width(j), p.dtype, p.dtype,
+             true);
+        }
+      };
+
+      if (second_pass) {  // affine=separate: gamma/beta over Y in HBM
+        for (int64_t j = 0; j < nc; ++j) {
+          Ref buf = data(j);
+          dma(Kind::kLoad, buf, j, /*from_output=*/true);
+          affine(buf, j);
+          dma(Kind::kStore, buf, j, false);
+        }
+        return;
+      }
+
+      // Pass 1: statistics.
+      std::vector<Ref> bufs(nc);
+      int32_t group = 0;
+      for (int64_t j = 0; j < nc; ++j) {
+        bufs[j] = data(j);
+        dma(Kind::kLoad, bufs[j], j, false);
+        if (g_fault == NormFault::kDropTailChunkFromStats && j == nc - 1 && nc > 1 &&
+            p.cols % p.chunk != 0) {
+          continue;
+        }
+        const int64_t w = width(j);
+        if (p.bn_stats) {
+          for (int64_t c0 = 0; c0 < w; c0 += p.bn_max) {
+            Step s = step(Kind::kBnStats, EngineKind::kVector);
+            s.src = Ref{bufs[j].buf, int32_t(c0)};
+            s.dst = stat(kBn, group++ * rowwise::kBnStatsWidth);
+            s.width = std::min<int64_t>(p.bn_max, w - c0);
+            s.in_dtype = p.dtype;
+            sink(s);
+          }
+          continue;
+        }
+        auto accumulate = [&](Ref src, DType in, Stat total, Stat partial) {
+          Step s = step(Kind::kReduce, EngineKind::kVector);
+          s.fn = Fn::kAdd;
+          s.src = src;
+          s.dst = stat(j == 0 ? total : partial);
+          s.width = w;
+          s.in_dtype = in;
+          sink(s);
+          if (j > 0) stat_tt(Fn::kAdd, stat(total), stat(partial), stat(total));
+        };
+        if (!p.rms) accumulate(bufs[j], p.dtype, kSum, kPartial);
+        const Ref sq{int32_t(kSquares + squares++ % 2), 0};
+        if (p.square_on_scalar) {
+          Step s = step(Kind::kActivation, EngineKind::kScalar);
+          s.fn = Fn::kSquare;
+          s.imm0 = 1;
+          s.src = bufs[j];
+          s.dst = sq;
+          s.width = w;
+          s.in_dtype = p.dtype;
+          sink(s);
+        } else {
+          tt(Fn::kMul, bufs[j], bufs[j], sq, w, p.dtype, DType::kFp32, false);
+        }
+        accumulate(sq, DType::kFp32, kSumSq, kPartialSq);
+      }
+      // mean in kMeanVar col 0; variance (layernorm) or mean square (rmsnorm) in col 1.
+      const Ref mean = stat(kMeanVar, 0), second = stat(kMeanVar, 1);
+      const float inv_n = 1.0f / float(p.cols);
+      if (p.bn_stats) {
+        Step s = step(Kind::kBnAggr, EngineKind::kVector);
+        s.src = stat(kBn);
+        s.dst = mean;
+        s.width = group;
+        sink(s);
+        if (p.rms) {  // mean(x^2) = var + mean^2
+          stat_tt(Fn::kMul, mean, mean, stat(kTmp));
+          stat_tt(Fn::kAdd, second, stat(kTmp), second);
+        }
+      } else {
+        if (!p.rms) {
+          ts(stat(kSum), Fn::kMul, {}, inv_n, Fn::kNone, {}, 0, mean, 1, DType::kFp32,
+             DType::kFp32, EngineKind::kVector);
+        }
+        ts(stat(kSumSq), Fn::kMul, {}, inv_n, Fn::kNone, {}, 0, second, 1, DType::kFp32,
+           DType::kFp32, EngineKind::kVector);
+        if (!p.rms) {  // var = mean(x^2) - mean^2
+          stat_tt(Fn::kMul, mean, mean, stat(kTmp));
+          stat_tt(Fn::kSub, second, stat(kTmp), second);
+        }
+      }
+      // rstd = (second + eps)^-0.5 on Vector.
+      ts(second, Fn::kAdd, {}, kEps, Fn::kPow, {}, -0.5f, stat(kRstd), 1, DType::kFp32,
+         DType::kFp32, EngineKind::kVector);
+      if (!p.rms && p.apply_on_scalar) {
+        ts(mean, Fn::kMul, stat(kRstd), 0, Fn::kMul, {}, -1.0f, stat(kNegMeanRstd), 1,
+           DType::kFp32, DType::kFp32, EngineKind::kVector);
+      }
+
+      // Pass 2: normalise (and scale/shift when fused), store.
+      for (int64_t j = 0; j < nc; ++j) {
+        Ref buf = p.resident ? bufs[j] : data(j);
+        if (!p.resident) dma(Kind::kLoad, buf, j, false);
+        if (p.apply_on_scalar) {
+          Step s = step(Kind::kActivation, EngineKind::kScalar);
+          s.fn = Fn::kCopy;
+          s.src = buf;
+          s.dst = buf;
+          s.width = width(j);
+          s.scalar0 = stat(kRstd);
+          if (!p.rms) s.scalar1 = stat(kNegMeanRstd);
+          s.in_dtype = p.dtype;
+          s.out_dtype = p.dtype;
+          sink(s);
+        } else if (p.rms) {
+          ts(buf, Fn::kMul, stat(kRstd), 0, Fn::kNone, {}, 0, buf, width(j), p.dtype, p.dtype,
+             EngineKind::kVector);
+        } else {
+          ts(buf, Fn::kSub, mean, 0, Fn::kMul, stat(kRstd), 0, buf, width(j), p.dtype, p.dtype,
+             EngineKind::kVector);
+        }
+        if (p.affine_fused) affine(buf, j);
+        dma(Kind::kStore, buf, j, false);
+      }
+    };
+    for (int64_t t = tb; t < te; ++t) tile_steps(t, false);
+    if (!p.affine_fused) {
+      for (int64_t t = tb; t < te; ++t) tile_steps(t, true);
+    }
+  }
+}
+
+}  // namespace
+
+void SetNormFaultForTesting(NormFault fault) { g_fault = fault; }
+
+absl::Status NormKernel::ValidateProblem(const Problem& problem,
+                                         const sim::Target& target) const {
+  return CheckProblem(name(), dims(), dtypes(), problem, target);
+}
+
+absl::StatusOr<Space> NormKernel::SpaceFor(const Problem& problem,
+                                           const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  std::vector<Param> params = {
+      {"tile_rows", kTileRows, "partitions per row tile"},
+      {"rows_per_partition", kRowsPerPartition, "consecutive rows per partition (free dim)"},
+      {"chunk", kChunks, "columns per chunk"},
+      {"resident", {"0", "1"}, "1: keep the row tile in SBUF between passes"},
+      {"stats", kStats, "bn_stats/bn_aggr or explicit sums (squares on Scalar or Vector)"},
+      {"apply", {"vector", "scalar"}, "engine of the normalisation"},
+      {"affine", {"fused", "separate"}, rms_ ? "gamma fused or a separate pass"
+                                             : "gamma/beta fused or a separate pass"},
+      {"bufs", {"1", "2", "3"}, "rotating buffers (row tiles or chunks)"},
+      {"shards", ShardValues(target), "cores the row tiles are split over"},
+  };
+  Problem p = problem;
+  sim::Target t = target;
+  const bool rms = rms_;
+  return Space(std::move(params), [rms, p, t](const Config& config) -> absl::Status {
+    absl::StatusOr<Plan> plan = MakePlan(rms, p, config, t, /*strict=*/true);
+    return plan.ok() ? absl::OkStatus() : plan.status();
+  });
+}
+
+Config NormKernel::Default(const Problem& problem, const sim::Target&) const {
+  const int64_t rows = problem.dims.Get("rows").value_or(1);
+  const int64_t cols = problem.dims.Get("cols").value_or(1);
+  // A plain compiler: one row per partition, 512-column chunks streamed twice, the textbook
+  // statistics (bn_stats for layernorm, x*x then a sum for rmsnorm), Vector normalisation, fused
+  // affine, one core.
+  int64_t tile_rows = 128;
+  while (tile_rows > 32 && tile_rows / 2 >= rows) tile_rows /= 2;
+  int64_t chunk = 512;
+  while (chunk > 128 && chunk / 2 >= cols) chunk /= 2;
+  const bool one_chunk = chunk >= cols;
+  return Config{{"tile_rows", std::to_string(tile_rows)},
+                {"rows_per_partition", "1"},
+                {"chunk", std::to_string(chunk)},
+                {"resident", one_chunk ? "1" : "0"},
+                {"stats", rms_ ? "sum_vector_sq" : "bn_stats"},
+                {"apply", "vector"},
+                {"affine", "fused"},
+                {"bufs", one_chunk && CeilDiv(rows, tile_rows) < 2 ? "1" : "2"},
+                {"shards", "1"}};
+}
+
+absl::StatusOr<sim::Program> NormKernel::Lower(const Problem& problem, const Config& config,
+                                               const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  if (target.systolic) {
+    return absl::InvalidArgumentError(
+        StrCat(name(), " needs Vector/Scalar engines; ", target.name, " runs GEMMs only"));
+  }
+  absl::StatusOr<Plan> plan = MakePlan(rms_, problem, config, target, /*strict=*/true);
+  if (!plan.ok()) return plan.status();
+  sim::Program program;
+  program.name = StrCat(name(), " ", problem.dims.ToString(), " ", problem.dtype, " [",
+                        config.ToString(), "]");
+  rowwise::SimSink sink(target, int(plan->g), &program);
+  Generate(*plan, sink);
+  return program;
+}
+
+absl::Status NormKernel::Verify(const Problem& problem, const Config& config,
+                                const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<Plan> full = MakePlan(rms_, problem, config, target, /*strict=*/true);
+  if (!full.ok()) return full.status();
+  // Reduced as softmax's: 2 partitions per tile, shards + 1 row tiles, up to 3 chunks.
+  Plan plan = *full;
+  plan.tile_rows = std::min<int64_t>(plan.tile_rows, 2);
+  plan.rows = ReducedDim(full->rows, plan.tile_rows * plan.g, plan.shards + 1);
+  plan.cols = ReducedDim(full->cols, plan.chunk, 3);
+  Derive(plan);
+  plan.shards = int(std::min<int64_t>(plan.shards, plan.tiles));
+
+  // Inputs with a per-row offset and a trend along the row (so every chunk matters to the
+  // statistics); gamma around 1, beta around 0.
+  std::mt19937_64 rng(std::hash<std::string>()(config.ToString()) ^ uint64_t(plan.cols * 977));
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> x(plan.rows * plan.cols), gamma(plan.cols), beta(plan.cols);
+  for (int64_t r = 0; r < plan.rows; ++r) {
+    const float offset = uniform(rng);
+    for (int64_t c = 0; c < plan.cols; ++c) {
+      x[r * plan.cols + c] =
+          RoundToDType(uniform(rng) + offset + 2.0f * float(c) / float(plan.cols), plan.dtype);
+    }
+  }
+  for (int64_t c = 0; c < plan.cols; ++c) {
+    gamma[c] = RoundToDType(1.0f + 0.5f * uniform(rng), plan.dtype);
+    beta[c] = RoundToDType(0.5f * uniform(rng), plan.dtype);
+  }
+  std::vector<float> y(x.size(), std::numeric_limits<float>::quiet_NaN());
+  rowwise::CpuSink sink(plan.cols, x, &y, {gamma, beta});
+  Generate(plan, sink);
+
+  // bf16: a few output roundings (2^-8 each) on values of size ~|y| + 1; fp32: fp32 sums over
+  // the row.
+  const double rel = plan.dtype == DType::kFp32
+                         ? 1e-5 + 4.0 * double(plan.cols) * std::ldexp(1.0, -24)
+                         : std::ldexp(1.0, -6);
+  for (int64_t r = 0; r < plan.rows; ++r) {
+    double mean = 0, sq = 0;
+    for (int64_t c = 0; c < plan.cols; ++c) {
+      const double v = x[r * plan.cols + c];
+      mean += v;
+      sq += v * v;
+    }
+    mean /= double(plan.cols);
+    sq /= double(plan.cols);
+    const double var = sq - mean * mean;
+    const double rstd = 1.0 / std::sqrt((rms_ ? sq : var) + double(kEps));
+    for (int64_t c = 0; c < plan.cols; ++c) {
+      const double v = x[r * plan.cols + c];
+      const double want =
+          rms_ ? v * rstd * gamma[c] : (v - mean) * rstd * gamma[c] + double(beta[c]);
+      const double got = y[r * plan.cols + c];
+      const double tol = rel * (1.0 + std::abs(want));
+      if (!(std::abs(got - want) <= tol)) {
+        return absl::DataLossError(StrCat(name(), " wrong answer at Y[", r, ",", c,
+                                          "] of the reduced problem rows=", plan.rows,
+                                          ",cols=", plan.cols, ": got ", got, ", want ", want,
+                                          " (tolerance ", tol, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Kernel::Work NormKernel::MinimumWork(const Problem& problem) const {
+  const double rows = double(problem.dims.Get("rows").value_or(0));
+  const double cols = double(problem.dims.Get("cols").value_or(0));
+  auto dtype = sim::ParseDType(problem.dtype);
+  const double bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
+  return Work{0, (2 * rows * cols + (rms_ ? 1 : 2) * cols) * bytes};
+}
+
+}  // namespace tessel::kernels

@@ -1,0 +1,271 @@
+#include "kernels/rowwise.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/schedule_util.h"
+
+namespace tessel::kernels::rowwise {
+namespace {
+
+using sim::EngineKind;
+using sim::Mem;
+using sim::Op;
+
+constexpr int32_t kHbmRegionBase = 1 << 28;  // keeps output regions apart from buffer ids
+
+// Ops whose scalar operands are per-row (one value per row slot of a partition).
+bool PerRow(const Step& s) {
+  switch (s.kind) {
+    case Kind::kBnStats:
+    case Kind::kBnAggr:
+      return true;
+    case Kind::kActivation:
+    case Kind::kTensorScalar:
+      return s.scalar0.buf >= 0 || s.scalar1.buf >= 0;
+    default:
+      return false;
+  }
+}
+
+float Apply(Fn fn, float a, float b) {
+  switch (fn) {
+    case Fn::kAdd:
+      return a + b;
+    case Fn::kSub:
+      return a - b;
+    case Fn::kMul:
+      return a * b;
+    case Fn::kMax:
+      return std::max(a, b);
+    case Fn::kPow:
+      return std::pow(a, b);
+    default:
+      return a;
+  }
+}
+
+}  // namespace
+
+void SimSink::BeginCore(int core, std::vector<sim::Allocation> allocations) {
+  program_->cores.resize(core + 1);
+  core_ = &program_->cores[core];
+  core_->allocations = std::move(allocations);
+  bufs_.clear();
+}
+
+void SimSink::operator()(const Step& s) {
+  deps_.clear();
+  auto read = [&](int32_t buf) {
+    if (buf < 0) return;
+    auto it = bufs_.find(buf);
+    if (it != bufs_.end() && it->second.writer >= 0) deps_.push_back(it->second.writer);
+  };
+  read(s.src.buf);
+  read(s.src1.buf);
+  read(s.scalar0.buf);
+  read(s.scalar1.buf);
+  const bool is_store = s.kind == Kind::kStore;
+  if (s.from_output) read(kHbmRegionBase + s.hbm_region);
+  const int32_t written = is_store ? (s.hbm_region >= 0 ? kHbmRegionBase + s.hbm_region : -1)
+                                   : s.dst.buf;
+  if (written >= 0) {
+    BufState& w = bufs_[written];
+    if (w.writer >= 0) deps_.push_back(w.writer);
+    deps_.insert(deps_.end(), w.readers.begin(), w.readers.end());
+  }
+
+  const int partitions = int(CeilDiv(s.rows, g_));
+  int32_t last = -1;
+  switch (s.kind) {
+    case Kind::kLoad:
+    case Kind::kStore: {
+      const int bytes = sim::DTypeBytes(is_store ? s.out_dtype : s.in_dtype);
+      sim::Instruction dma = sim::MakeDma(is_store ? Op::kDmaStore : Op::kDmaLoad, partitions,
+                                          int64_t(g_) * s.width * bytes, s.queue);
+      dma.chunk_bytes = s.chunk_bytes;
+      last = core_->Add(dma, deps_);
+      break;
+    }
+    case Kind::kLoadVector: {
+      sim::Instruction dma =
+          sim::MakeDma(Op::kDmaLoad, s.partitions, s.width * sim::DTypeBytes(s.in_dtype), s.queue);
+      last = core_->Add(dma, deps_);
+      break;
+    }
+    default: {
+      Op op = Op::kTensorCopy;
+      switch (s.kind) {
+        case Kind::kReduce:
+          op = Op::kTensorReduce;
+          break;
+        case Kind::kActivation:
+          op = Op::kActivation;
+          break;
+        case Kind::kTensorScalar:
+          op = Op::kTensorScalar;
+          break;
+        case Kind::kTensorTensor:
+          op = Op::kTensorTensor;
+          break;
+        case Kind::kReciprocal:
+          op = Op::kReciprocal;
+          break;
+        case Kind::kBnStats:
+          op = Op::kBnStats;
+          break;
+        case Kind::kBnAggr:
+          op = Op::kBnAggr;
+          break;
+        default:
+          break;
+      }
+      const bool per_row = PerRow(s) && g_ > 1;
+      int64_t free = s.kind == Kind::kBnAggr ? s.width * kBnStatsWidth : s.width;
+      if (!per_row && s.kind != Kind::kBnStats && s.kind != Kind::kBnAggr) free *= g_;
+      const int count = per_row ? g_ : 1;
+      const size_t first_dep_size = deps_.size();
+      for (int i = 0; i < count; ++i) {
+        sim::Instruction inst = sim::MakeEngineOp(op, s.engine, int(free), partitions);
+        inst.dtype = s.in_dtype;
+        inst.add_op = s.kind == Kind::kReduce;
+        last = core_->Add(inst, std::span<const int32_t>(deps_.data(), first_dep_size));
+      }
+      break;
+    }
+  }
+
+  // Readers of the buffers this step read; the written buffer's new writer.
+  auto reader = [&](int32_t buf) {
+    if (buf >= 0 && buf != written) bufs_[buf].readers.push_back(last);
+  };
+  reader(s.src.buf);
+  reader(s.src1.buf);
+  reader(s.scalar0.buf);
+  reader(s.scalar1.buf);
+  if (s.from_output) reader(kHbmRegionBase + s.hbm_region);
+  if (written >= 0) {
+    BufState& w = bufs_[written];
+    w.writer = last;
+    w.readers.clear();
+  }
+}
+
+float& CpuSink::At(int32_t buf, int64_t row, int64_t col) {
+  std::vector<std::vector<float>>& b = bufs_[buf];
+  if (int64_t(b.size()) <= row) b.resize(row + 1);
+  std::vector<float>& r = b[row];
+  if (int64_t(r.size()) <= col) r.resize(col + 1, std::numeric_limits<float>::quiet_NaN());
+  return r[col];
+}
+
+float CpuSink::Scalar(const Ref& ref, float imm, int64_t row) {
+  return ref.buf >= 0 ? At(ref.buf, row, ref.col) : imm;
+}
+
+void CpuSink::operator()(const Step& s) {
+  auto out = [&](float v) { return RoundToDType(v, s.out_dtype); };
+  switch (s.kind) {
+    case Kind::kLoad: {
+      const std::vector<float>& from = s.from_output ? *y_ : x_;
+      for (int64_t r = 0; r < s.rows; ++r) {
+        for (int64_t j = 0; j < s.width; ++j) {
+          At(s.dst.buf, r, s.dst.col + j) = from[(s.row0 + r) * cols_ + s.col0 + j];
+        }
+      }
+      return;
+    }
+    case Kind::kLoadVector:
+      for (int64_t j = 0; j < s.width; ++j) {
+        At(s.dst.buf, 0, s.dst.col + j) = vectors_[s.vector_id][s.col0 + j];
+      }
+      return;
+    case Kind::kStore:
+      for (int64_t r = 0; r < s.rows; ++r) {
+        for (int64_t j = 0; j < s.width; ++j) {
+          (*y_)[(s.row0 + r) * cols_ + s.col0 + j] = out(At(s.src.buf, r, s.src.col + j));
+        }
+      }
+      return;
+    default:
+      break;
+  }
+  for (int64_t r = 0; r < s.rows; ++r) {
+    switch (s.kind) {
+      case Kind::kReduce: {
+        float acc = At(s.src.buf, r, s.src.col);
+        for (int64_t j = 1; j < s.width; ++j) acc = Apply(s.fn, acc, At(s.src.buf, r, s.src.col + j));
+        At(s.dst.buf, r, s.dst.col) = out(acc);
+        break;
+      }
+      case Kind::kActivation: {
+        const float scale = Scalar(s.scalar0, s.imm0, r);
+        const float bias = Scalar(s.scalar1, s.imm1, r);
+        for (int64_t j = 0; j < s.width; ++j) {
+          const float v = At(s.src.buf, r, s.src.col + j) * scale + bias;
+          float f = v;
+          if (s.fn == Fn::kExp) f = std::exp(v);
+          if (s.fn == Fn::kSquare) f = v * v;
+          At(s.dst.buf, r, s.dst.col + j) = out(f);
+        }
+        break;
+      }
+      case Kind::kTensorScalar: {
+        const float a = Scalar(s.scalar0, s.imm0, r);
+        const float b = Scalar(s.scalar1, s.imm1, r);
+        for (int64_t j = 0; j < s.width; ++j) {
+          float v = Apply(s.fn, At(s.src.buf, r, s.src.col + j), a);
+          if (s.fn1 != Fn::kNone) v = Apply(s.fn1, v, b);
+          At(s.dst.buf, r, s.dst.col + j) = out(v);
+        }
+        break;
+      }
+      case Kind::kTensorTensor:
+        for (int64_t j = 0; j < s.width; ++j) {
+          const float b = At(s.src1.buf, s.src1_vector ? 0 : r, s.src1.col + j);
+          At(s.dst.buf, r, s.dst.col + j) = out(Apply(s.fn, At(s.src.buf, r, s.src.col + j), b));
+        }
+        break;
+      case Kind::kReciprocal:
+        for (int64_t j = 0; j < s.width; ++j) {
+          At(s.dst.buf, r, s.dst.col + j) = out(1.0f / At(s.src.buf, r, s.src.col + j));
+        }
+        break;
+      case Kind::kBnStats: {
+        float mean = 0;
+        for (int64_t j = 0; j < s.width; ++j) mean += At(s.src.buf, r, s.src.col + j);
+        mean /= float(s.width);
+        float m2 = 0;
+        for (int64_t j = 0; j < s.width; ++j) {
+          const float d = At(s.src.buf, r, s.src.col + j) - mean;
+          m2 += d * d;
+        }
+        At(s.dst.buf, r, s.dst.col) = float(s.width);
+        At(s.dst.buf, r, s.dst.col + 1) = mean;
+        At(s.dst.buf, r, s.dst.col + 2) = m2;
+        break;
+      }
+      case Kind::kBnAggr: {
+        float n = 0, mean = 0, m2 = 0;
+        for (int64_t i = 0; i < s.width; ++i) {
+          const int64_t c = s.src.col + i * kBnStatsWidth;
+          const float nb = At(s.src.buf, r, c), mb = At(s.src.buf, r, c + 1),
+                      m2b = At(s.src.buf, r, c + 2);
+          const float total = n + nb;
+          const float delta = mb - mean;
+          mean += delta * nb / total;
+          m2 += m2b + delta * delta * n * nb / total;
+          n = total;
+        }
+        At(s.dst.buf, r, s.dst.col) = out(mean);
+        At(s.dst.buf, r, s.dst.col + 1) = out(m2 / n);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace tessel::kernels::rowwise

@@ -1,0 +1,121 @@
+// A small schedule IR shared by the row-wise kernels (softmax, layernorm, rmsnorm).
+//
+// A row tile holds up to P x g consecutive rows of a [rows, cols] tensor: P partitions, each with g
+// consecutive rows along its free dimension. A kernel's generator walks its schedule and emits
+// Steps (loads, vector/scalar instructions on SBUF buffers, stores). Two sinks consume the same
+// step stream:
+// - SimSink turns each step into simulator instructions. Engine ops work on all g rows of a
+//   partition at once (free size g x width), except ops that take a per-row scalar operand
+//   (activation scale/bias, tensor_scalar operands, bn_stats/bn_aggr), which need one instruction
+//   per row slot (g instructions of free size width). Dependencies come from the buffers each step
+//   reads and writes (read-after-write, write-after-read, write-after-write), so multi-buffering
+//   is exactly as deep as the generator's buffer rotation.
+// - CpuSink executes the steps on float data, rounding every result to the step's output dtype,
+//   with the same tile boundaries, column chunks, reduction order and rescaling as the schedule.
+#ifndef TESSEL_KERNELS_ROWWISE_H_
+#define TESSEL_KERNELS_ROWWISE_H_
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/program.h"
+#include "sim/target.h"
+
+namespace tessel::kernels::rowwise {
+
+enum class Kind : uint8_t {
+  kLoad,          // dst[r][c + j] = X[row0 + r][col0 + j] (or Y when from_output)
+  kLoadVector,    // dst row 0 [c + j] = vector[vector_id][col0 + j], DMA-broadcast to partitions
+  kStore,         // Y[row0 + r][col0 + j] = src[r][c + j]
+  kReduce,        // dst[r][c] = fn(src[r][c .. c + width))   (fn: kMax, kAdd; fp32 accumulate)
+  kActivation,    // dst = fn(src * scale + bias)            (fn: kExp, kCopy, kSquare; Scalar)
+  kTensorScalar,  // dst = (src fn a) fn1 b                  (a, b: per-row scalars or immediates)
+  kTensorTensor,  // dst = src fn src1                       (src1 per row, or a broadcast vector)
+  kReciprocal,    // dst = 1 / src
+  kBnStats,       // dst[r][c .. c + 3) = count, mean, M2 of src[r][c .. c + width)
+  kBnAggr,        // dst[r][c], [c + 1] = mean, variance of `width` bn_stats groups at src (stride 6)
+};
+
+enum class Fn : uint8_t { kNone, kAdd, kSub, kMul, kMax, kPow, kExp, kCopy, kSquare };
+
+// A buffer column: for data operands the first column touched, for per-row scalars the column
+// holding the scalar. buf < 0 means "none" (scalars then use the step's immediate).
+struct Ref {
+  int32_t buf = -1;
+  int32_t col = 0;
+};
+
+// Elements of bn_stats output per group (hardware layout; the CPU uses the first three).
+inline constexpr int kBnStatsWidth = 6;
+
+struct Step {
+  Kind kind = Kind::kLoad;
+  sim::EngineKind engine = sim::EngineKind::kVector;
+  int core = 0;
+  int64_t row0 = 0, rows = 0;  // the tile's problem rows
+  int64_t col0 = 0;            // load/store: first problem column
+  int64_t width = 1;           // elements per row
+  Ref dst, src, src1;
+  bool src1_vector = false;  // tensor_tensor: src1 is a [width] vector shared by all rows
+  Fn fn = Fn::kNone, fn1 = Fn::kNone;
+  Ref scalar0, scalar1;  // activation: scale, bias; tensor_scalar: operands of fn, fn1
+  float imm0 = 0, imm1 = 0;
+  sim::DType in_dtype = sim::DType::kFp32, out_dtype = sim::DType::kFp32;
+  int queue = 0;            // DMA queue
+  int32_t chunk_bytes = 0;  // DMA: contiguous bytes per descriptor (0 = all of a partition's)
+  bool from_output = false;  // load: read Y (a later pass over the output)
+  int32_t hbm_region = -1;   // store writes / output load reads this region (for dependencies)
+  int vector_id = 0;         // load_vector: which vector (0 = gamma, 1 = beta)
+  int partitions = 0;        // load_vector: partitions to broadcast to
+};
+
+// Turns steps into instructions of `program`; one CoreProgram per BeginCore.
+class SimSink {
+ public:
+  SimSink(const sim::Target& target, int rows_per_partition, sim::Program* program)
+      : target_(target), g_(rows_per_partition), program_(program) {}
+  SimSink(const SimSink&) = delete;
+  SimSink& operator=(const SimSink&) = delete;
+
+  void BeginCore(int core, std::vector<sim::Allocation> allocations);
+  void operator()(const Step& step);
+
+ private:
+  struct BufState {
+    int32_t writer = -1;
+    std::vector<int32_t> readers;
+  };
+  const sim::Target& target_;
+  int g_;
+  sim::Program* program_;
+  sim::CoreProgram* core_ = nullptr;
+  std::unordered_map<int32_t, BufState> bufs_;
+  std::vector<int32_t> deps_;
+};
+
+// Executes steps on the CPU. X and Y are row-major [rows, cols]; vectors[i] has cols elements.
+class CpuSink {
+ public:
+  CpuSink(int64_t cols, const std::vector<float>& x, std::vector<float>* y,
+          std::vector<std::vector<float>> vectors)
+      : cols_(cols), x_(x), y_(y), vectors_(std::move(vectors)) {}
+  CpuSink(const CpuSink&) = delete;
+  CpuSink& operator=(const CpuSink&) = delete;
+
+  void BeginCore(int, const std::vector<sim::Allocation>&) {}
+  void operator()(const Step& step);
+
+ private:
+  float& At(int32_t buf, int64_t row, int64_t col);
+  float Scalar(const Ref& ref, float imm, int64_t row);
+  int64_t cols_;
+  const std::vector<float>& x_;
+  std::vector<float>* y_;
+  std::vector<std::vector<float>> vectors_;
+  std::unordered_map<int32_t, std::vector<std::vector<float>>> bufs_;
+};
+
+}  // namespace tessel::kernels::rowwise
+
+#endif  // TESSEL_KERNELS_ROWWISE_H_

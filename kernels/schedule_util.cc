@@ -1,0 +1,96 @@
+#include "kernels/schedule_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "schema/strings.h"
+
+namespace tessel::kernels {
+
+absl::Status CheckProblem(std::string_view kernel, const std::vector<std::string>& dims,
+                          const std::vector<std::string>& dtypes, const Problem& problem,
+                          const sim::Target& target) {
+  const std::string names = StrJoin(dims, ", ");
+  for (const auto& [name, value] : problem.dims.items()) {
+    if (std::find(dims.begin(), dims.end(), name) == dims.end()) {
+      return absl::InvalidArgumentError(
+          StrCat(kernel, " has dims ", names, "; got unknown dim ", name));
+    }
+    if (value <= 0) return absl::InvalidArgumentError(StrCat("dim ", name, " must be positive"));
+  }
+  for (const std::string& name : dims) {
+    if (!problem.dims.Has(name)) {
+      return absl::InvalidArgumentError(StrCat(kernel, " needs dim ", name, " (", names, ")"));
+    }
+  }
+  if (std::find(dtypes.begin(), dtypes.end(), problem.dtype) == dtypes.end()) {
+    return absl::InvalidArgumentError(
+        StrCat(kernel, " dtype must be one of ", StrJoin(dtypes, ", "), ", not '", problem.dtype,
+               "'"));
+  }
+  absl::StatusOr<sim::DType> dtype = sim::ParseDType(problem.dtype);
+  if (!dtype.ok()) return dtype.status();
+  if (*dtype == sim::DType::kFp8 && !target.SupportsDType(*dtype)) {
+    return absl::InvalidArgumentError(
+        StrCat("dtype ", problem.dtype, " is not supported by TensorE on ", target.name));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> IntParam(const Config& config, std::string_view name, int64_t min) {
+  absl::StatusOr<int64_t> v = config.GetInt(name);
+  if (!v.ok()) return v.status();
+  if (*v < min) return absl::InvalidArgumentError(StrCat(name, "=", *v, " is out of range"));
+  return *v;
+}
+
+absl::StatusOr<std::string> ChoiceParam(const Config& config, std::string_view name,
+                                        const std::vector<std::string>& allowed) {
+  std::optional<std::string_view> v = config.Get(name);
+  if (!v) return absl::InvalidArgumentError(StrCat("parameter '", name, "' missing"));
+  if (std::find(allowed.begin(), allowed.end(), std::string(*v)) == allowed.end()) {
+    return absl::InvalidArgumentError(
+        StrCat(name, " must be one of ", StrJoin(allowed, ","), ", not '", std::string(*v), "'"));
+  }
+  return std::string(*v);
+}
+
+std::vector<std::string> ShardValues(const sim::Target& target) {
+  std::vector<std::string> shards;
+  for (int s = 1; s <= target.cores_per_chip; s *= 2) shards.push_back(std::to_string(s));
+  return shards;
+}
+
+float RoundTo(float x, int mantissa_bits, int min_exp, float max_value) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int exp = 0;
+  std::frexp(x, &exp);  // x = f * 2^exp, 0.5 <= |f| < 1
+  exp = std::max(exp - 1, min_exp);
+  const double quantum = std::ldexp(1.0, exp - mantissa_bits);
+  double rounded = std::nearbyint(double(x) / quantum) * quantum;
+  return float(std::clamp(rounded, -double(max_value), double(max_value)));
+}
+
+float RoundToDType(float x, sim::DType dtype) {
+  switch (dtype) {
+    case sim::DType::kBf16:
+      return RoundTo(x, 7, -126, std::numeric_limits<float>::max());
+    case sim::DType::kFp8:
+      return RoundTo(x, 3, -6, 448.0f);  // e4m3
+    case sim::DType::kFp16:
+      return RoundTo(x, 10, -14, 65504.0f);
+    default:
+      return x;
+  }
+}
+
+int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
+  if (dim <= keep * tile) return dim;
+  int64_t tail = dim % tile;
+  if (tail == 0) tail = tile / 2 + 1;
+  if (tail >= tile) tail = tile - 1;
+  return (keep - 1) * tile + std::max<int64_t>(tail, 1);
+}
+
+}  // namespace tessel::kernels

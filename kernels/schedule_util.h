@@ -1,0 +1,50 @@
+// Helpers shared by the kernels' spaces, lowerings and CPU verifications: config parsing with
+// readable errors, problem-dim checks, dtype rounding as the hardware stores values, the reduced
+// dims Verify runs, and contiguous splits over cores.
+#ifndef TESSEL_KERNELS_SCHEDULE_UTIL_H_
+#define TESSEL_KERNELS_SCHEDULE_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/kernel.h"
+#include "sim/target.h"
+
+namespace tessel::kernels {
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// OK when `problem` names exactly `dims` (each positive) and a dtype in `dtypes` that `target`
+// supports; InvalidArgument naming the kernel and what is wrong otherwise.
+absl::Status CheckProblem(std::string_view kernel, const std::vector<std::string>& dims,
+                          const std::vector<std::string>& dtypes, const Problem& problem,
+                          const sim::Target& target);
+
+// The integer value of `name`, InvalidArgument when missing, malformed or below `min`.
+absl::StatusOr<int64_t> IntParam(const Config& config, std::string_view name, int64_t min = 1);
+// The value of `name` when it is one of `allowed`; InvalidArgument listing them otherwise.
+absl::StatusOr<std::string> ChoiceParam(const Config& config, std::string_view name,
+                                        const std::vector<std::string>& allowed);
+
+// "1", "2", "4", ... up to the target's cores per chip.
+std::vector<std::string> ShardValues(const sim::Target& target);
+
+// Rounds to the nearest value with `mantissa_bits` explicit mantissa bits (ties to even), the
+// smallest normal exponent `min_exp` (gradual underflow below) and saturation at `max_value`.
+float RoundTo(float x, int mantissa_bits, int min_exp, float max_value);
+// `x` as stored in `dtype` (fp32: unchanged; bf16, fp16, fp8 e4m3: rounded).
+float RoundToDType(float x, sim::DType dtype);
+
+// The reduced dimension Verify runs: the full dim when it is at most `keep` tiles, else `keep - 1`
+// full tiles plus a ragged tail (the original tail, or half a tile plus one).
+int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep);
+
+// Items [begin, end) of `count` that core `core` of `shards` gets (contiguous, balanced).
+inline int64_t ShardBegin(int64_t count, int shards, int core) { return count * core / shards; }
+
+}  // namespace tessel::kernels
+
+#endif  // TESSEL_KERNELS_SCHEDULE_UTIL_H_

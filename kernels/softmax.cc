@@ -1,0 +1,545 @@
+#include "kernels/softmax.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "kernels/rowwise.h"
+#include "kernels/schedule_util.h"
+#include "schema/strings.h"
+#include "sim/program.h"
+#include "sim/target.h"
+
+namespace tessel::kernels {
+namespace {
+
+using rowwise::Fn;
+using rowwise::Kind;
+using rowwise::Ref;
+using rowwise::Step;
+using sim::DType;
+using sim::EngineKind;
+
+SoftmaxFault g_fault = SoftmaxFault::kNone;
+
+constexpr int kQueueLoad = 0, kQueueStore = 1;
+constexpr int kStatSlots = 2;     // row tiles whose statistics are live at once
+constexpr int kStatsPerSlot = 16;  // stat buffers per slot (see Stat below)
+constexpr int32_t kDataBase = 1000;
+
+const std::vector<std::string> kTileRows = {"32", "64", "128"};
+const std::vector<std::string> kRowsPerPartition = {"1", "2", "4", "8"};
+const std::vector<std::string> kChunks = {"128",  "256",  "512",  "1024",
+                                          "2048", "4096", "8192", "16384"};
+
+// Per-row statistics of one row tile (buffer ids within a stat slot).
+enum Stat : int32_t { kMax, kMaxNext, kPartial, kNegMax, kSum, kPartialSum, kRecip, kDiff, kCorr };
+
+struct Plan {
+  int64_t rows = 0, cols = 0;
+  DType dtype = DType::kBf16;
+  int in_bytes = 2;
+  int64_t tile_rows = 128, g = 1, chunk = 512;
+  bool online = false, resident = true, scale_on_scalar = false;
+  DType exp_dtype = DType::kFp32;
+  int bufs = 2, shards = 1;
+  // Derived.
+  int64_t rows_per_tile = 0, tiles = 0, chunks = 0;
+};
+
+void Derive(Plan& p) {
+  p.rows_per_tile = p.tile_rows * p.g;
+  p.tiles = CeilDiv(p.rows, p.rows_per_tile);
+  p.chunks = CeilDiv(p.cols, p.chunk);
+}
+
+int64_t DataBytes(const Plan& p) {
+  return std::max(p.in_bytes, sim::DTypeBytes(p.exp_dtype));
+}
+
+std::vector<sim::Allocation> Allocations(const Plan& p) {
+  const int parts = int(p.tile_rows);
+  std::vector<sim::Allocation> a;
+  if (p.resident) {
+    a.push_back({"row_tiles", sim::Mem::kSbuf, 0, parts, p.g * p.chunks * p.chunk * DataBytes(p),
+                 p.bufs});
+  } else {
+    a.push_back({"chunks", sim::Mem::kSbuf, 0, parts, p.g * p.chunk * DataBytes(p), p.bufs});
+  }
+  a.push_back({"row_stats", sim::Mem::kSbuf, 0, parts,
+                kStatsPerSlot * p.g * std::max<int64_t>(p.chunks, 1) * 4, kStatSlots});
+  return a;
+}
+
+int64_t SbufBytes(const Plan& p) {
+  int64_t total = 0;
+  for (const sim::Allocation& a : Allocations(p)) total += a.bytes_per_partition * a.bufs;
+  return total;
+}
+
+absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
+                              const sim::Target& target, bool strict) {
+  Plan p;
+  p.rows = *problem.dims.Get("rows");
+  p.cols = *problem.dims.Get("cols");
+  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
+  if (!dtype.ok()) return dtype.status();
+  p.dtype = *dtype;
+  p.in_bytes = sim::DTypeBytes(p.dtype);
+  absl::StatusOr<std::string> tile_rows = ChoiceParam(config, "tile_rows", kTileRows);
+  if (!tile_rows.ok()) return tile_rows.status();
+  absl::StatusOr<std::string> g = ChoiceParam(config, "rows_per_partition", kRowsPerPartition);
+  if (!g.ok()) return g.status();
+  absl::StatusOr<std::string> chunk = ChoiceParam(config, "chunk", kChunks);
+  if (!chunk.ok()) return chunk.status();
+  absl::StatusOr<std::string> algorithm =
+      ChoiceParam(config, "algorithm", {"multi_pass", "online"});
+  if (!algorithm.ok()) return algorithm.status();
+  absl::StatusOr<std::string> resident = ChoiceParam(config, "resident", {"0", "1"});
+  if (!resident.ok()) return resident.status();
+  absl::StatusOr<std::string> scale = ChoiceParam(config, "scale_engine", {"vector", "scalar"});
+  if (!scale.ok()) return scale.status();
+  absl::StatusOr<std::string> exp_dtype = ChoiceParam(config, "exp_dtype", {"fp32", "bf16"});
+  if (!exp_dtype.ok()) return exp_dtype.status();
+  absl::StatusOr<int64_t> bufs = IntParam(config, "bufs");
+  if (!bufs.ok()) return bufs.status();
+  absl::StatusOr<int64_t> shards = IntParam(config, "shards");
+  if (!shards.ok()) return shards.status();
+  p.tile_rows = std::stoll(*tile_rows);
+  p.g = std::stoll(*g);
+  p.chunk = std::stoll(*chunk);
+  p.online = *algorithm == "online";
+  p.resident = *resident == "1";
+  p.scale_on_scalar = *scale == "scalar";
+  p.exp_dtype = *exp_dtype == "bf16" ? DType::kBf16 : DType::kFp32;
+  p.bufs = int(*bufs);
+  p.shards = int(*shards);
+  Derive(p);
+
+  if (p.tile_rows > target.sbuf_partitions) {
+    return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows, " exceeds the ",
+                                             target.sbuf_partitions, " partitions"));
+  }
+  if (p.exp_dtype == DType::kBf16 && p.dtype != DType::kBf16) {
+    return absl::InvalidArgumentError(
+        StrCat("exp_dtype=bf16 would drop below the precision of the ", problem.dtype, " output"));
+  }
+  if (target.max_free_sbuf > 0 && p.g * p.chunk > target.max_free_sbuf) {
+    return absl::InvalidArgumentError(StrCat("rows_per_partition=", p.g, " x chunk=", p.chunk,
+                                             " elements exceed the per-instruction free size cap ",
+                                             target.max_free_sbuf));
+  }
+  if (strict) {
+    if (p.tile_rows > 32 && p.tile_rows / 2 >= p.rows) {
+      return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows, " is redundant: ",
+                                               p.tile_rows / 2, " partitions already cover all ",
+                                               p.rows, " rows"));
+    }
+    if (p.g > 1 && p.rows_per_tile / 2 >= p.rows) {
+      return absl::InvalidArgumentError(StrCat("rows_per_partition=", p.g, " is redundant: ",
+                                               p.rows_per_tile / 2, " rows per tile already cover ",
+                                               "all ", p.rows, " rows"));
+    }
+    if (p.chunk > 128 && p.chunk / 2 >= p.cols) {
+      return absl::InvalidArgumentError(StrCat("chunk=", p.chunk, " is redundant: ", p.chunk / 2,
+                                               " already covers all ", p.cols, " columns"));
+    }
+    if (p.shards > p.tiles) {
+      return absl::InvalidArgumentError(
+          StrCat("shards=", p.shards, " exceeds the ", p.tiles, " row tiles"));
+    }
+    const int64_t tiles_per_core = CeilDiv(p.tiles, p.shards);
+    const int64_t rotating = p.resident ? tiles_per_core : tiles_per_core * p.chunks;
+    if (p.bufs > 1 && p.bufs > rotating) {
+      return absl::InvalidArgumentError(StrCat("bufs=", p.bufs, " is redundant: only ", rotating,
+                                               p.resident ? " row tiles" : " chunks",
+                                               " rotate per core"));
+    }
+  }
+  if (p.chunks == 1 && !p.resident) {
+    return absl::InvalidArgumentError(StrCat("resident=0 needs more than one chunk: chunk=",
+                                             p.chunk, " already holds all ", p.cols, " columns"));
+  }
+  if (p.chunks == 1 && p.online) {
+    return absl::InvalidArgumentError(StrCat("algorithm=online needs more than one chunk: chunk=",
+                                             p.chunk, " already holds all ", p.cols, " columns"));
+  }
+  if (p.shards > target.cores_per_chip) {
+    return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",
+                                             target.cores_per_chip, " cores per chip of ",
+                                             target.name));
+  }
+  const int64_t sbuf = SbufBytes(p);
+  if (sbuf > target.UsableSbufPerPartition()) {
+    return absl::InvalidArgumentError(StrCat(
+        "SBUF capacity: ", p.resident ? "resident row tiles " : "chunk buffers ",
+        p.g * (p.resident ? p.chunks * p.chunk : p.chunk) * DataBytes(p), " x ", p.bufs,
+        " bufs + row statistics = ", sbuf, " bytes per partition exceed the usable ",
+        target.UsableSbufPerPartition()));
+  }
+  return p;
+}
+
+// Walks the schedule and hands each step to `sink`.
+template <typename Sink>
+void Generate(const Plan& p, Sink& sink) {
+  const int64_t nc = p.chunks;
+  for (int core = 0; core < p.shards; ++core) {
+    const int64_t tb = ShardBegin(p.tiles, p.shards, core);
+    const int64_t te = ShardBegin(p.tiles, p.shards, core + 1);
+    sink.BeginCore(core, Allocations(p));
+    int64_t stream = 0;  // streaming buffer rotation
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t row0 = t * p.rows_per_tile;
+      const int64_t rows = std::min(p.rows_per_tile, p.rows - row0);
+      const int32_t stat_base = int32_t((t % kStatSlots) * kStatsPerSlot);
+      auto stat = [&](Stat s, int32_t col = 0) { return Ref{stat_base + s, col}; };
+      auto width = [&](int64_t j) { return std::min(p.chunk, p.cols - j * p.chunk); };
+      auto step = [&](Kind kind, EngineKind engine) {
+        Step s;
+        s.kind = kind;
+        s.engine = engine;
+        s.core = core;
+        s.row0 = row0;
+        s.rows = rows;
+        s.in_dtype = DType::kFp32;
+        s.out_dtype = DType::kFp32;
+        return s;
+      };
+      auto data = [&](int64_t j) {
+        return p.resident ? Ref{int32_t(kDataBase + (t % p.bufs) * nc + j), 0}
+                          : Ref{int32_t(kDataBase + (stream++ % p.bufs)), 0};
+      };
+      auto load = [&](Ref buf, int64_t j) {
+        Step s = step(Kind::kLoad, EngineKind::kDma);
+        s.dst = buf;
+        s.col0 = j * p.chunk;
+        s.width = width(j);
+        s.in_dtype = p.dtype;
+        s.queue = kQueueLoad;
+        // Rows are contiguous in HBM only when a chunk holds the whole row.
+        s.chunk_bytes = nc > 1 ? int32_t(s.width * p.in_bytes) : 0;
+        sink(s);
+      };
+      auto reduce = [&](Fn fn, Ref src, DType in, int64_t w, Ref dst) {
+        Step s = step(Kind::kReduce, EngineKind::kVector);
+        s.fn = fn;
+        s.src = src;
+        s.dst = dst;
+        s.width = w;
+        s.in_dtype = in;
+        sink(s);
+      };
+      auto stat_op = [&](Fn fn, Ref a, Ref b, Ref dst, int64_t w = 1) {
+        Step s = step(Kind::kTensorTensor, EngineKind::kVector);
+        s.fn = fn;
+        s.src = a;
+        s.src1 = b;
+        s.dst = dst;
+        s.width = w;
+        sink(s);
+      };
+      auto negate = [&](Ref src, Ref dst) {
+        Step s = step(Kind::kTensorScalar, EngineKind::kVector);
+        s.fn = Fn::kMul;
+        s.imm0 = -1;
+        s.src = src;
+        s.dst = dst;
+        sink(s);
+      };
+      // exp(x - max) in place, kept in exp_dtype.
+      auto exp_chunk = [&](Ref buf, int64_t j, Ref neg_max) {
+        Step s = step(Kind::kActivation, EngineKind::kScalar);
+        s.fn = Fn::kExp;
+        s.src = buf;
+        s.dst = buf;
+        s.width = width(j);
+        s.in_dtype = p.dtype;
+        s.out_dtype = p.exp_dtype;
+        s.imm0 = 1;
+        s.scalar1 = neg_max;
+        sink(s);
+      };
+      // Adds the chunk's exp sum to the row sum.
+      auto sum_chunk = [&](Ref buf, int64_t j) {
+        if (j == 0) {
+          reduce(Fn::kAdd, buf, p.exp_dtype, width(j), stat(kSum));
+          return;
+        }
+        reduce(Fn::kAdd, buf, p.exp_dtype, width(j), stat(kPartialSum));
+        const bool drop = g_fault == SoftmaxFault::kDropTailChunkFromSum && j == nc - 1 &&
+                          p.cols % p.chunk != 0;
+        if (!drop) stat_op(Fn::kAdd, stat(kSum), stat(kPartialSum), stat(kSum));
+      };
+      // buf * scale -> output dtype, in place, then stored.
+      auto scale_and_store = [&](Ref buf, int64_t j, Ref scale) {
+        Step s = step(p.scale_on_scalar ? Kind::kActivation : Kind::kTensorScalar,
+                      p.scale_on_scalar ? EngineKind::kScalar : EngineKind::kVector);
+        s.fn = p.scale_on_scalar ? Fn::kCopy : Fn::kMul;
+        s.src = buf;
+        s.dst = buf;
+        s.width = width(j);
+        s.in_dtype = p.exp_dtype;
+        s.out_dtype = p.dtype;
+        s.scalar0 = scale;
+        sink(s);
+        Step st = step(Kind::kStore, EngineKind::kDma);
+        st.src = buf;
+        st.col0 = j * p.chunk;
+        st.width = width(j);
+        st.in_dtype = p.dtype;
+        st.out_dtype = p.dtype;
+        st.queue = kQueueStore;
+        st.chunk_bytes = nc > 1 ? int32_t(st.width * p.in_bytes) : 0;
+        sink(st);
+      };
+
+      if (!p.online) {
+        // Pass 1: row max.
+        std::vector<Ref> bufs(nc);
+        for (int64_t j = 0; j < nc; ++j) {
+          bufs[j] = data(j);
+          load(bufs[j], j);
+          if (j == 0) {
+            reduce(Fn::kMax, bufs[j], p.dtype, width(j), stat(kMax));
+          } else {
+            reduce(Fn::kMax, bufs[j], p.dtype, width(j), stat(kPartial));
+            stat_op(Fn::kMax, stat(kMax), stat(kPartial), stat(kMax));
+          }
+        }
+        negate(stat(kMax), stat(kNegMax));
+        // Pass 2: exp and row sum (kept in place when resident).
+        for (int64_t j = 0; j < nc; ++j) {
+          Ref buf = p.resident ? bufs[j] : data(j);
+          if (!p.resident) load(buf, j);
+          exp_chunk(buf, j, stat(kNegMax));
+          sum_chunk(buf, j);
+        }
+        Step rcp = step(Kind::kReciprocal, EngineKind::kVector);
+        rcp.src = stat(kSum);
+        rcp.dst = stat(kRecip);
+        sink(rcp);
+        // Pass 3: normalise (recomputing exp when streaming).
+        for (int64_t j = 0; j < nc; ++j) {
+          Ref buf = p.resident ? bufs[j] : data(j);
+          if (!p.resident) {
+            load(buf, j);
+            exp_chunk(buf, j, stat(kNegMax));
+          }
+          scale_and_store(buf, j, stat(kRecip));
+        }
+        continue;
+      }
+
+      // Online: running max m and sum s; s is rescaled by exp(m_old - m_new) when m grows. The
+      // negated max used for each chunk is kept (column j of kNegMax) for resident rescaling.
+      std::vector<Ref> bufs(nc);
+      for (int64_t j = 0; j < nc; ++j) {
+        bufs[j] = data(j);
+        load(bufs[j], j);
+        const Ref neg_j = stat(kNegMax, int32_t(j));
+        if (j == 0) {
+          reduce(Fn::kMax, bufs[j], p.dtype, width(j), stat(kMax));
+        } else {
+          reduce(Fn::kMax, bufs[j], p.dtype, width(j), stat(kPartial));
+          stat_op(Fn::kMax, stat(kMax), stat(kPartial), stat(kMaxNext));
+          stat_op(Fn::kSub, stat(kMax), stat(kMaxNext), stat(kDiff));
+          Step corr = step(Kind::kActivation, EngineKind::kScalar);
+          corr.fn = Fn::kExp;
+          corr.imm0 = 1;
+          corr.src = stat(kDiff);
+          corr.dst = stat(kCorr);
+          sink(corr);
+          if (g_fault != SoftmaxFault::kSkipOnlineRescale) {
+            stat_op(Fn::kMul, stat(kSum), stat(kCorr), stat(kSum));
+          }
+          Step copy = step(Kind::kTensorScalar, EngineKind::kVector);
+          copy.fn = Fn::kMul;
+          copy.imm0 = 1;
+          copy.src = stat(kMaxNext);
+          copy.dst = stat(kMax);
+          sink(copy);
+        }
+        negate(stat(kMax), neg_j);
+        exp_chunk(bufs[j], j, neg_j);
+        sum_chunk(bufs[j], j);
+      }
+      Step rcp = step(Kind::kReciprocal, EngineKind::kVector);
+      rcp.src = stat(kSum);
+      rcp.dst = stat(kRecip);
+      sink(rcp);
+      if (p.resident) {
+        // Factor per chunk: exp(m_j - m) / s, with -m_j in column j and -m in column nc - 1.
+        Step d = step(Kind::kTensorScalar, EngineKind::kVector);
+        d.fn = Fn::kSub;
+        d.src = stat(kNegMax);
+        d.scalar0 = stat(kNegMax, int32_t(nc - 1));
+        d.dst = stat(kDiff);
+        d.width = nc;
+        sink(d);
+        Step e = step(Kind::kActivation, EngineKind::kScalar);
+        e.fn = Fn::kExp;
+        e.imm0 = -1;  // exp(-(-m_j + m)) = exp(m_j - m)
+        e.src = stat(kDiff);
+        e.dst = stat(kCorr);
+        e.width = nc;
+        sink(e);
+        Step f = step(Kind::kTensorScalar, EngineKind::kVector);
+        f.fn = Fn::kMul;
+        f.src = stat(kCorr);
+        f.scalar0 = stat(kRecip);
+        f.dst = stat(kCorr);
+        f.width = nc;
+        sink(f);
+        for (int64_t j = 0; j < nc; ++j) scale_and_store(bufs[j], j, stat(kCorr, int32_t(j)));
+      } else {
+        const Ref neg_final = stat(kNegMax, int32_t(nc - 1));
+        for (int64_t j = 0; j < nc; ++j) {
+          Ref buf = data(j);
+          load(buf, j);
+          exp_chunk(buf, j, neg_final);
+          scale_and_store(buf, j, stat(kRecip));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void SetSoftmaxFaultForTesting(SoftmaxFault fault) { g_fault = fault; }
+
+absl::Status SoftmaxKernel::ValidateProblem(const Problem& problem,
+                                            const sim::Target& target) const {
+  return CheckProblem(name(), dims(), dtypes(), problem, target);
+}
+
+absl::StatusOr<Space> SoftmaxKernel::SpaceFor(const Problem& problem,
+                                              const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  std::vector<Param> params = {
+      {"tile_rows", kTileRows, "partitions per row tile"},
+      {"rows_per_partition", kRowsPerPartition, "consecutive rows per partition (free dim)"},
+      {"chunk", kChunks, "columns per chunk"},
+      {"algorithm", {"multi_pass", "online"}, "max/sum/normalise passes or online rescaling"},
+      {"resident", {"0", "1"}, "1: keep the row tile in SBUF between passes"},
+      {"scale_engine", {"vector", "scalar"}, "engine of the final multiply by 1/sum"},
+      {"exp_dtype", {"fp32", "bf16"}, "dtype exp results are kept in"},
+      {"bufs", {"1", "2", "3"}, "rotating buffers (row tiles or chunks)"},
+      {"shards", ShardValues(target), "cores the row tiles are split over"},
+  };
+  Problem p = problem;
+  sim::Target t = target;
+  return Space(std::move(params), [p, t](const Config& config) -> absl::Status {
+    absl::StatusOr<Plan> plan = MakePlan(p, config, t, /*strict=*/true);
+    return plan.ok() ? absl::OkStatus() : plan.status();
+  });
+}
+
+Config SoftmaxKernel::Default(const Problem& problem, const sim::Target&) const {
+  const int64_t rows = problem.dims.Get("rows").value_or(1);
+  const int64_t cols = problem.dims.Get("cols").value_or(1);
+  // A plain compiler: one row per partition, 512-column chunks (or the smallest covering chunk),
+  // three streaming passes, Vector normalisation, fp32 intermediates, one core.
+  int64_t tile_rows = 128;
+  while (tile_rows > 32 && tile_rows / 2 >= rows) tile_rows /= 2;
+  int64_t chunk = 512;
+  while (chunk > 128 && chunk / 2 >= cols) chunk /= 2;
+  const bool one_chunk = chunk >= cols;
+  return Config{{"tile_rows", std::to_string(tile_rows)},
+                {"rows_per_partition", "1"},
+                {"chunk", std::to_string(chunk)},
+                {"algorithm", "multi_pass"},
+                {"resident", one_chunk ? "1" : "0"},
+                {"scale_engine", "vector"},
+                {"exp_dtype", "fp32"},
+                {"bufs", one_chunk && CeilDiv(rows, tile_rows) < 2 ? "1" : "2"},
+                {"shards", "1"}};
+}
+
+absl::StatusOr<sim::Program> SoftmaxKernel::Lower(const Problem& problem, const Config& config,
+                                                  const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  if (target.systolic) {
+    return absl::InvalidArgumentError(
+        StrCat("softmax needs Vector/Scalar engines; ", target.name, " runs GEMMs only"));
+  }
+  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
+  if (!plan.ok()) return plan.status();
+  sim::Program program;
+  program.name =
+      StrCat("softmax ", problem.dims.ToString(), " ", problem.dtype, " [", config.ToString(), "]");
+  rowwise::SimSink sink(target, int(plan->g), &program);
+  Generate(*plan, sink);
+  return program;
+}
+
+absl::Status SoftmaxKernel::Verify(const Problem& problem, const Config& config,
+                                   const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<Plan> full = MakePlan(problem, config, target, /*strict=*/true);
+  if (!full.ok()) return full.status();
+  // The reduced problem keeps rows per partition, chunks, algorithm, residency, dtypes and shards;
+  // it uses 2 partitions per tile (rows are independent, so only the tile and shard boundaries
+  // matter), shards + 1 row tiles (the last ragged) and up to 3 chunks (the last ragged).
+  Plan plan = *full;
+  plan.tile_rows = std::min<int64_t>(plan.tile_rows, 2);
+  plan.rows = ReducedDim(full->rows, plan.tile_rows * plan.g, plan.shards + 1);
+  plan.cols = ReducedDim(full->cols, plan.chunk, 3);
+  Derive(plan);
+  plan.shards = int(std::min<int64_t>(plan.shards, plan.tiles));
+
+  // Inputs with a rising trend along each row so the running max grows chunk by chunk.
+  std::mt19937_64 rng(std::hash<std::string>()(config.ToString()) ^ uint64_t(plan.cols * 131));
+  std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
+  std::vector<float> x(plan.rows * plan.cols);
+  for (int64_t r = 0; r < plan.rows; ++r) {
+    const float offset = uniform(rng);
+    for (int64_t c = 0; c < plan.cols; ++c) {
+      x[r * plan.cols + c] = RoundToDType(
+          uniform(rng) + offset + 6.0f * float(c) / float(plan.cols), plan.dtype);
+    }
+  }
+  std::vector<float> y(x.size(), std::numeric_limits<float>::quiet_NaN());
+  rowwise::CpuSink sink(plan.cols, x, &y, {});
+  Generate(plan, sink);
+
+  // Reference in double. bf16: output and exp roundings (2^-8 each) plus slack; fp32: fp32
+  // accumulation over the row.
+  const double rel = plan.dtype == DType::kFp32
+                         ? 1e-6 + 2.0 * double(plan.cols) * std::ldexp(1.0, -24)
+                         : std::ldexp(1.0, -6);
+  std::vector<double> e(plan.cols);
+  for (int64_t r = 0; r < plan.rows; ++r) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < plan.cols; ++c) mx = std::max(mx, double(x[r * plan.cols + c]));
+    double sum = 0;
+    for (int64_t c = 0; c < plan.cols; ++c) sum += e[c] = std::exp(x[r * plan.cols + c] - mx);
+    for (int64_t c = 0; c < plan.cols; ++c) {
+      const double want = e[c] / sum;
+      const double got = y[r * plan.cols + c];
+      const double tol = rel * want + 1e-30;
+      if (!(std::abs(got - want) <= tol)) {
+        return absl::DataLossError(StrCat("softmax wrong answer at Y[", r, ",", c,
+                                          "] of the reduced problem rows=", plan.rows,
+                                          ",cols=", plan.cols, ": got ", got, ", want ", want,
+                                          " (tolerance ", tol, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Kernel::Work SoftmaxKernel::MinimumWork(const Problem& problem) const {
+  const double rows = double(problem.dims.Get("rows").value_or(0));
+  const double cols = double(problem.dims.Get("cols").value_or(0));
+  auto dtype = sim::ParseDType(problem.dtype);
+  const double bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
+  return Work{0, 2 * rows * cols * bytes};
+}
+
+}  // namespace tessel::kernels

@@ -1,0 +1,192 @@
+#include "kernels/softmax.h"
+
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/simulate.h"
+
+namespace tessel::kernels {
+namespace {
+
+using ::testing::HasSubstr;
+
+sim::Target Load(const std::string& name) {
+  absl::StatusOr<sim::Target> t = sim::LoadTarget(name);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+Problem Rows(int64_t rows, int64_t cols, std::string dtype = "bf16") {
+  return Problem{Dims{{"rows", rows}, {"cols", cols}}, std::move(dtype)};
+}
+
+const Kernel& Softmax() { return *FindKernel("softmax"); }
+
+Config Parse(const std::string& text) {
+  absl::StatusOr<Config> c = Config::Parse(text);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+class FaultGuard {
+ public:
+  explicit FaultGuard(SoftmaxFault fault) { SetSoftmaxFaultForTesting(fault); }
+  ~FaultGuard() { SetSoftmaxFaultForTesting(SoftmaxFault::kNone); }
+};
+
+TEST(SoftmaxTest, DefaultIsValidAndVerifiesForAlignedAndRaggedShapesOnBothTargets) {
+  for (const char* target : {"snc2", "snc3"}) {
+    sim::Target t = Load(target);
+    for (Problem p : {Rows(4096, 4096), Rows(1000, 300), Rows(1, 1), Rows(77, 5000, "fp32")}) {
+      absl::StatusOr<Space> space = Softmax().SpaceFor(p, t);
+      ASSERT_TRUE(space.ok()) << space.status();
+      Config def = Softmax().Default(p, t);
+      EXPECT_TRUE(space->Validate(def).ok()) << space->Validate(def);
+      absl::StatusOr<sim::SimResult> r = Evaluate(Softmax(), p, def, t);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_GE(r->time_ns, RooflineNs(Softmax(), p, t));
+      EXPECT_GT(RooflineNs(Softmax(), p, t), 0);
+      EXPECT_TRUE(Softmax().Verify(p, def, t).ok()) << Softmax().Verify(p, def, t);
+    }
+  }
+}
+
+TEST(SoftmaxTest, InvalidConfigsSayWhy) {
+  sim::Target t = Load("snc2");
+  Problem p = Rows(4096, 8192);
+  Space space = *Softmax().SpaceFor(p, t);
+  Config base = Softmax().Default(p, t);
+  auto reason = [&](std::initializer_list<std::pair<const char*, const char*>> changes) {
+    Config c = base;
+    for (auto [k, v] : changes) c.Set(k, v);
+    return std::string(space.Validate(c).message());
+  };
+  EXPECT_THAT(reason({{"chunk", "8192"}, {"rows_per_partition", "8"}, {"resident", "1"}}),
+              HasSubstr("SBUF capacity"));
+  EXPECT_THAT(reason({{"chunk", "16384"}}), HasSubstr("chunk=16384 is redundant"));
+  EXPECT_THAT(reason({{"chunk", "8192"}, {"resident", "0"}}),
+              HasSubstr("resident=0 needs more than one chunk"));
+  EXPECT_THAT(reason({{"chunk", "8192"}, {"resident", "1"}, {"algorithm", "online"}}),
+              HasSubstr("algorithm=online needs more than one chunk"));
+  EXPECT_THAT(reason({{"shards", "4"}}), HasSubstr("shards=4 is not one of 1|2"));
+  Config four = base;
+  four.Set("shards", "4");
+  EXPECT_THAT(Softmax().Lower(p, four, t).status().message(),
+              HasSubstr("shards=4 exceeds the 2 cores per chip of snc2"));
+  EXPECT_TRUE(space.Validate(base).ok());
+  Space fp32 = *Softmax().SpaceFor(Rows(4096, 8192, "fp32"), t);
+  Config c = base;
+  c.Set("exp_dtype", "bf16");
+  EXPECT_THAT(std::string(fp32.Validate(c).message()), HasSubstr("exp_dtype=bf16"));
+  Space small = *Softmax().SpaceFor(Rows(100, 8192), t);
+  c = Softmax().Default(Rows(100, 8192), t);
+  c.Set("shards", "2");
+  EXPECT_THAT(std::string(small.Validate(c).message()), HasSubstr("shards=2 exceeds the 1 row"));
+  EXPECT_THAT(Softmax().ValidateProblem(Rows(8, 8, "fp8"), t).message(), HasSubstr("dtype"));
+  Problem missing{Dims{{"rows", 8}}, "bf16"};
+  EXPECT_THAT(Softmax().ValidateProblem(missing, t).message(), HasSubstr("dim cols"));
+}
+
+// Random valid configs on random shapes (ragged included, sharded ones on snc3's 8 cores).
+TEST(SoftmaxTest, TwoHundredRandomValidConfigsMatchTheReference) {
+  std::mt19937_64 rng(7);
+  int verified = 0, sharded = 0, ragged = 0, online = 0;
+  for (const char* target : {"snc2", "snc3"}) {
+    sim::Target t = Load(target);
+    while (verified < (std::string(target) == "snc2" ? 110 : 220)) {
+      const int64_t rows = 1 + int64_t(rng() % 3000), cols = 1 + int64_t(rng() % 20000);
+      Problem p = Rows(rows, cols, rng() % 3 ? "bf16" : "fp32");
+      Space space = *Softmax().SpaceFor(p, t);
+      for (int attempt = 0; attempt < 300; ++attempt) {
+        Config c = space.Decode(rng() % space.Size());
+        if (!space.Validate(c).ok()) continue;
+        absl::Status v = Softmax().Verify(p, c, t);
+        EXPECT_TRUE(v.ok()) << p.dims.ToString() << " " << p.dtype << " " << c.ToString() << ": "
+                            << v;
+        ++verified;
+        sharded += *c.GetInt("shards") > 1;
+        online += c.Get("algorithm") == "online";
+        ragged += cols % *c.GetInt("chunk") != 0;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(verified, 200);
+  EXPECT_GE(sharded, 40);
+  EXPECT_GE(online, 40);
+  EXPECT_GE(ragged, 100);
+}
+
+TEST(SoftmaxTest, BrokenSchedulesAreCaught) {
+  sim::Target t = Load("snc2");
+  Problem p = Rows(1000, 1300);  // ragged rows and a ragged last chunk of 276 columns
+  Config multi = Parse(
+      "tile_rows=128,rows_per_partition=2,chunk=512,algorithm=multi_pass,resident=1,"
+      "scale_engine=vector,exp_dtype=fp32,bufs=2,shards=2");
+  Config online = multi;
+  online.Set("algorithm", "online");
+  ASSERT_TRUE(Softmax().Verify(p, multi, t).ok());
+  ASSERT_TRUE(Softmax().Verify(p, online, t).ok());
+  {
+    FaultGuard fault(SoftmaxFault::kDropTailChunkFromSum);
+    absl::Status s = Softmax().Verify(p, multi, t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("softmax wrong answer"));
+    EXPECT_EQ(Softmax().Verify(p, online, t).code(), absl::StatusCode::kDataLoss);
+  }
+  {
+    FaultGuard fault(SoftmaxFault::kSkipOnlineRescale);
+    EXPECT_EQ(Softmax().Verify(p, online, t).code(), absl::StatusCode::kDataLoss);
+    EXPECT_TRUE(Softmax().Verify(p, multi, t).ok());  // multi-pass has no rescaling
+  }
+}
+
+TEST(SoftmaxTest, LargeShapesHaveThousandsOfValidConfigs) {
+  for (const char* target : {"snc2", "snc3"}) {
+    sim::Target t = Load(target);
+    Space space = *Softmax().SpaceFor(Rows(8192, 8192), t);
+    int64_t valid = 0;
+    for (uint64_t i = 0; i < space.Size(); ++i) valid += space.Validate(space.Decode(i)).ok();
+    EXPECT_GE(valid, 2000) << target;
+  }
+}
+
+TEST(SoftmaxTest, ResidencyReadsXOnceAndStreamingReadsItThreeTimes) {
+  sim::Target t = Load("snc2");
+  Problem p = Rows(1024, 4096);
+  Config streaming = Parse(
+      "tile_rows=128,rows_per_partition=1,chunk=1024,algorithm=multi_pass,resident=0,"
+      "scale_engine=vector,exp_dtype=fp32,bufs=2,shards=1");
+  Config resident = streaming;
+  resident.Set("resident", "1");
+  Config online = streaming;
+  online.Set("algorithm", "online");
+  absl::StatusOr<sim::SimResult> s = Evaluate(Softmax(), p, streaming, t);
+  absl::StatusOr<sim::SimResult> r = Evaluate(Softmax(), p, resident, t);
+  absl::StatusOr<sim::SimResult> o = Evaluate(Softmax(), p, online, t);
+  ASSERT_TRUE(s.ok() && r.ok() && o.ok());
+  const int64_t tensor_bytes = 1024 * 4096 * 2;
+  EXPECT_EQ(r->hbm_bytes, 2 * tensor_bytes);
+  EXPECT_EQ(o->hbm_bytes, 3 * tensor_bytes);
+  EXPECT_EQ(s->hbm_bytes, 4 * tensor_bytes);
+  EXPECT_LT(r->time_ns, s->time_ns);
+}
+
+TEST(SoftmaxTest, ShardingSplitsRowTilesOverCores) {
+  sim::Target t = Load("snc3");
+  Problem p = Rows(4096, 2048);
+  Config one = Softmax().Default(p, t);
+  Config eight = one;
+  eight.Set("shards", "8");
+  absl::StatusOr<sim::Program> prog = Softmax().Lower(p, eight, t);
+  ASSERT_TRUE(prog.ok());
+  EXPECT_EQ(prog->cores.size(), 8u);
+  absl::StatusOr<sim::SimResult> a = Evaluate(Softmax(), p, one, t);
+  absl::StatusOr<sim::SimResult> b = Evaluate(Softmax(), p, eight, t);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(a->time_ns / b->time_ns, 4.0);
+}
+
+}  // namespace
+}  // namespace tessel::kernels
