@@ -36,7 +36,17 @@ const std::vector<std::string> kChunks = {"128",  "256",  "512",  "1024",
                                           "2048", "4096", "8192", "16384"};
 const std::vector<std::string> kStats = {"bn_stats", "sum_scalar_sq", "sum_vector_sq"};
 
-enum Stat : int32_t { kSum, kSumSq, kPartial, kPartialSq, kBn, kMeanVar, kTmp, kRstd, kNegMeanRstd };
+enum Stat : int32_t {
+  kSum,
+  kSumSq,
+  kPartial,
+  kPartialSq,
+  kBn,
+  kMeanVar,
+  kTmp,
+  kRstd,
+  kNegMeanRstd
+};
 
 struct Plan {
   bool rms = false;
@@ -72,8 +82,8 @@ std::vector<sim::Allocation> Allocations(const Plan& p) {
     a.push_back({"chunks", sim::Mem::kSbuf, 0, parts, p.g * p.chunk * p.in_bytes, p.bufs});
   }
   if (!p.bn_stats) a.push_back({"squares", sim::Mem::kSbuf, 0, parts, p.g * p.chunk * 4, 2});
-  a.push_back({"gamma_beta", sim::Mem::kSbuf, 0, parts, p.chunks * p.chunk * p.in_bytes,
-               p.rms ? 1 : 2});
+  a.push_back(
+      {"gamma_beta", sim::Mem::kSbuf, 0, parts, p.chunks * p.chunk * p.in_bytes, p.rms ? 1 : 2});
   a.push_back({"row_stats", sim::Mem::kSbuf, 0, parts,
                p.g * (kStatsPerSlot + p.bn_groups * rowwise::kBnStatsWidth) * 4, kStatSlots});
   return a;
@@ -127,8 +137,8 @@ absl::StatusOr<Plan> MakePlan(bool rms, const Problem& problem, const Config& co
   Derive(p);
 
   if (p.tile_rows > target.sbuf_partitions) {
-    return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows, " exceeds the ",
-                                             target.sbuf_partitions, " partitions"));
+    return absl::InvalidArgumentError(
+        StrCat("tile_rows=", p.tile_rows, " exceeds the ", target.sbuf_partitions, " partitions"));
   }
   if (target.max_free_sbuf > 0 && p.g * p.chunk > target.max_free_sbuf) {
     return absl::InvalidArgumentError(StrCat("rows_per_partition=", p.g, " x chunk=", p.chunk,
@@ -137,14 +147,14 @@ absl::StatusOr<Plan> MakePlan(bool rms, const Problem& problem, const Config& co
   }
   if (strict) {
     if (p.tile_rows > 32 && p.tile_rows / 2 >= p.rows) {
-      return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows, " is redundant: ",
-                                               p.tile_rows / 2, " partitions already cover all ",
-                                               p.rows, " rows"));
+      return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows,
+                                               " is redundant: ", p.tile_rows / 2,
+                                               " partitions already cover all ", p.rows, " rows"));
     }
     if (p.g > 1 && p.rows_per_tile / 2 >= p.rows) {
-      return absl::InvalidArgumentError(StrCat("rows_per_partition=", p.g, " is redundant: ",
-                                               p.rows_per_tile / 2, " rows per tile already cover ",
-                                               "all ", p.rows, " rows"));
+      return absl::InvalidArgumentError(
+          StrCat("rows_per_partition=", p.g, " is redundant: ", p.rows_per_tile / 2,
+                 " rows per tile already cover ", "all ", p.rows, " rows"));
     }
     if (p.chunk > 128 && p.chunk / 2 >= p.cols) {
       return absl::InvalidArgumentError(StrCat("chunk=", p.chunk, " is redundant: ", p.chunk / 2,
@@ -173,11 +183,11 @@ absl::StatusOr<Plan> MakePlan(bool rms, const Problem& problem, const Config& co
   }
   const int64_t sbuf = SbufBytes(p);
   if (sbuf > target.UsableSbufPerPartition()) {
-    return absl::InvalidArgumentError(StrCat(
-        "SBUF capacity: ", p.resident ? "resident row tiles " : "chunk buffers ",
-        p.g * (p.resident ? p.chunks * p.chunk : p.chunk) * p.in_bytes, " x ", p.bufs,
-        " bufs + ", p.rms ? "gamma" : "gamma/beta", " + squares + row statistics = ", sbuf,
-        " bytes per partition exceed the usable ", target.UsableSbufPerPartition()));
+    return absl::InvalidArgumentError(
+        StrCat("SBUF capacity: ", p.resident ? "resident row tiles " : "chunk buffers ",
+               p.g * (p.resident ? p.chunks * p.chunk : p.chunk) * p.in_bytes, " x ", p.bufs,
+               " bufs + ", p.rms ? "gamma" : "gamma/beta", " + squares + row statistics = ", sbuf,
+               " bytes per partition exceed the usable ", target.UsableSbufPerPartition()));
   }
   return p;
 }
@@ -268,8 +278,7 @@ void Generate(const Plan& p, Sink& sink) {
         sink(s);
       };
       auto affine = [&](Ref buf, int64_t j) {
-        tt(Fn::kMul, buf, Ref{kGamma, int32_t(j * p.chunk)}, buf, width(j), p.dtype, p.dtype,
-           true);
+        tt(Fn::kMul, buf, Ref{kGamma, int32_t(j * p.chunk)}, buf, width(j), p.dtype, p.dtype, true);
         if (!p.rms) {
           tt(Fn::kAdd, buf, Ref{kBeta, int32_t(j * p.chunk)}, buf, width(j), p.dtype, p.dtype,
              true);
@@ -349,8 +358,8 @@ void Generate(const Plan& p, Sink& sink) {
         }
       } else {
         if (!p.rms) {
-          ts(stat(kSum), Fn::kMul, {}, inv_n, Fn::kNone, {}, 0, mean, 1, DType::kFp32,
-             DType::kFp32, EngineKind::kVector);
+          ts(stat(kSum), Fn::kMul, {}, inv_n, Fn::kNone, {}, 0, mean, 1, DType::kFp32, DType::kFp32,
+             EngineKind::kVector);
         }
         ts(stat(kSumSq), Fn::kMul, {}, inv_n, Fn::kNone, {}, 0, second, 1, DType::kFp32,
            DType::kFp32, EngineKind::kVector);
@@ -363,8 +372,8 @@ void Generate(const Plan& p, Sink& sink) {
       ts(second, Fn::kAdd, {}, kEps, Fn::kPow, {}, -0.5f, stat(kRstd), 1, DType::kFp32,
          DType::kFp32, EngineKind::kVector);
       if (!p.rms && p.apply_on_scalar) {
-        ts(mean, Fn::kMul, stat(kRstd), 0, Fn::kMul, {}, -1.0f, stat(kNegMeanRstd), 1,
-           DType::kFp32, DType::kFp32, EngineKind::kVector);
+        ts(mean, Fn::kMul, stat(kRstd), 0, Fn::kMul, {}, -1.0f, stat(kNegMeanRstd), 1, DType::kFp32,
+           DType::kFp32, EngineKind::kVector);
       }
 
       // Pass 2: normalise (and scale/shift when fused), store.
@@ -404,8 +413,7 @@ void Generate(const Plan& p, Sink& sink) {
 
 void SetNormFaultForTesting(NormFault fault) { g_fault = fault; }
 
-absl::Status NormKernel::ValidateProblem(const Problem& problem,
-                                         const sim::Target& target) const {
+absl::Status NormKernel::ValidateProblem(const Problem& problem, const sim::Target& target) const {
   return CheckProblem(name(), dims(), dtypes(), problem, target);
 }
 
@@ -420,8 +428,9 @@ absl::StatusOr<Space> NormKernel::SpaceFor(const Problem& problem,
       {"resident", {"0", "1"}, "1: keep the row tile in SBUF between passes"},
       {"stats", kStats, "bn_stats/bn_aggr or explicit sums (squares on Scalar or Vector)"},
       {"apply", {"vector", "scalar"}, "engine of the normalisation"},
-      {"affine", {"fused", "separate"}, rms_ ? "gamma fused or a separate pass"
-                                             : "gamma/beta fused or a separate pass"},
+      {"affine",
+       {"fused", "separate"},
+       rms_ ? "gamma fused or a separate pass" : "gamma/beta fused or a separate pass"},
       {"bufs", {"1", "2", "3"}, "rotating buffers (row tiles or chunks)"},
       {"shards", ShardValues(target), "cores the row tiles are split over"},
   };
@@ -531,10 +540,9 @@ absl::Status NormKernel::Verify(const Problem& problem, const Config& config,
       const double got = y[r * plan.cols + c];
       const double tol = rel * (1.0 + std::abs(want));
       if (!(std::abs(got - want) <= tol)) {
-        return absl::DataLossError(StrCat(name(), " wrong answer at Y[", r, ",", c,
-                                          "] of the reduced problem rows=", plan.rows,
-                                          ",cols=", plan.cols, ": got ", got, ", want ", want,
-                                          " (tolerance ", tol, ")"));
+        return absl::DataLossError(StrCat(
+            name(), " wrong answer at Y[", r, ",", c, "] of the reduced problem rows=", plan.rows,
+            ",cols=", plan.cols, ": got ", got, ", want ", want, " (tolerance ", tol, ")"));
       }
     }
   }

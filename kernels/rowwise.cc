@@ -68,8 +68,8 @@ void SimSink::operator()(const Step& s) {
   read(s.scalar1.buf);
   const bool is_store = s.kind == Kind::kStore;
   if (s.from_output) read(kHbmRegionBase + s.hbm_region);
-  const int32_t written = is_store ? (s.hbm_region >= 0 ? kHbmRegionBase + s.hbm_region : -1)
-                                   : s.dst.buf;
+  const int32_t written =
+      is_store ? (s.hbm_region >= 0 ? kHbmRegionBase + s.hbm_region : -1) : s.dst.buf;
   if (written >= 0) {
     BufState& w = bufs_[written];
     if (w.writer >= 0) deps_.push_back(w.writer);
@@ -195,7 +195,8 @@ void CpuSink::operator()(const Step& s) {
     switch (s.kind) {
       case Kind::kReduce: {
         float acc = At(s.src.buf, r, s.src.col);
-        for (int64_t j = 1; j < s.width; ++j) acc = Apply(s.fn, acc, At(s.src.buf, r, s.src.col + j));
+        for (int64_t j = 1; j < s.width; ++j)
+          acc = Apply(s.fn, acc, At(s.src.buf, r, s.src.col + j));
         At(s.dst.buf, r, s.dst.col) = out(acc);
         break;
       }

@@ -34,7 +34,7 @@ enum class Kind : uint8_t {
   kTensorTensor,  // dst = src fn src1                       (src1 per row, or a broadcast vector)
   kReciprocal,    // dst = 1 / src
   kBnStats,       // dst[r][c .. c + 3) = count, mean, M2 of src[r][c .. c + width)
-  kBnAggr,        // dst[r][c], [c + 1] = mean, variance of `width` bn_stats groups at src (stride 6)
+  kBnAggr,  // dst[r][c], [c + 1] = mean, variance of `width` bn_stats groups at src (stride 6)
 };
 
 enum class Fn : uint8_t { kNone, kAdd, kSub, kMul, kMax, kPow, kExp, kCopy, kSquare };
@@ -62,8 +62,8 @@ struct Step {
   Ref scalar0, scalar1;  // activation: scale, bias; tensor_scalar: operands of fn, fn1
   float imm0 = 0, imm1 = 0;
   sim::DType in_dtype = sim::DType::kFp32, out_dtype = sim::DType::kFp32;
-  int queue = 0;            // DMA queue
-  int32_t chunk_bytes = 0;  // DMA: contiguous bytes per descriptor (0 = all of a partition's)
+  int queue = 0;             // DMA queue
+  int32_t chunk_bytes = 0;   // DMA: contiguous bytes per descriptor (0 = all of a partition's)
   bool from_output = false;  // load: read Y (a later pass over the output)
   int32_t hbm_region = -1;   // store writes / output load reads this region (for dependencies)
   int vector_id = 0;         // load_vector: which vector (0 = gamma, 1 = beta)

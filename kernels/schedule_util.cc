@@ -25,9 +25,8 @@ absl::Status CheckProblem(std::string_view kernel, const std::vector<std::string
     }
   }
   if (std::find(dtypes.begin(), dtypes.end(), problem.dtype) == dtypes.end()) {
-    return absl::InvalidArgumentError(
-        StrCat(kernel, " dtype must be one of ", StrJoin(dtypes, ", "), ", not '", problem.dtype,
-               "'"));
+    return absl::InvalidArgumentError(StrCat(kernel, " dtype must be one of ",
+                                             StrJoin(dtypes, ", "), ", not '", problem.dtype, "'"));
   }
   absl::StatusOr<sim::DType> dtype = sim::ParseDType(problem.dtype);
   if (!dtype.ok()) return dtype.status();

@@ -24,7 +24,7 @@ using sim::EngineKind;
 SoftmaxFault g_fault = SoftmaxFault::kNone;
 
 constexpr int kQueueLoad = 0, kQueueStore = 1;
-constexpr int kStatSlots = 2;     // row tiles whose statistics are live at once
+constexpr int kStatSlots = 2;      // row tiles whose statistics are live at once
 constexpr int kStatsPerSlot = 16;  // stat buffers per slot (see Stat below)
 constexpr int32_t kDataBase = 1000;
 
@@ -54,21 +54,19 @@ void Derive(Plan& p) {
   p.chunks = CeilDiv(p.cols, p.chunk);
 }
 
-int64_t DataBytes(const Plan& p) {
-  return std::max(p.in_bytes, sim::DTypeBytes(p.exp_dtype));
-}
+int64_t DataBytes(const Plan& p) { return std::max(p.in_bytes, sim::DTypeBytes(p.exp_dtype)); }
 
 std::vector<sim::Allocation> Allocations(const Plan& p) {
   const int parts = int(p.tile_rows);
   std::vector<sim::Allocation> a;
   if (p.resident) {
-    a.push_back({"row_tiles", sim::Mem::kSbuf, 0, parts, p.g * p.chunks * p.chunk * DataBytes(p),
-                 p.bufs});
+    a.push_back(
+        {"row_tiles", sim::Mem::kSbuf, 0, parts, p.g * p.chunks * p.chunk * DataBytes(p), p.bufs});
   } else {
     a.push_back({"chunks", sim::Mem::kSbuf, 0, parts, p.g * p.chunk * DataBytes(p), p.bufs});
   }
   a.push_back({"row_stats", sim::Mem::kSbuf, 0, parts,
-                kStatsPerSlot * p.g * std::max<int64_t>(p.chunks, 1) * 4, kStatSlots});
+               kStatsPerSlot * p.g * std::max<int64_t>(p.chunks, 1) * 4, kStatSlots});
   return a;
 }
 
@@ -118,8 +116,8 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   Derive(p);
 
   if (p.tile_rows > target.sbuf_partitions) {
-    return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows, " exceeds the ",
-                                             target.sbuf_partitions, " partitions"));
+    return absl::InvalidArgumentError(
+        StrCat("tile_rows=", p.tile_rows, " exceeds the ", target.sbuf_partitions, " partitions"));
   }
   if (p.exp_dtype == DType::kBf16 && p.dtype != DType::kBf16) {
     return absl::InvalidArgumentError(
@@ -132,14 +130,14 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   }
   if (strict) {
     if (p.tile_rows > 32 && p.tile_rows / 2 >= p.rows) {
-      return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows, " is redundant: ",
-                                               p.tile_rows / 2, " partitions already cover all ",
-                                               p.rows, " rows"));
+      return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows,
+                                               " is redundant: ", p.tile_rows / 2,
+                                               " partitions already cover all ", p.rows, " rows"));
     }
     if (p.g > 1 && p.rows_per_tile / 2 >= p.rows) {
-      return absl::InvalidArgumentError(StrCat("rows_per_partition=", p.g, " is redundant: ",
-                                               p.rows_per_tile / 2, " rows per tile already cover ",
-                                               "all ", p.rows, " rows"));
+      return absl::InvalidArgumentError(
+          StrCat("rows_per_partition=", p.g, " is redundant: ", p.rows_per_tile / 2,
+                 " rows per tile already cover ", "all ", p.rows, " rows"));
     }
     if (p.chunk > 128 && p.chunk / 2 >= p.cols) {
       return absl::InvalidArgumentError(StrCat("chunk=", p.chunk, " is redundant: ", p.chunk / 2,
@@ -172,11 +170,11 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   }
   const int64_t sbuf = SbufBytes(p);
   if (sbuf > target.UsableSbufPerPartition()) {
-    return absl::InvalidArgumentError(StrCat(
-        "SBUF capacity: ", p.resident ? "resident row tiles " : "chunk buffers ",
-        p.g * (p.resident ? p.chunks * p.chunk : p.chunk) * DataBytes(p), " x ", p.bufs,
-        " bufs + row statistics = ", sbuf, " bytes per partition exceed the usable ",
-        target.UsableSbufPerPartition()));
+    return absl::InvalidArgumentError(
+        StrCat("SBUF capacity: ", p.resident ? "resident row tiles " : "chunk buffers ",
+               p.g * (p.resident ? p.chunks * p.chunk : p.chunk) * DataBytes(p), " x ", p.bufs,
+               " bufs + row statistics = ", sbuf, " bytes per partition exceed the usable ",
+               target.UsableSbufPerPartition()));
   }
   return p;
 }
@@ -268,8 +266,8 @@ void Generate(const Plan& p, Sink& sink) {
           return;
         }
         reduce(Fn::kAdd, buf, p.exp_dtype, width(j), stat(kPartialSum));
-        const bool drop = g_fault == SoftmaxFault::kDropTailChunkFromSum && j == nc - 1 &&
-                          p.cols % p.chunk != 0;
+        const bool drop =
+            g_fault == SoftmaxFault::kDropTailChunkFromSum && j == nc - 1 && p.cols % p.chunk != 0;
         if (!drop) stat_op(Fn::kAdd, stat(kSum), stat(kPartialSum), stat(kSum));
       };
       // buf * scale -> output dtype, in place, then stored.
@@ -500,8 +498,8 @@ absl::Status SoftmaxKernel::Verify(const Problem& problem, const Config& config,
   for (int64_t r = 0; r < plan.rows; ++r) {
     const float offset = uniform(rng);
     for (int64_t c = 0; c < plan.cols; ++c) {
-      x[r * plan.cols + c] = RoundToDType(
-          uniform(rng) + offset + 6.0f * float(c) / float(plan.cols), plan.dtype);
+      x[r * plan.cols + c] =
+          RoundToDType(uniform(rng) + offset + 6.0f * float(c) / float(plan.cols), plan.dtype);
     }
   }
   std::vector<float> y(x.size(), std::numeric_limits<float>::quiet_NaN());
@@ -524,10 +522,9 @@ absl::Status SoftmaxKernel::Verify(const Problem& problem, const Config& config,
       const double got = y[r * plan.cols + c];
       const double tol = rel * want + 1e-30;
       if (!(std::abs(got - want) <= tol)) {
-        return absl::DataLossError(StrCat("softmax wrong answer at Y[", r, ",", c,
-                                          "] of the reduced problem rows=", plan.rows,
-                                          ",cols=", plan.cols, ": got ", got, ", want ", want,
-                                          " (tolerance ", tol, ")"));
+        return absl::DataLossError(StrCat(
+            "softmax wrong answer at Y[", r, ",", c, "] of the reduced problem rows=", plan.rows,
+            ",cols=", plan.cols, ": got ", got, ", want ", want, " (tolerance ", tol, ")"));
       }
     }
   }

@@ -11,7 +11,8 @@
 //   resident           1: the row tile's chunks stay in SBUF between passes (HBM read once);
 //                      0: every pass streams the chunks from HBM again (needs less SBUF)
 //   scale_engine       engine of the final multiply by 1/sum: vector (tensor_scalar) or scalar
-//                      (activation copy with scale); exp always runs on Scalar, reductions on Vector
+//                      (activation copy with scale); exp always runs on Scalar, reductions on
+//                      Vector
 //   exp_dtype          dtype exp results are kept in (bf16 halves Vector reduce cost; bf16 only)
 //   bufs               rotating buffers (row tiles when resident, chunks when streaming)
 //   shards             cores the row tiles are split over
