@@ -32,7 +32,8 @@ struct Plan {
   int in_bytes = 2, out_bytes = 2;
   int64_t bq = 128, kv_tile = 512, kv_block = 1, q_group = 1;
   bool qk_k = false, pv_v = false, qk_dma = true, p_dma = false, src_sbuf = false;
-  bool sum_vector = false, resident = false, skip = false;
+  bool sum_vector = false, resident = false, skip = false, pipeline = false;
+  bool stats_scalar = false;  // small running-statistics ops on ScalarE (else VectorE)
   std::string evict;
   int bufs = 2;
   int shards = 1;
@@ -77,7 +78,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.dtype = *dtype;
   p.in_bytes = sim::DTypeBytes(p.dtype);
   p.out_bytes = OutBytes(p.dtype);
-  int64_t bufs = 0, shards = 0, resident = 0, skip = 0;
+  int64_t bufs = 0, shards = 0, resident = 0, skip = 0, pipeline = 0;
   struct IntParam {
     const char* name;
     int64_t* out;
@@ -90,6 +91,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                       {"kv_resident", &resident, 0, 1},
                       {"bufs", &bufs, 1, 4},
                       {"causal_skip", &skip, 0, 1},
+                      {"pipeline", &pipeline, 0, 1},
                       {"shards", &shards, 1, 1024}}) {
     absl::StatusOr<int64_t> v = config.GetInt(ip.name);
     if (!v.ok()) return v.status();
@@ -101,6 +103,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   }
   p.resident = resident == 1;
   p.skip = skip == 1;
+  p.pipeline = pipeline == 1;
   p.bufs = int(bufs);
   p.shards = int(shards);
   struct Choice {
@@ -114,7 +117,8 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                    {"qk_transpose", "dma", "tensor", &p.qk_dma},
                    {"p_transpose", "dma", "tensor", &p.p_dma},
                    {"softmax_src", "sbuf", "psum", &p.src_sbuf},
-                   {"sum_engine", "vector", "scalar", &p.sum_vector}}) {
+                   {"sum_engine", "vector", "scalar", &p.sum_vector},
+                   {"stats_engine", "scalar", "vector", &p.stats_scalar}}) {
     absl::StatusOr<bool> v = GetChoice(config, c.name, c.yes, c.no);
     if (!v.ok()) return v.status();
     *c.out = *v;
@@ -190,7 +194,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   // PSUM: score banks in rotation, plus the P^T bank, the output bank and a bank for the
   // transposes (Q^T/K^T through TensorE, S^T, broadcasts of the O^T layout).
   p.s_slots = int(p.kv_block * (p.bufs > 1 ? 2 : 1) * p.q_group);
-  p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * p.bufs);
+  p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * (p.bufs + (p.pipeline ? 1 : 0)));
   p.pt_bank = !p.p_dma;
   p.tr_bank = !p.qk_dma || p.qk_k || p.pv_v;
   const int groups = p.s_slots + (p.pt_bank ? 1 : 0) + int(p.q_group) + (p.tr_bank ? 1 : 0);
@@ -274,9 +278,13 @@ void Generate(const Plan& p, Emitter& e) {
           e.Select(g);
           e.LoadQ(i0[g], qsz[g]);
         }
+        // The softmax steps of the group: per step, each member's key tiles (causal skipping
+        // may leave a member, or the whole step, without any).
+        std::vector<std::vector<std::vector<KvTile>>> steps;
+        std::vector<int64_t> step_kb;
         for (int64_t kb = 0; kb < p.kv_blocks; ++kb) {
           std::vector<std::vector<KvTile>> tiles(members);
-          std::vector<char> needed(p.kv_block, 0);  // key tiles of the step any member uses
+          bool any = false;
           for (int g = 0; g < members; ++g) {
             for (int64_t t = kb * p.kv_block; t < std::min(kv_tiles, (kb + 1) * p.kv_block); ++t) {
               KvTile tile{t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile), false};
@@ -291,38 +299,54 @@ void Generate(const Plan& p, Emitter& e) {
                 tile.masked = tile.j0 + tile.size - 1 > first_row_sees;
               }
               tiles[g].push_back(tile);
-              needed[t - kb * p.kv_block] = 1;
+              any = true;
             }
           }
+          if (any) {
+            steps.push_back(std::move(tiles));
+            step_kb.push_back(kb);
+          }
+        }
+        auto each = [&](size_t step, auto&& body) {
+          for (int g = 0; g < members; ++g) {
+            if (steps[step][g].empty()) continue;
+            e.Select(g);
+            body(g, steps[step][g]);
+          }
+        };
+        // Front: load the step's key tiles (once for the group), scores, masks and row maxima.
+        auto front = [&](size_t step) {
           if (!p.resident) {
-            for (int64_t t = kb * p.kv_block; t < std::min(kv_tiles, (kb + 1) * p.kv_block); ++t) {
-              if (needed[t - kb * p.kv_block]) {
-                e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
-              }
+            std::vector<char> needed(p.kv_block, 0);
+            for (const std::vector<KvTile>& ts : steps[step]) {
+              for (const KvTile& t : ts) needed[t.index - step_kb[step] * p.kv_block] = 1;
+            }
+            for (int64_t x = 0; x < p.kv_block; ++x) {
+              const int64_t t = step_kb[step] * p.kv_block + x;
+              if (needed[x]) e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
             }
           }
-          auto each = [&](auto&& step) {
-            for (int g = 0; g < members; ++g) {
-              if (tiles[g].empty()) continue;
-              e.Select(g);
-              step(g, tiles[g]);
-            }
-          };
-          each([&](int g, const std::vector<KvTile>& ts) {
+          each(step, [&](int g, const std::vector<KvTile>& ts) {
             for (size_t i = 0; i < ts.size(); ++i) {
               e.Scores(int(i), ts[i], i0[g], qsz[g]);
               e.Prepare(int(i), ts[i], i0[g], qsz[g]);
               e.RowMax(int(i), ts[i], qsz[g]);
             }
           });
-          each([&](int g, const std::vector<KvTile>& ts) {
+        };
+        // Middle: new running max, probabilities, running sum.
+        auto middle = [&](size_t step) {
+          each(step, [&](int g, const std::vector<KvTile>& ts) {
             e.Combine(int(ts.size()), first[g], qsz[g]);
           });
-          each([&](int g, const std::vector<KvTile>& ts) {
+          each(step, [&](int g, const std::vector<KvTile>& ts) {
             for (size_t i = 0; i < ts.size(); ++i) e.Exp(int(i), ts[i], qsz[g]);
             e.UpdateSum(int(ts.size()), first[g], qsz[g]);
           });
-          each([&](int g, const std::vector<KvTile>& ts) {
+        };
+        // Back: P^T, PV accumulation and the rescaled output accumulator.
+        auto back = [&](size_t step) {
+          each(step, [&](int g, const std::vector<KvTile>& ts) {
             for (size_t i = 0; i < ts.size(); ++i) {
               e.TransposeP(int(i), ts[i], qsz[g]);
               for (int64_t c0 = 0; c0 < ts[i].size; c0 += 128) {
@@ -331,10 +355,19 @@ void Generate(const Plan& p, Emitter& e) {
               }
             }
           });
-          each([&](int g, const std::vector<KvTile>&) {
+          each(step, [&](int g, const std::vector<KvTile>&) {
             e.Rescale(first[g], g_fault != AttentionFault::kSkipRescale, qsz[g]);
             first[g] = 0;
           });
+        };
+        // pipeline=1 issues the next step's scores before this step's PV (software pipelining:
+        // TensorE computes QK^T of step s+1 while the softmax of step s runs).
+        if (!steps.empty()) front(0);
+        for (size_t step = 0; step < steps.size(); ++step) {
+          middle(step);
+          if (p.pipeline && step + 1 < steps.size()) front(step + 1);
+          back(step);
+          if (!p.pipeline && step + 1 < steps.size()) front(step + 1);
         }
         for (int g = 0; g < members; ++g) {
           e.Select(g);
@@ -517,7 +550,7 @@ class SimEmitter {
     const int32_t m =
         c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n + 1, int(qsz)), deps);
     const int32_t neg =
-        c_->Add(sim::MakeEngineOp(Op::kTensorScalar, EngineKind::kVector, 1, int(qsz)), {m});
+        c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), 1, int(qsz)), {m});
     alpha_ = c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)), {neg});
     stats_ = neg;
   }
@@ -543,11 +576,18 @@ class SimEmitter {
   void UpdateSum(int n, bool, int64_t qsz) {
     std::vector<int32_t> deps(sum_.begin(), sum_.begin() + n);
     deps.push_back(alpha_);
-    // l = l * alpha + sum of the tiles' row sums.
-    const int32_t partial =
-        c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n, int(qsz)), deps);
-    stats_ = c_->Add(sim::MakeEngineOp(Op::kTensorScalar, EngineKind::kVector, 1, int(qsz)),
-                     {partial, alpha_});
+    // l = l * alpha + sum of the tiles' row sums: one fused op (Vector scalar_tensor_tensor, or
+    // a Scalar activation with per-partition scale and bias) after summing several tiles' sums.
+    int32_t partial = -1;
+    if (n > 1) {
+      partial =
+          c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n, int(qsz)), deps);
+    }
+    const Op op = StatsEngine() == EngineKind::kScalar ? Op::kActivation : Op::kTensorTensor;
+    sim::Instruction update = sim::MakeEngineOp(op, StatsEngine(), 1, int(qsz));
+    update.dtype = DType::kFp32;
+    deps.push_back(partial);
+    stats_ = c_->Add(update, deps);
   }
 
   void TransposeP(int i, const KvTile& tile, int64_t qsz) {
@@ -588,13 +628,17 @@ class SimEmitter {
       oacc_ = o_reader_ = c_->Add(copy, {last_pv_, oacc_});
       return;
     }
-    int32_t scaled;
     if (!p_.pv_v) {
-      sim::Instruction mul =
-          sim::MakeEngineOp(Op::kTensorScalar, EngineKind::kVector, o_free, o_part);
-      mul.dtype = DType::kFp32;
-      scaled = c_->Add(mul, {alpha_, oacc_});
-    } else {
+      // O = O * alpha + PV in one scalar_tensor_tensor (per-partition alpha; PV read from PSUM).
+      sim::Instruction fused = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free,
+                                                 o_part, Mem::kPsum, Mem::kSbuf);
+      fused.in1 = Mem::kSbuf;
+      fused.dtype = DType::kFp32;
+      oacc_ = o_reader_ = c_->Add(fused, {last_pv_, alpha_, oacc_});
+      return;
+    }
+    int32_t scaled;
+    {
       const int32_t bcast = Broadcast(int(qsz), alpha_);
       sim::Instruction mul = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free,
                                                o_part, Mem::kPsum, Mem::kSbuf);
@@ -644,6 +688,10 @@ class SimEmitter {
     const bool scalar = p_.evict == "scalar" || (p_.evict == "split" && evict_count_ % 2 == 1);
     ++evict_count_;
     return scalar ? EngineKind::kScalar : EngineKind::kVector;
+  }
+
+  EngineKind StatsEngine() const {
+    return p_.stats_scalar ? EngineKind::kScalar : EngineKind::kVector;
   }
 
   int32_t Transpose(int partitions, int free, std::initializer_list<int32_t> deps) {
@@ -982,10 +1030,12 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
       {"p_transpose", {"tensor", "dma"}, "how P^T is made"},
       {"softmax_src", {"psum", "sbuf"}, "where max and exp read the scores"},
       {"sum_engine", {"scalar", "vector"}, "row sums: exp accumulation or a Vector reduction"},
+      {"stats_engine", {"vector", "scalar"}, "engine of the small running max/sum updates"},
       {"evict", {"vector", "scalar", "split", "gpsimd"}, "engine evicting PSUM"},
       {"kv_resident", {"0", "1"}, "1: a head's K^T and V stay in SBUF"},
       {"bufs", {"1", "2"}, "rotating buffers for K/V and score tiles"},
       {"causal_skip", skip, "1: skip score tiles above the diagonal"},
+      {"pipeline", {"0", "1"}, "1: next step's QK^T issued before this step's PV"},
       {"shards", shards, "cores the batch x heads pairs are split over"},
   };
   Problem p = problem;
@@ -1001,13 +1051,22 @@ Config AttentionKernel::Default(const Problem& problem, const sim::Target& targe
   // stationary), DMA transposes for Q/K, TensorE for P, separate reductions on Vector, every
   // eviction on Vector, masking instead of skipping, one core. Smaller tiles only where the
   // problem is smaller than a tile (the redundancy rules would reject the full one).
-  Config c{{"block_q", "128"},      {"q_group", "1"},
-           {"kv_tile", "512"},      {"kv_block", "1"},
-           {"qk_role", "q"},        {"pv_role", "p"},
-           {"qk_transpose", "dma"}, {"p_transpose", "tensor"},
-           {"softmax_src", "psum"}, {"sum_engine", "vector"},
-           {"evict", "vector"},     {"kv_resident", "0"},
-           {"bufs", "2"},           {"causal_skip", "0"},
+  Config c{{"block_q", "128"},
+           {"q_group", "1"},
+           {"kv_tile", "512"},
+           {"kv_block", "1"},
+           {"qk_role", "q"},
+           {"pv_role", "p"},
+           {"qk_transpose", "dma"},
+           {"p_transpose", "tensor"},
+           {"softmax_src", "psum"},
+           {"sum_engine", "vector"},
+           {"stats_engine", "vector"},
+           {"evict", "vector"},
+           {"kv_resident", "0"},
+           {"bufs", "2"},
+           {"causal_skip", "0"},
+           {"pipeline", "0"},
            {"shards", "1"}};
   absl::StatusOr<Space> space = SpaceFor(problem, target);
   if (!space.ok()) return c;

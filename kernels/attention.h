@@ -29,6 +29,7 @@
 //                 first (bf16 for bf16/fp8 problems) and max/exp read SBUF
 //   sum_engine    scalar: the exp activation accumulates the row sums; vector: a separate
 //                 reduction of P on VectorE
+//   stats_engine  vector | scalar: engine of the small per-step updates (exp bias, running sum)
 //   evict         vector | scalar | split | gpsimd (invalid: GpSimd cannot read PSUM): the engine
 //                 evicting transposes and scores
 //   kv_resident   1: a head's K^T and V stay in SBUF for all its query tiles; 0: streamed per
@@ -36,6 +37,8 @@
 //   bufs          rotating buffers for streamed K/V tiles and the score/probability tiles
 //   causal_skip   1: score tiles entirely above the diagonal are skipped; 0: computed and masked
 //                 (only offered for causal problems)
+//   pipeline      1: the next softmax step's QK^T (and its K/V loads) is issued before this
+//                 step's PV, so TensorE works while the softmax runs (one more K/V buffer set)
 //   shards        cores the batch x heads pairs are split over
 #ifndef TESSEL_KERNELS_ATTENTION_H_
 #define TESSEL_KERNELS_ATTENTION_H_

@@ -170,7 +170,9 @@ TEST(AttentionTest, BrokenLoweringsAreCaughtAsDataLoss) {
   Config c = Parse(
       "block_q=64,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,p_"
       "transpose=tensor,"
-      "softmax_src=psum,sum_engine=scalar,evict=split,kv_resident=0,bufs=2,causal_skip=1,"
+      "softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=split,kv_resident=0,bufs=1,"
+      "causal_skip=1,pipeline="
+      "1,"
       "shards=2");
   ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok())
       << Attention().SpaceFor(p, t)->Validate(c);
