@@ -275,16 +275,45 @@ class Generator {
     std::vector<int64_t> a_reader, b_reader, slot_reader;
     std::vector<int> group_slot;
     std::array<int64_t, kStagingBufs> stage_reader;
-    std::deque<int64_t> acc;  // accumulator writers in the order they are read again
+    // Accumulator writers in the order they are read again: a FIFO, acc[acc_head..] live.
+    // Indices are logical: acc[i - acc_base] holds entry i (Advance drops skipped history).
+    std::vector<int64_t> acc;
+    size_t acc_head = 0, acc_base = 0;
+    size_t AccEnd() const { return acc_base + acc.size(); }
+    int64_t Acc(size_t i) const { return acc[i - acc_base]; }
     std::pair<int64_t, int64_t> a_key{-1, -1}, b_key{-1, -1}, last_stationary{-1, -1};
   };
 
+  struct Counters {
+    int64_t a = 0, b = 0, psum = 0, stage = 0, evict = 0;
+    size_t acc_head = 0, acc_size = 0;
+  };
   struct Mark {  // a boundary between two iterations of a run
     std::vector<int64_t> canon;
+    std::vector<int64_t> acc_rel;  // live FIFO entries relative to pos
     int64_t pos = 0;
     size_t seg = 0;
-    State state;
+    Counters state;
   };
+  Counters Count() const {
+    return {s_.a_count,     s_.b_count,  s_.psum_count, s_.stage_count,
+            s_.evict_count, s_.acc_head, s_.AccEnd()};
+  }
+  // The accumulator FIFO entries the coming `periods` periods read must continue the period:
+  // each is the entry P places earlier plus the period's length.
+  bool AccPeriodic(const Mark& then, const Mark& now, int64_t periods) const {
+    const size_t pops = now.state.acc_head - then.state.acc_head;
+    const size_t pushes = now.state.acc_size - then.state.acc_size;
+    if (pops != pushes) return false;
+    if (pops == 0) return true;
+    // Entry u of the FIFO is read in period u / P; equal relative offsets for every entry read in
+    // the coming periods mean each period reads as the last one did (and the FIFO continues with
+    // stride P and step len, which Advance relies on).
+    const size_t need = std::min<size_t>(now.acc_rel.size(), size_t(periods) * pops);
+    if (then.acc_rel.size() < need) return false;
+    return std::equal(now.acc_rel.begin(), now.acc_rel.begin() + ptrdiff_t(need),
+                      then.acc_rel.begin());
+  }
 
   static int64_t SizeOf(int64_t index, int64_t tile, int64_t dim) {
     return std::min(tile, dim - index * tile);
@@ -307,7 +336,7 @@ class Generator {
     const int d = d_[l];
     int64_t i = begin_[d];
     while (i < end_[d]) {
-      if (l == 2 || !kCompress || !Regular(l, i)) {
+      if (!kCompress || !Regular(l, i)) {
         idx_[d] = i;
         if (l == 2) {
           Block();
@@ -337,7 +366,8 @@ class Generator {
         Canon(l, &m.canon);
         m.pos = e_.position();
         m.seg = e_.Cut();
-        m.state = s_;
+        m.state = Count();
+        for (size_t x = s_.acc_head; x < s_.AccEnd(); ++x) m.acc_rel.push_back(m.pos - s_.Acc(x));
         marks.push_back(std::move(m));
         const size_t now = marks.size() - 1;
         for (int p = 1; p <= 2 && size_t(p) <= now; ++p) {
@@ -345,6 +375,7 @@ class Generator {
           if (then.canon != marks[now].canon) continue;
           const int64_t periods = (last - i) / p;
           if (periods < 1) break;
+          if (!AccPeriodic(then, marks[now], periods)) continue;
           e_.WrapRepeat(then.seg, 1 + periods);
           Advance(then, marks[now], l, periods, p);
           i += periods * p;
@@ -397,8 +428,7 @@ class Generator {
       out->push_back(rel(s_.stage_reader[(s_.stage_count + j) % kStagingBufs]));
     }
     out->push_back(p_.evict == "split" ? s_.evict_count % 2 : 0);
-    out->push_back(int64_t(s_.acc.size()));
-    for (int64_t h : s_.acc) out->push_back(rel(h));
+    out->push_back(int64_t(s_.AccEnd() - s_.acc_head));  // entries: see AccPeriodic
     // Keys relative to the first block of the coming iteration (inner loops at their begin).
     std::array<int64_t, 3> next = idx_;
     for (int ll = l + 1; ll < 3; ++ll) next[d_[ll]] = begin_[d_[ll]];
@@ -416,7 +446,7 @@ class Generator {
   void Advance(const Mark& then, const Mark& now, int l, int64_t periods, int p) {
     const int64_t shift = (now.pos - then.pos) * periods;
     auto sh = [&](int64_t h) { return h < 0 ? h : h + shift; };
-    const State& a = then.state;  // unused fields of `then` are fine: only counters are read
+    const Counters& a = then.state;
     State n = s_;
     auto rotate = [&](auto& arr, int64_t delta, auto fix) {
       const int size = int(arr.size());
@@ -425,15 +455,15 @@ class Generator {
         arr[size_t(((j + delta) % size + size) % size)] = fix(copy[j]);
       }
     };
-    const int64_t da = (s_.a_count - a.a_count) * periods;
-    const int64_t db = (s_.b_count - a.b_count) * periods;
-    const int64_t dp = (s_.psum_count - a.psum_count) * periods;
-    const int64_t ds = (s_.stage_count - a.stage_count) * periods;
+    const int64_t da = (s_.a_count - a.a) * periods;
+    const int64_t db = (s_.b_count - a.b) * periods;
+    const int64_t dp = (s_.psum_count - a.psum) * periods;
+    const int64_t ds = (s_.stage_count - a.stage) * periods;
     n.a_count += da;
     n.b_count += db;
     n.psum_count += dp;
     n.stage_count += ds;
-    n.evict_count += (s_.evict_count - a.evict_count) * periods;
+    n.evict_count += (s_.evict_count - a.evict) * periods;
     rotate(n.a_reader, da, sh);
     rotate(n.b_reader, db, sh);
     auto shv = [&](std::vector<int64_t> v) {
@@ -447,7 +477,27 @@ class Generator {
     for (int& g : n.group_slot) g = int(((g + dp) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
     n.a_cur = int(((n.a_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
     n.b_cur = int(((n.b_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
-    for (int64_t& h : n.acc) h = sh(h);
+    {
+      // The FIFO after `periods` more periods, each popping and pushing P entries: the sequence
+      // continues with stride P and step len (AccPeriodic checked the part that is read).
+      const size_t pops = now.state.acc_head - a.acc_head;
+      const int64_t len = now.pos - then.pos;
+      const size_t live = s_.AccEnd() - s_.acc_head;
+      std::vector<int64_t> fifo(live);
+      const int64_t* f = s_.acc.data() + (s_.acc_head - s_.acc_base);
+      for (size_t u = 0; u < live; ++u) {
+        const size_t t = size_t(periods) * pops + u;
+        if (t < live) {
+          fifo[u] = f[t];
+        } else {
+          const size_t v = t - live;
+          fifo[u] = f[live - pops + v % pops] + int64_t(v / pops + 1) * len;
+        }
+      }
+      n.acc = std::move(fifo);
+      n.acc_head += size_t(periods) * pops;
+      n.acc_base = n.acc_head;
+    }
     // Keys: the level's index moved by periods * p iterations.
     const int d = d_[l];
     const int64_t steps = periods * int64_t(p);
@@ -462,7 +512,6 @@ class Generator {
       n.b_key.first += steps;
       n.last_stationary.first += steps * p_.block_k;
     }
-    (void)now;
     s_ = std::move(n);
     e_.Advance(shift);
   }
@@ -549,10 +598,7 @@ class Generator {
         // Every K block visits the output tiles in the same order, so the accumulator writers
         // form a FIFO: the front is this tile's previous partial sum.
         int64_t acc_dep = -1;
-        if (add && !s.acc.empty()) {
-          acc_dep = s.acc.front();
-          s.acc.pop_front();
-        }
+        if (add && s.acc_head < s.AccEnd()) acc_dep = s.Acc(s.acc_head++);
         const int stage = int(s.stage_count % kStagingBufs);
         int64_t ev = e_.Evict(core, kind, engine, slot, om0, omsz, on0, onsz, stage, last_mm,
                               acc_dep, final ? s.stage_reader[stage] : -1);

@@ -1,6 +1,7 @@
 // Properties of the simulator over random (shape, config) pairs of the matmul kernel on both
-// targets: time is never below the roofline, more HBM bandwidth does not make a program slower
-// (beyond rare, small scheduling anomalies), and the same seed gives the same result.
+// targets: time is never below the roofline, more HBM bandwidth never makes a program slower (the
+// engine is a max-plus recurrence in program order with static DMA shares, so every time is a
+// non-decreasing function of every duration), and the same seed gives the same result.
 #include <random>
 
 #include "gtest/gtest.h"
@@ -53,25 +54,19 @@ TEST_P(PropertyTest, MoreHbmBandwidthIsNeverSlower) {
   sim::Target fast = t;
   fast.hbm_gbps_per_core *= 2;
   fast.hbm_gbps_per_chip *= 2;
-  int slower = 0;
   for (const Case& c : RandomCases(t, 500, 12)) {
     absl::StatusOr<sim::SimResult> base = Evaluate(*FindKernel("matmul"), c.problem, c.config, t);
     absl::StatusOr<sim::SimResult> more =
         Evaluate(*FindKernel("matmul"), c.problem, c.config, fast);
     ASSERT_TRUE(base.ok() && more.ok());
-    // In-order queues scheduled greedily show small list-scheduling anomalies (Graham): a
-    // faster transfer can reorder later reservations. Bound them: rare and at most 2.5%.
-    slower += more->time_ns > base->time_ns;
-    EXPECT_LE(more->time_ns, base->time_ns * 1.025)
-        << c.problem.dims.ToString() << " " << c.config.ToString();
+    EXPECT_LE(more->ticks, base->ticks) << c.problem.dims.ToString() << " " << c.config.ToString();
   }
-  EXPECT_LE(slower, 25) << "of 500 cases got slower with twice the HBM bandwidth";
 }
 
 TEST_P(PropertyTest, SameSeedSameResult) {
   sim::Target t = *sim::LoadTarget(GetParam());
   sim::SimOptions noisy{.noise_sigma = 0.03, .seed = 5};
-  for (const Case& c : RandomCases(t, 100, 13)) {
+  for (const Case& c : RandomCases(t, 500, 13)) {
     absl::StatusOr<sim::SimResult> a =
         Evaluate(*FindKernel("matmul"), c.problem, c.config, t, noisy);
     absl::StatusOr<sim::SimResult> b =
