@@ -4,6 +4,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/bmm.h"
+#include "kernels/conv2d.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
 #include "kernels/softmax.h"
@@ -77,7 +78,9 @@ std::vector<const Kernel*> AllKernels() {
   static const SoftmaxKernel* const kSoftmax = new SoftmaxKernel();
   static const NormKernel* const kLayerNorm = new NormKernel(/*rms=*/false);
   static const NormKernel* const kRmsNorm = new NormKernel(/*rms=*/true);
-  std::vector<const Kernel*> kernels = {kMatmul, kBmm, kAttention, kSoftmax, kLayerNorm, kRmsNorm};
+  static const Conv2dKernel* const kConv2d = new Conv2dKernel();
+  std::vector<const Kernel*> kernels = {kMatmul,    kBmm,     kAttention, kSoftmax,
+                                        kLayerNorm, kRmsNorm, kConv2d};
   std::sort(kernels.begin(), kernels.end(),
             [](const Kernel* a, const Kernel* b) { return a->name() < b->name(); });
   return kernels;

@@ -10,14 +10,19 @@ namespace tessel::kernels {
 
 absl::Status CheckProblem(std::string_view kernel, const std::vector<std::string>& dims,
                           const std::vector<std::string>& dtypes, const Problem& problem,
-                          const sim::Target& target) {
+                          const sim::Target& target, const std::vector<std::string>& may_be_zero) {
   const std::string names = StrJoin(dims, ", ");
   for (const auto& [name, value] : problem.dims.items()) {
     if (std::find(dims.begin(), dims.end(), name) == dims.end()) {
       return absl::InvalidArgumentError(
           StrCat(kernel, " has dims ", names, "; got unknown dim ", name));
     }
-    if (value <= 0) return absl::InvalidArgumentError(StrCat("dim ", name, " must be positive"));
+    const bool zero_ok =
+        std::find(may_be_zero.begin(), may_be_zero.end(), name) != may_be_zero.end();
+    if (value < 0 || (value == 0 && !zero_ok)) {
+      return absl::InvalidArgumentError(
+          StrCat("dim ", name, zero_ok ? " must not be negative" : " must be positive"));
+    }
   }
   for (const std::string& name : dims) {
     if (!problem.dims.Has(name)) {

@@ -17,11 +17,13 @@ namespace tessel::kernels {
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// OK when `problem` names exactly `dims` (each positive) and a dtype in `dtypes` that `target`
-// supports; InvalidArgument naming the kernel and what is wrong otherwise.
+// OK when `problem` names exactly `dims` (each positive, or non-negative when listed in
+// `may_be_zero`) and a dtype in `dtypes` that `target` supports; InvalidArgument naming the kernel
+// and what is wrong otherwise.
 absl::Status CheckProblem(std::string_view kernel, const std::vector<std::string>& dims,
                           const std::vector<std::string>& dtypes, const Problem& problem,
-                          const sim::Target& target);
+                          const sim::Target& target,
+                          const std::vector<std::string>& may_be_zero = {});
 
 // The integer value of `name`, InvalidArgument when missing, malformed or below `min`.
 absl::StatusOr<int64_t> IntParam(const Config& config, std::string_view name, int64_t min = 1);

@@ -1,0 +1,765 @@
+#include "kernels/conv2d.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+
+#include "kernels/schedule_util.h"
+#include "schema/strings.h"
+#include "sim/program.h"
+#include "sim/target.h"
+
+namespace tessel::kernels {
+namespace {
+
+using sim::DType;
+using sim::EngineKind;
+using sim::Mem;
+using sim::Op;
+
+Conv2dFault g_fault = Conv2dFault::kNone;
+
+constexpr int kStagingBufs = 2;
+constexpr int kQueueInput = 0, kQueueWeights = 1, kQueueStore = 2;
+
+const std::vector<std::string> kTileC = {"32", "64", "128"};
+const std::vector<std::string> kTileK = {"64", "128", "256", "512"};
+const std::vector<std::string> kTilePix = {"64", "128", "256", "512"};
+const std::vector<std::string> kBlockK = {"1", "2", "4"};
+
+struct Plan {
+  int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, stride = 1, pad = 0, p = 0, q = 0;
+  DType dtype = DType::kBf16;
+  int in_bytes = 2, out_bytes = 2;
+  bool input_stationary = false;
+  int64_t tile_c = 128, tile_k = 128, tile_pix = 512, block_k = 1;
+  bool weights_resident = false, k_outer = false;
+  int bufs = 2;
+  std::string evict = "vector";
+  int shards = 1;
+  // Derived.
+  int64_t c_tiles = 0, k_tiles = 0, k_blocks = 0;
+  bool row_mode = true;  // pixel tiles are whole output rows
+  int64_t rows_per_tile = 1, q_segments = 1, pix_tiles = 0, items = 0;
+  bool split_items = true;
+  int psum_slots = 8;
+  int64_t halo_rows = 0, halo_cols = 0;  // largest input halo (buffer size)
+};
+
+struct PixTile {
+  int64_t p0 = 0, np = 1, q0 = 0, nq = 1;
+  int64_t pixels() const { return np * nq; }
+};
+
+struct Halo {
+  int64_t row0 = 0, rows = 0, col0 = 0, cols = 0;
+};
+
+PixTile TileAt(const Plan& p, int64_t t) {
+  PixTile tile;
+  if (p.row_mode) {
+    tile.p0 = t * p.rows_per_tile;
+    tile.np = std::min(p.rows_per_tile, p.p - tile.p0);
+    tile.q0 = 0;
+    tile.nq = p.q;
+  } else {
+    tile.p0 = t / p.q_segments;
+    tile.np = 1;
+    tile.q0 = (t % p.q_segments) * p.tile_pix;
+    tile.nq = std::min(p.tile_pix, p.q - tile.q0);
+  }
+  return tile;
+}
+
+Halo HaloOf(const Plan& p, const PixTile& t) {
+  Halo h;
+  const int64_t lo = std::max<int64_t>(0, t.p0 * p.stride - p.pad);
+  const int64_t hi = std::min<int64_t>(p.h, (t.p0 + t.np - 1) * p.stride + p.r - p.pad);
+  const int64_t clo = std::max<int64_t>(0, t.q0 * p.stride - p.pad);
+  const int64_t chi = std::min<int64_t>(p.w, (t.q0 + t.nq - 1) * p.stride + p.s - p.pad);
+  h.row0 = lo;
+  h.rows = std::max<int64_t>(0, hi - lo);
+  h.col0 = clo;
+  h.cols = std::max<int64_t>(0, chi - clo);
+  if (g_fault == Conv2dFault::kHaloOneRowShort && h.rows > 1) --h.rows;
+  return h;
+}
+
+void Derive(Plan& p, const sim::Target& target) {
+  p.c_tiles = CeilDiv(p.c, p.tile_c);
+  p.k_tiles = CeilDiv(p.k, p.tile_k);
+  p.k_blocks = CeilDiv(p.k_tiles, p.block_k);
+  p.row_mode = p.q <= p.tile_pix;
+  p.rows_per_tile = p.row_mode ? std::max<int64_t>(1, p.tile_pix / p.q) : 1;
+  p.q_segments = p.row_mode ? 1 : CeilDiv(p.q, p.tile_pix);
+  p.pix_tiles = p.row_mode ? CeilDiv(p.p, p.rows_per_tile) : p.p * p.q_segments;
+  p.items = p.n * p.pix_tiles;
+  p.psum_slots = std::max(1, std::min(target.psum_banks, target.max_accumulation_groups));
+  p.halo_rows = 0;
+  p.halo_cols = 0;
+  for (int64_t t = 0; t < std::min<int64_t>(p.pix_tiles, 2); ++t) {
+    PixTile tile = TileAt(p, t);
+    p.halo_rows = std::max(p.halo_rows, (tile.np - 1) * p.stride + p.r);
+    p.halo_cols = std::max(p.halo_cols, (tile.nq - 1) * p.stride + p.s);
+  }
+}
+
+// SBUF bytes per partition: input halos, weights, output staging.
+struct Sbuf {
+  int64_t input = 0, weights = 0, staging = 0;
+  int64_t total() const { return input + weights + staging; }
+};
+
+Sbuf SbufOf(const Plan& p) {
+  Sbuf b;
+  const int64_t halo = p.halo_rows * p.halo_cols * p.in_bytes;
+  // spatial_outer keeps all channel tiles of a halo for the k blocks; k_outer streams them.
+  b.input = halo * (p.k_outer ? 1 : p.c_tiles) * p.bufs;
+  const int64_t block_cols = std::min(p.block_k * p.tile_k, p.k);
+  const int64_t per_block = p.r * p.s * block_cols * p.in_bytes * p.c_tiles;
+  b.weights = p.weights_resident ? p.r * p.s * p.k * p.in_bytes * p.c_tiles : per_block * p.bufs;
+  const int64_t out_free = p.input_stationary ? p.tile_k : p.tile_pix;
+  b.staging = out_free * 4 * kStagingBufs;
+  return b;
+}
+
+absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
+                              const sim::Target& target, bool strict) {
+  Plan p;
+  p.n = *problem.dims.Get("N");
+  p.c = *problem.dims.Get("C");
+  p.h = *problem.dims.Get("H");
+  p.w = *problem.dims.Get("W");
+  p.k = *problem.dims.Get("K");
+  p.r = *problem.dims.Get("R");
+  p.s = *problem.dims.Get("S");
+  p.stride = *problem.dims.Get("stride");
+  p.pad = *problem.dims.Get("padding");
+  p.p = (p.h + 2 * p.pad - p.r) / p.stride + 1;
+  p.q = (p.w + 2 * p.pad - p.s) / p.stride + 1;
+  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
+  if (!dtype.ok()) return dtype.status();
+  p.dtype = *dtype;
+  p.in_bytes = sim::DTypeBytes(p.dtype);
+  p.out_bytes = p.dtype == DType::kFp32 ? 4 : 2;
+
+  absl::StatusOr<std::string> stationary = ChoiceParam(config, "stationary", {"weights", "input"});
+  if (!stationary.ok()) return stationary.status();
+  absl::StatusOr<std::string> tile_c = ChoiceParam(config, "tile_c", kTileC);
+  if (!tile_c.ok()) return tile_c.status();
+  absl::StatusOr<std::string> tile_k = ChoiceParam(config, "tile_k", kTileK);
+  if (!tile_k.ok()) return tile_k.status();
+  absl::StatusOr<std::string> tile_pix = ChoiceParam(config, "tile_pix", kTilePix);
+  if (!tile_pix.ok()) return tile_pix.status();
+  absl::StatusOr<std::string> block_k = ChoiceParam(config, "block_k", kBlockK);
+  if (!block_k.ok()) return block_k.status();
+  absl::StatusOr<std::string> resident = ChoiceParam(config, "weights_resident", {"0", "1"});
+  if (!resident.ok()) return resident.status();
+  absl::StatusOr<std::string> order =
+      ChoiceParam(config, "loop_order", {"spatial_outer", "k_outer"});
+  if (!order.ok()) return order.status();
+  absl::StatusOr<int64_t> bufs = IntParam(config, "bufs");
+  if (!bufs.ok()) return bufs.status();
+  absl::StatusOr<std::string> evict = ChoiceParam(config, "evict", {"vector", "scalar", "split"});
+  if (!evict.ok()) return evict.status();
+  absl::StatusOr<int64_t> shards = IntParam(config, "shards");
+  if (!shards.ok()) return shards.status();
+  p.input_stationary = *stationary == "input";
+  p.tile_c = std::stoll(*tile_c);
+  p.tile_k = std::stoll(*tile_k);
+  p.tile_pix = std::stoll(*tile_pix);
+  p.block_k = std::stoll(*block_k);
+  p.weights_resident = *resident == "1";
+  p.k_outer = *order == "k_outer";
+  p.bufs = int(*bufs);
+  p.evict = *evict;
+  p.shards = int(*shards);
+  Derive(p, target);
+  if (target.systolic) return p;
+
+  const int64_t stationary_free = p.input_stationary ? p.tile_pix : p.tile_k;
+  const int64_t moving_free = p.input_stationary ? p.tile_k : p.tile_pix;
+  if (target.matmul_max_m > 0 && stationary_free > target.matmul_max_m) {
+    return absl::InvalidArgumentError(
+        StrCat("stationary=", *stationary, ": ",
+               p.input_stationary ? "tile_pix=" : "tile_k=", stationary_free,
+               " is the stationary free size and exceeds the TensorE limit ", target.matmul_max_m));
+  }
+  if (target.matmul_max_n > 0 && moving_free > target.matmul_max_n) {
+    return absl::InvalidArgumentError(StrCat("moving free size ", moving_free,
+                                             " exceeds the TensorE limit ", target.matmul_max_n));
+  }
+  if (moving_free * 4 > target.psum_bank_bytes_per_partition) {
+    return absl::InvalidArgumentError(
+        StrCat("a ", moving_free, "-wide fp32 PSUM tile exceeds one PSUM bank"));
+  }
+  if (p.shards > target.cores_per_chip) {
+    return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",
+                                             target.cores_per_chip, " cores per chip of ",
+                                             target.name));
+  }
+  if (strict) {
+    for (auto [name, tile, dim, smallest] :
+         {std::tuple{"tile_c", p.tile_c, p.c, int64_t(32)},
+          std::tuple{"tile_k", p.tile_k, p.k, int64_t(64)},
+          std::tuple{"tile_pix", p.tile_pix, p.p * p.q, int64_t(64)}}) {
+      if (tile > smallest && tile / 2 >= dim) {
+        return absl::InvalidArgumentError(
+            StrCat(name, "=", tile, " is redundant: ", tile / 2, " already covers all ", dim));
+      }
+    }
+    if (p.block_k > 1 && p.block_k / 2 >= p.k_tiles) {
+      return absl::InvalidArgumentError(StrCat("block_k=", p.block_k,
+                                               " is redundant: ", p.block_k / 2,
+                                               " already covers all ", p.k_tiles, " k tiles"));
+    }
+  }
+  if (p.items < p.shards && p.k_blocks < p.shards) {
+    if (strict) {
+      return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds both the ", p.items,
+                                               " (image, pixel tile) items and the ", p.k_blocks,
+                                               " k blocks"));
+    }
+    p.shards = int(std::max(p.items, p.k_blocks));
+  }
+  p.split_items = p.items >= p.shards;
+  const Sbuf sbuf = SbufOf(p);
+  if (sbuf.total() > target.UsableSbufPerPartition()) {
+    return absl::InvalidArgumentError(StrCat(
+        "SBUF capacity: input halos ", sbuf.input, " + weights ", sbuf.weights,
+        p.weights_resident ? " (resident)" : "", " + output staging ", sbuf.staging, " = ",
+        sbuf.total(), " bytes per partition exceed the usable ", target.UsableSbufPerPartition()));
+  }
+  return p;
+}
+
+// Walks the schedule and tells the emitter each step, with the dependencies the hardware needs
+// (buffer reuse waits for the last reader). Shared by the lowering and the CPU execution.
+template <typename Emitter>
+void Generate(const Plan& p, Emitter& e) {
+  int64_t c_tiles = p.c_tiles;
+  if (g_fault == Conv2dFault::kDropRaggedChannelTile && p.c % p.tile_c != 0 && p.c > p.tile_c) {
+    c_tiles = p.c / p.tile_c;
+  }
+  for (int core = 0; core < p.shards; ++core) {
+    const int64_t split = p.split_items ? p.items : p.k_blocks;
+    const int64_t lo = ShardBegin(split, p.shards, core),
+                  hi = ShardBegin(split, p.shards, core + 1);
+    const int64_t item_lo = p.split_items ? lo : 0, item_hi = p.split_items ? hi : p.items;
+    const int64_t kb_lo = p.split_items ? 0 : lo, kb_hi = p.split_items ? p.k_blocks : hi;
+    e.BeginCore(core, p);
+
+    // Input buffers: slot x channel tile. Weight buffers: slot x channel tile (or, resident, k
+    // block x channel tile).
+    const int64_t in_bufs = p.k_outer ? p.bufs : p.bufs * p.c_tiles;
+    std::vector<int32_t> in_load(in_bufs, -1), in_reader(in_bufs, -1);
+    const int64_t w_bufs = p.weights_resident ? p.k_blocks * p.c_tiles : p.bufs * p.c_tiles;
+    std::vector<int32_t> w_load(w_bufs, -1), w_reader(w_bufs, -1);
+    std::vector<int32_t> psum_reader(p.psum_slots, -1);
+    std::array<int32_t, kStagingBufs> stage_reader;
+    stage_reader.fill(-1);
+    int64_t in_count = 0, w_count = 0, group_count = 0, stage_count = 0, evict_count = 0;
+
+    auto load_weights = [&](int64_t kb, int64_t slot) {
+      const int64_t k0 = kb * p.block_k * p.tile_k;
+      const int64_t ksz = std::min(p.block_k * p.tile_k, p.k - k0);
+      for (int64_t ct = 0; ct < c_tiles; ++ct) {
+        const int64_t id = slot * p.c_tiles + ct;
+        const int64_t c0 = ct * p.tile_c, csz = std::min(p.tile_c, p.c - c0);
+        w_load[id] = e.LoadWeights(int32_t(id), c0, csz, k0, ksz, w_reader[id]);
+      }
+    };
+    if (p.weights_resident) {
+      for (int64_t kb = kb_lo; kb < kb_hi; ++kb) load_weights(kb, kb);
+    }
+    // Input halo of item `it` for channel tile ct into buffer `id`.
+    auto load_input = [&](int64_t it, int64_t ct, int64_t id) {
+      const int64_t n = it / p.pix_tiles;
+      const PixTile tile = TileAt(p, it % p.pix_tiles);
+      const int64_t c0 = ct * p.tile_c, csz = std::min(p.tile_c, p.c - c0);
+      in_load[id] = e.LoadInput(int32_t(id), n, c0, csz, HaloOf(p, tile), in_reader[id]);
+    };
+    // All k tiles of block kb for item it, weights in w_ids[ct]. spatial_outer: the item's halos
+    // are in in_ids[ct]; the k tiles accumulate one after the other. k_outer: the halos stream
+    // through the rotating buffers one channel tile at a time, so the block's k tiles accumulate
+    // in PSUM side by side (block_k groups live at once).
+    auto compute = [&](int64_t it, int64_t kb, const std::vector<int64_t>& in_ids,
+                       const std::vector<int64_t>& w_ids) {
+      const int64_t n = it / p.pix_tiles;
+      const PixTile tile = TileAt(p, it % p.pix_tiles);
+      const int64_t kt_begin = kb * p.block_k;
+      const int64_t kt_end = std::min(p.k_tiles, (kb + 1) * p.block_k);
+      std::vector<int> slots(kt_end - kt_begin);
+      std::vector<int32_t> last_mm(slots.size(), -1);
+      auto matmuls = [&](int64_t kt, int64_t ct, int64_t in_id) {
+        const int64_t k0 = kt * p.tile_k, ksz = std::min(p.tile_k, p.k - k0);
+        const int64_t kcol = k0 - kt_begin * p.tile_k;  // column within the weight block
+        const int64_t c0 = ct * p.tile_c, csz = std::min(p.tile_c, p.c - c0);
+        const int slot = slots[kt - kt_begin];
+        for (int64_t r = 0; r < p.r; ++r) {
+          for (int64_t s = 0; s < p.s; ++s) {
+            const bool start = ct == 0 && r == 0 && s == 0;
+            const int32_t mm =
+                e.Matmul(int32_t(in_id), int32_t(w_ids[ct]), slot, n, c0, csz, k0, ksz, kcol, tile,
+                         r, s, start, /*reload=*/true, in_load[in_id], w_load[w_ids[ct]],
+                         start ? psum_reader[slot] : -1);
+            last_mm[kt - kt_begin] = mm;
+            in_reader[in_id] = mm;
+            w_reader[w_ids[ct]] = mm;
+          }
+        }
+      };
+      auto finish = [&](int64_t kt) {
+        const int64_t k0 = kt * p.tile_k, ksz = std::min(p.tile_k, p.k - k0);
+        const int slot = slots[kt - kt_begin];
+        EngineKind engine = EngineKind::kVector;
+        if (p.evict == "scalar" || (p.evict == "split" && evict_count % 2 == 1)) {
+          engine = EngineKind::kScalar;
+        }
+        ++evict_count;
+        const int stage = int(stage_count++ % kStagingBufs);
+        const int32_t ev =
+            e.Evict(slot, stage, engine, ksz, tile, last_mm[kt - kt_begin], stage_reader[stage]);
+        psum_reader[slot] = ev;
+        stage_reader[stage] = e.Store(stage, n, k0, ksz, tile, ev);
+      };
+      if (!p.k_outer) {
+        for (int64_t kt = kt_begin; kt < kt_end; ++kt) {
+          slots[kt - kt_begin] = int(group_count++ % p.psum_slots);
+          for (int64_t ct = 0; ct < c_tiles; ++ct) matmuls(kt, ct, in_ids[ct]);
+          finish(kt);
+        }
+        return;
+      }
+      for (int64_t kt = kt_begin; kt < kt_end; ++kt) {
+        slots[kt - kt_begin] = int(group_count++ % p.psum_slots);
+      }
+      for (int64_t ct = 0; ct < c_tiles; ++ct) {
+        const int64_t in_id = in_count++ % p.bufs;
+        load_input(it, ct, in_id);
+        for (int64_t kt = kt_begin; kt < kt_end; ++kt) matmuls(kt, ct, in_id);
+      }
+      for (int64_t kt = kt_begin; kt < kt_end; ++kt) finish(kt);
+    };
+
+    std::vector<int64_t> in_ids(p.c_tiles), w_ids(p.c_tiles);
+    if (!p.k_outer) {
+      for (int64_t it = item_lo; it < item_hi; ++it) {
+        const int64_t slot = in_count++ % p.bufs;
+        for (int64_t ct = 0; ct < c_tiles; ++ct) {
+          in_ids[ct] = slot * p.c_tiles + ct;
+          load_input(it, ct, in_ids[ct]);
+        }
+        for (int64_t kb = kb_lo; kb < kb_hi; ++kb) {
+          const int64_t wslot = p.weights_resident ? kb : w_count++ % p.bufs;
+          if (!p.weights_resident) load_weights(kb, wslot);
+          for (int64_t ct = 0; ct < p.c_tiles; ++ct) w_ids[ct] = wslot * p.c_tiles + ct;
+          compute(it, kb, in_ids, w_ids);
+        }
+      }
+    } else {
+      for (int64_t kb = kb_lo; kb < kb_hi; ++kb) {
+        const int64_t wslot = p.weights_resident ? kb : w_count++ % p.bufs;
+        if (!p.weights_resident) load_weights(kb, wslot);
+        for (int64_t ct = 0; ct < p.c_tiles; ++ct) w_ids[ct] = wslot * p.c_tiles + ct;
+        for (int64_t it = item_lo; it < item_hi; ++it) compute(it, kb, in_ids, w_ids);
+      }
+    }
+  }
+}
+
+// Turns schedule steps into simulator instructions.
+class SimEmitter {
+ public:
+  SimEmitter(const sim::Target& target, sim::Program* program)
+      : target_(target), program_(program) {}
+
+  void BeginCore(int core, const Plan& p) {
+    p_ = &p;
+    program_->cores.resize(core + 1);
+    core_ = &program_->cores[core];
+    const Sbuf sbuf = SbufOf(p);
+    const int in_parts = int(std::min<int64_t>(p.tile_c, target_.sbuf_partitions));
+    const int64_t out_part = p.input_stationary ? p.tile_pix : p.tile_k;
+    const int out_parts = int(std::min<int64_t>(out_part, target_.sbuf_partitions));
+    const int64_t out_free = p.input_stationary ? p.tile_k : p.tile_pix;
+    core_->allocations.push_back({"input_halos", Mem::kSbuf, 0, in_parts, sbuf.input, 1});
+    core_->allocations.push_back({"weights", Mem::kSbuf, 0, in_parts, sbuf.weights, 1});
+    core_->allocations.push_back(
+        {"output_staging", Mem::kSbuf, 0, out_parts, sbuf.staging / kStagingBufs, kStagingBufs});
+    core_->allocations.push_back({"psum", Mem::kPsum, 0, out_parts, out_free * 4, p.psum_slots});
+  }
+
+  int32_t LoadInput(int32_t, int64_t, int64_t, int64_t csz, const Halo& halo, int32_t dep) {
+    const Plan& p = *p_;
+    // Whole rows without padding are contiguous; otherwise one descriptor per input row.
+    const bool contiguous = halo.cols == p.w && p.pad == 0;
+    sim::Instruction dma =
+        sim::MakeDma(Op::kDmaLoad, int(csz),
+                     std::max<int64_t>(1, halo.rows * halo.cols) * p.in_bytes, kQueueInput);
+    if (!contiguous) dma.chunk_bytes = int32_t(std::max<int64_t>(1, halo.cols) * p.in_bytes);
+    return core_->Add(dma, {dep});
+  }
+
+  int32_t LoadWeights(int32_t, int64_t, int64_t csz, int64_t, int64_t ksz, int32_t dep) {
+    const Plan& p = *p_;
+    // [C, R, S, K]: per partition R x S runs of ksz contiguous elements (one run when ksz = K).
+    sim::Instruction dma =
+        sim::MakeDma(Op::kDmaLoad, int(csz), p.r * p.s * ksz * p.in_bytes, kQueueWeights);
+    if (ksz < p.k) dma.chunk_bytes = int32_t(ksz * p.in_bytes);
+    return core_->Add(dma, {dep});
+  }
+
+  int32_t Matmul(int32_t, int32_t, int, int64_t, int64_t, int64_t csz, int64_t, int64_t ksz,
+                 int64_t, const PixTile& tile, int64_t, int64_t, bool, bool reload, int32_t dep_in,
+                 int32_t dep_w, int32_t dep_slot) {
+    const Plan& p = *p_;
+    sim::Instruction mm =
+        p.input_stationary
+            ? sim::MakeMatmul(p.dtype, int(csz), int(tile.pixels()), int(ksz), reload)
+            : sim::MakeMatmul(p.dtype, int(csz), int(ksz), int(tile.pixels()), reload);
+    return core_->Add(mm, {dep_in, dep_w, dep_slot});
+  }
+
+  int32_t Evict(int, int, EngineKind engine, int64_t ksz, const PixTile& tile, int32_t dep_mm,
+                int32_t dep_stage) {
+    const Plan& p = *p_;
+    const int partitions = int(p.input_stationary ? tile.pixels() : ksz);
+    const int free = int(p.input_stationary ? ksz : tile.pixels());
+    sim::Instruction inst =
+        sim::MakeEngineOp(Op::kTensorCopy, engine, free, partitions, Mem::kPsum, Mem::kSbuf);
+    inst.dtype = DType::kFp32;
+    return core_->Add(inst, {dep_mm, dep_stage});
+  }
+
+  int32_t Store(int, int64_t, int64_t, int64_t ksz, const PixTile& tile, int32_t dep) {
+    const Plan& p = *p_;
+    const int partitions = int(p.input_stationary ? tile.pixels() : ksz);
+    const int64_t free = p.input_stationary ? ksz : tile.pixels();
+    sim::Instruction dma = sim::MakeDma(Op::kDmaStore, partitions, free * p.out_bytes, kQueueStore);
+    // Y is NKPQ: [pix, k] tiles (input stationary) need a transposing store.
+    dma.transpose = p.input_stationary;
+    return core_->Add(dma, {dep});
+  }
+
+ private:
+  const sim::Target& target_;
+  sim::Program* program_;
+  const Plan* p_ = nullptr;
+  sim::CoreProgram* core_ = nullptr;
+};
+
+// Executes the steps on the CPU: inputs and weights as loaded into SBUF (a halo row that was not
+// loaded reads as NaN), fp32 PSUM accumulation in schedule order, rounded staging, stores into Y.
+class CpuEmitter {
+ public:
+  CpuEmitter(const Plan& p, const std::vector<float>& x, const std::vector<float>& wt,
+             std::vector<float>* y)
+      : p_(p), x_(x), wt_(wt), y_(y) {
+    psum_.assign(p.psum_slots, std::vector<float>(p.tile_k * p.tile_pix, 0));
+    stage_.assign(kStagingBufs, std::vector<float>(p.tile_k * p.tile_pix, 0));
+  }
+
+  void BeginCore(int, const Plan&) {}
+
+  int32_t LoadInput(int32_t id, int64_t n, int64_t c0, int64_t csz, const Halo& halo, int32_t) {
+    InputBuf& b = inputs_[id];
+    b.n = n;
+    b.c0 = c0;
+    b.halo = halo;
+    b.data.assign(csz * halo.rows * halo.cols, 0);
+    for (int64_t c = 0; c < csz; ++c) {
+      for (int64_t i = 0; i < halo.rows; ++i) {
+        for (int64_t j = 0; j < halo.cols; ++j) {
+          b.data[(c * halo.rows + i) * halo.cols + j] =
+              x_[((n * p_.c + c0 + c) * p_.h + halo.row0 + i) * p_.w + halo.col0 + j];
+        }
+      }
+    }
+    return -1;
+  }
+
+  int32_t LoadWeights(int32_t id, int64_t c0, int64_t csz, int64_t k0, int64_t ksz, int32_t) {
+    WeightBuf& b = weights_[id];
+    b.c0 = c0;
+    b.k0 = k0;
+    b.ksz = ksz;
+    b.data.assign(csz * p_.r * p_.s * ksz, 0);
+    for (int64_t c = 0; c < csz; ++c) {
+      for (int64_t rs = 0; rs < p_.r * p_.s; ++rs) {
+        for (int64_t kk = 0; kk < ksz; ++kk) {
+          // Wt[k, c, r, s], stored as [C, R, S, K].
+          b.data[(c * p_.r * p_.s + rs) * ksz + kk] =
+              wt_[((k0 + kk) * p_.c + c0 + c) * p_.r * p_.s + rs];
+        }
+      }
+    }
+    return -1;
+  }
+
+  int32_t Matmul(int32_t in_id, int32_t w_id, int slot, int64_t n, int64_t c0, int64_t csz,
+                 int64_t k0, int64_t ksz, int64_t kcol, const PixTile& tile, int64_t r, int64_t s,
+                 bool start, bool, int32_t, int32_t, int32_t) {
+    const InputBuf& in = inputs_.at(in_id);
+    const WeightBuf& wb = weights_.at(w_id);
+    std::vector<float>& acc = psum_[slot];
+    if (start) std::fill(acc.begin(), acc.end(), 0.0f);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const bool wrong_buffer = in.n != n || in.c0 != c0 || wb.c0 != c0 || wb.k0 + kcol != k0;
+    for (int64_t c = 0; c < csz; ++c) {
+      for (int64_t i = 0; i < tile.np; ++i) {
+        const int64_t ih = (tile.p0 + i) * p_.stride + r - p_.pad;
+        for (int64_t j = 0; j < tile.nq; ++j) {
+          const int64_t iw = (tile.q0 + j) * p_.stride + s - p_.pad;
+          float v = 0;  // zero padding
+          if (ih >= 0 && ih < p_.h && iw >= 0 && iw < p_.w) {
+            const int64_t hi = ih - in.halo.row0, wi = iw - in.halo.col0;
+            v = (hi < 0 || hi >= in.halo.rows || wi < 0 || wi >= in.halo.cols || wrong_buffer)
+                    ? nan
+                    : in.data[(c * in.halo.rows + hi) * in.halo.cols + wi];
+          }
+          const int64_t pix = i * tile.nq + j;
+          for (int64_t kk = 0; kk < ksz; ++kk) {
+            acc[kk * p_.tile_pix + pix] +=
+                wb.data[(c * p_.r * p_.s + r * p_.s + s) * wb.ksz + kcol + kk] * v;
+          }
+        }
+      }
+    }
+    return -1;
+  }
+
+  int32_t Evict(int slot, int stage, EngineKind, int64_t ksz, const PixTile& tile, int32_t,
+                int32_t) {
+    for (int64_t kk = 0; kk < ksz; ++kk) {
+      for (int64_t pix = 0; pix < tile.pixels(); ++pix) {
+        const int64_t at = kk * p_.tile_pix + pix;
+        stage_[stage][at] = p_.dtype == DType::kFp32 ? psum_[slot][at]
+                                                     : RoundToDType(psum_[slot][at], DType::kBf16);
+      }
+    }
+    return -1;
+  }
+
+  int32_t Store(int stage, int64_t n, int64_t k0, int64_t ksz, const PixTile& tile, int32_t) {
+    for (int64_t kk = 0; kk < ksz; ++kk) {
+      for (int64_t i = 0; i < tile.np; ++i) {
+        for (int64_t j = 0; j < tile.nq; ++j) {
+          (*y_)[((n * p_.k + k0 + kk) * p_.p + tile.p0 + i) * p_.q + tile.q0 + j] =
+              stage_[stage][kk * p_.tile_pix + i * tile.nq + j];
+        }
+      }
+    }
+    return -1;
+  }
+
+ private:
+  struct InputBuf {
+    int64_t n = -1, c0 = -1;
+    Halo halo;
+    std::vector<float> data;
+  };
+  struct WeightBuf {
+    int64_t c0 = -1, k0 = -1, ksz = 0;
+    std::vector<float> data;
+  };
+  const Plan& p_;
+  const std::vector<float>& x_;
+  const std::vector<float>& wt_;
+  std::vector<float>* y_;
+  std::map<int32_t, InputBuf> inputs_;
+  std::map<int32_t, WeightBuf> weights_;
+  std::vector<std::vector<float>> psum_, stage_;
+};
+
+}  // namespace
+
+void SetConv2dFaultForTesting(Conv2dFault fault) { g_fault = fault; }
+
+absl::Status Conv2dKernel::ValidateProblem(const Problem& problem,
+                                           const sim::Target& target) const {
+  absl::Status s = CheckProblem(name(), dims(), dtypes(), problem, target, {"padding"});
+  if (!s.ok()) return s;
+  const int64_t h = *problem.dims.Get("H"), w = *problem.dims.Get("W");
+  const int64_t r = *problem.dims.Get("R"), sz = *problem.dims.Get("S");
+  const int64_t pad = *problem.dims.Get("padding");
+  if (r > h + 2 * pad || sz > w + 2 * pad) {
+    return absl::InvalidArgumentError(StrCat(
+        "filter ", r, "x", sz, " is larger than the padded input ", h + 2 * pad, "x", w + 2 * pad));
+  }
+  if (pad >= r || pad >= sz) {
+    return absl::InvalidArgumentError(
+        StrCat("padding=", pad, " must be smaller than the filter ", r, "x", sz));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Space> Conv2dKernel::SpaceFor(const Problem& problem,
+                                             const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  std::vector<Param> params = {
+      {"stationary", {"weights", "input"}, "operand held in the systolic array"},
+      {"tile_c", kTileC, "input channels per matmul (contraction)"},
+      {"tile_k", kTileK, "output channels per matmul"},
+      {"tile_pix", kTilePix, "output pixels per matmul"},
+      {"block_k", kBlockK, "k tiles sharing one weight load"},
+      {"weights_resident", {"0", "1"}, "1: the core's weights stay in SBUF"},
+      {"loop_order", {"spatial_outer", "k_outer"}, "outer loop: pixel tiles or k blocks"},
+      {"bufs", {"1", "2", "3"}, "rotating buffers for halos and weight blocks"},
+      {"evict", {"vector", "scalar", "split"}, "engine evicting PSUM"},
+      {"shards", ShardValues(target), "cores the work is split over"},
+  };
+  Problem p = problem;
+  sim::Target t = target;
+  return Space(std::move(params), [p, t](const Config& config) -> absl::Status {
+    absl::StatusOr<Plan> plan = MakePlan(p, config, t, /*strict=*/true);
+    return plan.ok() ? absl::OkStatus() : plan.status();
+  });
+}
+
+Config Conv2dKernel::Default(const Problem& problem, const sim::Target&) const {
+  // A plain compiler: weights stationary, full-size tiles (shrunk only to cover small dims),
+  // weights reloaded per pixel tile, double buffering, Vector eviction, one core.
+  const int64_t c = problem.dims.Get("C").value_or(1), k = problem.dims.Get("K").value_or(1);
+  const int64_t h = problem.dims.Get("H").value_or(1), w = problem.dims.Get("W").value_or(1);
+  const int64_t r = problem.dims.Get("R").value_or(1), s = problem.dims.Get("S").value_or(1);
+  const int64_t stride = std::max<int64_t>(1, problem.dims.Get("stride").value_or(1));
+  const int64_t pad = problem.dims.Get("padding").value_or(0);
+  const int64_t pixels = ((h + 2 * pad - r) / stride + 1) * ((w + 2 * pad - s) / stride + 1);
+  auto cover = [](int64_t tile, int64_t smallest, int64_t dim) {
+    while (tile > smallest && tile / 2 >= dim) tile /= 2;
+    return tile;
+  };
+  return Config{{"stationary", "weights"},
+                {"tile_c", std::to_string(cover(128, 32, c))},
+                {"tile_k", std::to_string(cover(128, 64, k))},
+                {"tile_pix", std::to_string(cover(512, 64, pixels))},
+                {"block_k", "1"},
+                {"weights_resident", "0"},
+                {"loop_order", "spatial_outer"},
+                {"bufs", "2"},
+                {"evict", "vector"},
+                {"shards", "1"}};
+}
+
+absl::StatusOr<sim::Program> Conv2dKernel::Lower(const Problem& problem, const Config& config,
+                                                 const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
+  if (!plan.ok()) return plan.status();
+  sim::Program program;
+  program.name =
+      StrCat("conv2d ", problem.dims.ToString(), " ", problem.dtype, " [", config.ToString(), "]");
+  if (target.systolic) {  // one implicit GEMM: M = K, N = N*P*Q, contraction C*R*S
+    program.cores.resize(1);
+    program.cores[0].Add(sim::MakeMatmul(plan->dtype, int(plan->c * plan->r * plan->s),
+                                         int(plan->k), int(plan->n * plan->p * plan->q)),
+                         {});
+    return program;
+  }
+  SimEmitter emitter(target, &program);
+  Generate(*plan, emitter);
+  return program;
+}
+
+absl::Status Conv2dKernel::Verify(const Problem& problem, const Config& config,
+                                  const sim::Target& target) const {
+  absl::Status valid = ValidateProblem(problem, target);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<Plan> full = MakePlan(problem, config, target, /*strict=*/true);
+  if (!full.ok()) return full.status();
+  if (target.systolic) {
+    full->tile_c = 128, full->tile_k = 128, full->tile_pix = 512, full->input_stationary = false;
+  }
+  // The reduced problem: tiles scaled down (channels / 8..16, pixels / 32), keeping whether a
+  // pixel tile is whole rows or row segments; dims cut to two tiles with the last ragged; at most
+  // two images (or shards + 1 for sharding by items). Filter, stride, padding, operand roles,
+  // loop order, residency, blocking and shards are kept.
+  Plan plan = *full;
+  plan.tile_c = std::min<int64_t>(full->tile_c, 8);
+  plan.tile_k = std::min<int64_t>(full->tile_k, 8);
+  plan.tile_pix = std::max<int64_t>(2, full->tile_pix / 32);
+  plan.c = ReducedDim(full->c, plan.tile_c, 2);
+  plan.k = ReducedDim(full->k, plan.tile_k, full->split_items ? 2 : full->shards + 1);
+  plan.n = std::min<int64_t>(full->n, full->split_items ? full->shards + 1 : 2);
+  int64_t q = full->row_mode ? std::max<int64_t>(1, std::min(full->q, plan.tile_pix / 2))
+                             : ReducedDim(full->q, plan.tile_pix, 2);
+  if (!full->row_mode && q <= plan.tile_pix) q = plan.tile_pix + 1;
+  const int64_t rows_per_tile = full->row_mode ? std::max<int64_t>(1, plan.tile_pix / q) : 1;
+  int64_t out_rows = ReducedDim(full->p, rows_per_tile, 2);
+  plan.h = std::max<int64_t>((out_rows - 1) * plan.stride + plan.r - 2 * plan.pad, 1);
+  plan.w = std::max<int64_t>((q - 1) * plan.stride + plan.s - 2 * plan.pad, 1);
+  while ((plan.h + 2 * plan.pad - plan.r) < 0) ++plan.h;
+  while ((plan.w + 2 * plan.pad - plan.s) < 0) ++plan.w;
+  plan.p = (plan.h + 2 * plan.pad - plan.r) / plan.stride + 1;
+  plan.q = (plan.w + 2 * plan.pad - plan.s) / plan.stride + 1;
+  Derive(plan, target);
+  plan.shards = full->shards;
+  if (plan.items < plan.shards && plan.k_blocks < plan.shards) {
+    plan.shards = int(std::max(plan.items, plan.k_blocks));
+  }
+  plan.split_items = plan.items >= plan.shards;
+
+  std::mt19937_64 rng(std::hash<std::string>()(config.ToString()) ^ uint64_t(plan.c * 7 + plan.k));
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> x(plan.n * plan.c * plan.h * plan.w), wt(plan.k * plan.c * plan.r * plan.s);
+  for (float& v : x) v = RoundToDType(uniform(rng), plan.dtype);
+  for (float& v : wt) v = RoundToDType(uniform(rng), plan.dtype);
+  std::vector<float> y(plan.n * plan.k * plan.p * plan.q, std::numeric_limits<float>::quiet_NaN());
+  CpuEmitter emitter(plan, x, wt, &y);
+  Generate(plan, emitter);
+
+  const double out_eps = plan.dtype == DType::kFp32 ? std::ldexp(1.0, -22) : std::ldexp(1.0, -8);
+  const double acc_eps = 4.0 * double(plan.c * plan.r * plan.s) * std::ldexp(1.0, -24);
+  for (int64_t n = 0; n < plan.n; ++n) {
+    for (int64_t k = 0; k < plan.k; ++k) {
+      for (int64_t i = 0; i < plan.p; ++i) {
+        for (int64_t j = 0; j < plan.q; ++j) {
+          double ref = 0, abs_sum = 0;
+          for (int64_t c = 0; c < plan.c; ++c) {
+            for (int64_t r = 0; r < plan.r; ++r) {
+              for (int64_t s = 0; s < plan.s; ++s) {
+                const int64_t ih = i * plan.stride + r - plan.pad;
+                const int64_t iw = j * plan.stride + s - plan.pad;
+                if (ih < 0 || ih >= plan.h || iw < 0 || iw >= plan.w) continue;
+                const double prod = double(x[((n * plan.c + c) * plan.h + ih) * plan.w + iw]) *
+                                    wt[((k * plan.c + c) * plan.r + r) * plan.s + s];
+                ref += prod;
+                abs_sum += std::abs(prod);
+              }
+            }
+          }
+          const double got = y[((n * plan.k + k) * plan.p + i) * plan.q + j];
+          const double tol = out_eps * std::abs(ref) + acc_eps * abs_sum + 1e-30;
+          if (!(std::abs(got - ref) <= tol)) {
+            return absl::DataLossError(StrCat(
+                "conv2d wrong answer at Y[", n, ",", k, ",", i, ",", j,
+                "] of the reduced problem N=", plan.n, ",C=", plan.c, ",H=", plan.h, ",W=", plan.w,
+                ",K=", plan.k, ": got ", got, ", want ", ref, " (tolerance ", tol, ")"));
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Kernel::Work Conv2dKernel::MinimumWork(const Problem& problem) const {
+  auto get = [&](const char* name) { return double(problem.dims.Get(name).value_or(0)); };
+  const double n = get("N"), c = get("C"), h = get("H"), w = get("W"), k = get("K"), r = get("R"),
+               s = get("S"), stride = std::max(1.0, get("stride")), pad = get("padding");
+  const double p = std::floor((h + 2 * pad - r) / stride) + 1;
+  const double q = std::floor((w + 2 * pad - s) / stride) + 1;
+  auto dtype = sim::ParseDType(problem.dtype);
+  const double in_bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
+  const double out_bytes = dtype.ok() && *dtype == DType::kFp32 ? 4 : 2;
+  return Work{2 * n * k * p * q * c * r * s,
+              (n * c * h * w + k * c * r * s) * in_bytes + n * k * p * q * out_bytes};
+}
+
+}  // namespace tessel::kernels

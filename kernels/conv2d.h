@@ -1,0 +1,72 @@
+// The conv2d kernel as an implicit GEMM: Y[n, k, p, q] = sum over (c, r, s) of
+// Wt[k, c, r, s] * X[n, c, p * stride + r - padding, q * stride + s - padding], with X in NCHW,
+// the weights pre-laid out as [C, R, S, K] (channels on partitions, as compilers store them once at
+// load time) and Y in NKPQ. No im2col: each (channel tile, r, s) is one matmul over a shifted
+// window of the input halo tile in SBUF, accumulated in PSUM.
+//
+// Schedule parameters (names are a contract with configs and the CLI):
+//   stationary        weights: weight tiles [c, k] are stationary, pixels stream (PSUM [k, pix]);
+//                     input: input windows [c, pix] are stationary, weights stream (PSUM [pix, k],
+//                     stored with a transposing DMA)
+//   tile_c            input channels per matmul (contraction on partitions); the last is ragged
+//   tile_k            output channels per matmul
+//   tile_pix          output pixels per matmul: whole output rows (tile_pix / Q of them) when a
+//                     row fits, else segments of one row
+//   block_k           k tiles that share one weight load
+//   weights_resident  1: the core's weights are loaded once and stay in SBUF
+//   loop_order        spatial_outer: each input halo is loaded once and used by all k blocks;
+//                     k_outer: each weight block is loaded once and the inputs stream past it
+//   bufs              rotating buffers for input halos and weight blocks
+//   evict             PSUM eviction engine: vector, scalar or split (alternating)
+//   shards            cores the (image, pixel tile) items are split over, else the k blocks
+#ifndef TESSEL_KERNELS_CONV2D_H_
+#define TESSEL_KERNELS_CONV2D_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/kernel.h"
+
+namespace tessel::kernels {
+
+class Conv2dKernel final : public Kernel {
+ public:
+  std::string_view name() const override { return "conv2d"; }
+  // 1: initial lowering.
+  int version() const override { return 1; }
+  std::string_view description() const override {
+    return "implicit-GEMM conv2d Y[N,K,P,Q] = X[N,C,H,W] * W[K,C,R,S]: operand roles, channel, "
+           "output-channel and pixel tiles, weight blocking and residency, loop order, buffers, "
+           "eviction engine, sharding";
+  }
+  std::vector<std::string> dims() const override {
+    return {"N", "C", "H", "W", "K", "R", "S", "stride", "padding"};
+  }
+  std::vector<std::string> dtypes() const override { return {"bf16", "fp32", "fp8"}; }
+
+  // Also rejects a filter larger than the padded input and padding >= the filter size.
+  absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;
+  absl::StatusOr<Space> SpaceFor(const Problem& problem, const sim::Target& target) const override;
+  absl::StatusOr<sim::Program> Lower(const Problem& problem, const Config& config,
+                                     const sim::Target& target) const override;
+  Config Default(const Problem& problem, const sim::Target& target) const override;
+  // Runs the schedule on the CPU on a reduced problem with proportionally reduced tiles (see
+  // conv2d.cc): every loop boundary, ragged tail, halo, accumulation order and shard split is kept.
+  absl::Status Verify(const Problem& problem, const Config& config,
+                      const sim::Target& target) const override;
+  Work MinimumWork(const Problem& problem) const override;
+};
+
+// Test-only fault injection: deliberately broken schedules that Verify must catch.
+enum class Conv2dFault {
+  kNone,
+  kDropRaggedChannelTile,  // the channel loop bound is floor(C / tile_c)
+  kHaloOneRowShort,        // input halos are loaded one row short at the bottom
+};
+// Sets the fault for all later Lower/Verify calls in the process. Not thread-safe; tests only.
+void SetConv2dFaultForTesting(Conv2dFault fault);
+
+}  // namespace tessel::kernels
+
+#endif  // TESSEL_KERNELS_CONV2D_H_
