@@ -175,6 +175,7 @@ void ModelStrategy::Refit() {
   for (const std::vector<Result>& prior : priors_) AppendGroup(space_, prior, x, labels, groups);
   fitted_ = !labels.empty() && model_->Fit(x, labels, groups);
   ranked_.clear();
+  local_center_.reset();
   if (!fitted_) return;
 
   std::vector<uint64_t> all = pool_;
@@ -197,6 +198,48 @@ void ModelStrategy::Refit() {
   for (int k : order) ranked_.push_back(all[k]);
 }
 
+bool ModelStrategy::RankByModel(std::vector<uint64_t>& points) const {
+  if (!fitted_) return false;
+  std::vector<float> features;
+  features.reserve(points.size() * space_.num_params());
+  for (uint64_t i : points) space_.Features(i, features);
+  std::vector<float> scores = model_->Predict(features);
+  if (scores.size() != points.size()) return false;
+  std::vector<int> order(points.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return scores[a] < scores[b] || (scores[a] == scores[b] && points[a] < points[b]);
+  });
+  std::vector<uint64_t> sorted;
+  sorted.reserve(points.size());
+  for (int k : order) sorted.push_back(points[k]);
+  points = std::move(sorted);
+  return true;
+}
+
+void ModelStrategy::RankLocal() {
+  // The centre is the best point whose neighbourhood is not used up: the best one, unless the
+  // search has exhausted it and must move on to the runners-up.
+  std::vector<std::pair<double, uint64_t>> ok;
+  for (const Result& r : history()) {
+    if (r.ok && !exhausted_centers_.contains(r.index)) ok.emplace_back(r.time_ns, r.index);
+  }
+  std::sort(ok.begin(), ok.end());
+  local_.clear();
+  local_center_ = best_index();
+  for (const auto& [time, center] : ok) {
+    absl::flat_hash_set<uint64_t> unique;
+    for (int radius = 1; radius <= 2; ++radius) {
+      for (uint64_t n : space_.Neighbours(center, radius)) {
+        if (!Seen(n) && unique.insert(n).second) local_.push_back(n);
+      }
+    }
+    if (!local_.empty()) break;
+    exhausted_centers_.insert(center);
+  }
+  if (!RankByModel(local_)) local_.clear();
+}
+
 void ModelStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
   const size_t results = history().size();
   const bool ready = results >= static_cast<size_t>(options_.initial_random) || !priors_.empty();
@@ -206,6 +249,25 @@ void ModelStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
   }
   std::vector<uint64_t> deferred;  // too close to a point already in this batch
   while (static_cast<int>(out.size()) < max_n && !ranked_.empty()) {
+    local_credit_ += options_.local_share;
+    if (local_credit_ >= 1 && has_best()) {
+      local_credit_ -= 1;
+      if (!local_center_ || *local_center_ != best_index()) RankLocal();
+      bool taken = false;
+      for (int refill = 0; refill < 2 && !taken; ++refill) {
+        while (!local_.empty() && !taken) {
+          uint64_t next = local_.back();
+          local_.pop_back();
+          taken = Claim(next);
+          if (taken) out.push_back(next);
+        }
+        if (!taken) {  // this centre is used up: move to the next best
+          exhausted_centers_.insert(*local_center_);
+          RankLocal();
+        }
+      }
+      if (taken) continue;
+    }
     if (Uniform(rng_) < options_.explore) {
       if (std::optional<uint64_t> random = RandomUnseen()) out.push_back(*random);
       continue;

@@ -103,15 +103,20 @@ class CostModel;  // model.cc
 // points rank last; warm-start workloads are extra query groups), refitted as results arrive
 // (every result at first, then every ~8% growth), proposing the unseen candidates it ranks best
 // (a pool of valid points plus the neighbourhoods of the best ones), spread out within a batch,
-// with a share of random points for exploration.
+// half of them from the best point's neighbourhood, with a share of random points for
+// exploration.
 class ModelStrategy final : public SpaceStrategy {
  public:
   struct Options {
     int initial_random = 10;     // random points before the first fit (without priors)
     double explore = 0.08;       // share of proposals drawn at random
-    int pool_limit = 6000;       // pool of candidates ranked at each refit
-    int rounds = 40;             // boosting rounds per fit
+    int pool_limit = 3000;       // pool of candidates ranked at each refit
+    int rounds = 30;             // boosting rounds per fit
     double refit_growth = 0.08;  // refit when results grew by this fraction since the last fit
+    // Share of proposals taken from the best point's neighbourhood (single and paired moves),
+    // in model order: a trust region that keeps refining the incumbent where the global ranking
+    // would not look.
+    double local_share = 0.5;
   };
   ModelStrategy(const kernels::Space& space, uint64_t seed);
   ModelStrategy(const kernels::Space& space, uint64_t seed, Options options);
@@ -133,7 +138,14 @@ class ModelStrategy final : public SpaceStrategy {
   bool pool_built_ = false;
   std::vector<uint64_t> pool_;
   std::vector<uint64_t> ranked_;  // pool by predicted rank, best last
-  size_t fitted_at_ = 0;          // results in history at the last fit
+  std::vector<uint64_t> local_;   // unseen neighbours of local_center_ by predicted rank, best last
+  std::optional<uint64_t> local_center_;
+  absl::flat_hash_set<uint64_t> exhausted_centers_;  // neighbourhoods fully seen
+  double local_credit_ = 0;                          // accumulates local_share per proposal
+  void RankLocal();
+  // Sorts `points` by predicted score, best last; false without a model.
+  bool RankByModel(std::vector<uint64_t>& points) const;
+  size_t fitted_at_ = 0;  // results in history at the last fit
   bool fitted_ = false;
 };
 
