@@ -26,7 +26,7 @@ constexpr int kMaxTrialsPerLease = 256;
 constexpr int kMissedHeartbeatsForLost = 3;
 // Proposal rounds per refill when a strategy returns configs that were already tried.
 constexpr int kMaxProposalRounds = 3;
-constexpr char kDefaultStrategy[] = "random";
+constexpr char kDefaultStrategy[] = "auto";
 
 bool IsFinalState(const std::string& state) {
   return state == "completed" || state == "cancelled" || state == "failed";
