@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/cli/common.h"
+#include "client/cli/export.h"
 #include "client/cli/replay.h"
 #include "client/cli/space.h"
 #include "client/client.h"
@@ -354,7 +355,13 @@ absl::Status RunLookup(const LookupArgs& args) {
       ValidateWorkload(args.kernel, args.shape, args.dtype, args.target);
   if (!workload.ok()) return workload.status();
   if (!args.snapshot.empty()) {
-    return absl::UnimplementedError("--snapshot is not supported yet; use --db or --server");
+    // libtessel's snapshot reader: no server and no database needed.
+    auto snapshot = client::Snapshot::Open(args.snapshot);
+    if (!snapshot.ok()) return snapshot.status();
+    auto found = (*snapshot)->Find(args.kernel, workload->problem.dims, args.dtype, args.target);
+    if (!found.ok()) return found.status();
+    PrintLookupResult(*found, args.kernel, workload->shape, args.dtype, args.target, args.json);
+    return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       OpenBackend(args.server, args.db, /*must_exist=*/true);
@@ -704,6 +711,11 @@ int Main(int argc, char** argv) {
   CLI::App* targets_cmd = app.add_subcommand("targets", "list built-in targets");
   targets_cmd->add_flag("--json", targets_json, "print one JSON object");
 
+  ExportArgs export_args;
+  CLI::App* export_cmd = AddExportCommand(app, export_args);
+  ImportArgs import_args;
+  CLI::App* import_cmd = AddImportCommand(app, import_args);
+
   SimulateArgs simulate;
   CLI::App* simulate_cmd =
       app.add_subcommand("simulate", "lower and simulate one config locally (no server)");
@@ -752,6 +764,10 @@ int Main(int argc, char** argv) {
     status = RunKernels(kernels_json);
   } else if (*targets_cmd) {
     status = RunTargets(targets_json);
+  } else if (*export_cmd) {
+    status = RunExport(export_args);
+  } else if (*import_cmd) {
+    status = RunImport(import_args);
   } else if (*simulate_cmd) {
     status = RunSimulate(simulate);
   } else if (*replay_cmd) {
