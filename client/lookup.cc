@@ -50,7 +50,7 @@ class Lookup::Impl {
   absl::node_hash_map<std::string, LookupResult> memory;  // guarded by mu
 
   std::mutex server_mu;
-  std::unique_ptr<Client> client;  // guarded by server_mu; connected lazily
+  std::unique_ptr<Client> client;        // guarded by server_mu; connected lazily
   std::set<std::string> tune_requested;  // guarded by server_mu
   std::vector<std::thread> tuners;       // guarded by server_mu
 

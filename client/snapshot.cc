@@ -64,8 +64,8 @@ absl::Status WriteSnapshot(const tessel::v1::ExportResponse& contents, const std
   std::remove(tmp.c_str());
   {
     Db db;
-    if (sqlite3_open_v2(tmp.c_str(), &db.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                        nullptr) != SQLITE_OK) {
+    if (sqlite3_open_v2(tmp.c_str(), &db.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+        SQLITE_OK) {
       return absl::UnavailableError(StrCat("cannot create snapshot ", path, ": ",
                                            db.db ? sqlite3_errmsg(db.db) : "out of memory"));
     }
@@ -92,8 +92,7 @@ absl::Status WriteSnapshot(const tessel::v1::ExportResponse& contents, const std
       return absl::OkStatus();
     };
     const char* meta = "INSERT INTO meta (key, value) VALUES (?, ?)";
-    for (const auto& [key, value] :
-         std::vector<std::pair<std::string, std::string>>{
+    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
              {"format_version", std::to_string(kSnapshotFormatVersion)},
              {"key_version", std::to_string(kKeyVersion)},
              {"snapshot_id", std::to_string(contents.snapshot_id())}}) {
@@ -122,10 +121,11 @@ absl::Status WriteSnapshot(const tessel::v1::ExportResponse& contents, const std
     for (const auto& b : best) {
       auto dims = Dims::Parse(b.dims());
       if (!dims.ok()) return dims.status();
-      if (auto s = run(insert_best, {b.kernel(), dims->Canonical(), b.dtype(), b.target(), b.config()},
-                       {b.kernel_version(), b.target_version(), b.job_id(), b.snapshot_id(),
-                        b.published_unix_ms()},
-                       {b.time_ns()}, {0, 0, 0, 0, 1, 1, 0, 2, 1, 1, 1});
+      if (auto s =
+              run(insert_best, {b.kernel(), dims->Canonical(), b.dtype(), b.target(), b.config()},
+                  {b.kernel_version(), b.target_version(), b.job_id(), b.snapshot_id(),
+                   b.published_unix_ms()},
+                  {b.time_ns()}, {0, 0, 0, 0, 1, 1, 0, 2, 1, 1, 1});
           !s.ok()) {
         return s;
       }
@@ -256,8 +256,7 @@ LookupResult Snapshot::FromEntry(const tessel::v1::BestConfig& entry, std::strin
 }
 
 absl::StatusOr<LookupResult> Snapshot::Find(std::string_view kernel, const Dims& dims,
-                                            std::string_view dtype,
-                                            std::string_view target) const {
+                                            std::string_view dtype, std::string_view target) const {
   if (auto it = exact_.find(WorkloadKey(kernel, dims, dtype, target)); it != exact_.end()) {
     return FromEntry(entries_[it->second], "exact");
   }
@@ -293,8 +292,8 @@ absl::StatusOr<LookupResult> Snapshot::Find(std::string_view kernel, const Dims&
     r.source = "snapshot";
     return r;
   }
-  return absl::NotFoundError(StrCat("snapshot ", snapshot_id_, " knows nothing of kernel '",
-                                    kernel, "' with dtype ", dtype, " on ", target));
+  return absl::NotFoundError(StrCat("snapshot ", snapshot_id_, " knows nothing of kernel '", kernel,
+                                    "' with dtype ", dtype, " on ", target));
 }
 
 }  // namespace tessel::client

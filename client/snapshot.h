@@ -38,15 +38,15 @@ absl::Status WriteSnapshot(const tessel::v1::ExportResponse& contents, const std
 
 // What a lookup found, and where it came from.
 struct LookupResult {
-  std::string config;        // canonical "name=value,..."
-  std::string match;         // "exact" | "nearest" | "other_target" | "default"
-  double time_ns = 0;        // measured time of `config` (0 for default)
-  bool stale = false;        // tuned under an older kernel or target version
-  int64_t snapshot_id = 0;   // publication the answer came from (0 for default)
+  std::string config;       // canonical "name=value,..."
+  std::string match;        // "exact" | "nearest" | "other_target" | "default"
+  double time_ns = 0;       // measured time of `config` (0 for default)
+  bool stale = false;       // tuned under an older kernel or target version
+  int64_t snapshot_id = 0;  // publication the answer came from (0 for default)
   int64_t job_id = 0;
-  std::string tuned_dims;    // canonical dims of the tuned workload (empty for default)
+  std::string tuned_dims;  // canonical dims of the tuned workload (empty for default)
   std::string tuned_target;
-  std::string source;        // "cache" | "snapshot" | "server" | "local-cache"
+  std::string source;  // "cache" | "snapshot" | "server" | "local-cache"
 };
 
 // A snapshot file loaded into memory. Immutable after Open, so thread-safe.
@@ -73,12 +73,12 @@ class Snapshot {
 
   int64_t snapshot_id_ = 0;
   std::vector<tessel::v1::BestConfig> entries_;
-  std::vector<Dims> entry_dims_;                                    // parsed dims of entries_[i]
-  absl::flat_hash_map<std::string, size_t> exact_;                  // workload key -> index
-  std::map<std::string, std::vector<size_t>> by_kernel_;            // kernel -> indices
+  std::vector<Dims> entry_dims_;                          // parsed dims of entries_[i]
+  absl::flat_hash_map<std::string, size_t> exact_;        // workload key -> index
+  std::map<std::string, std::vector<size_t>> by_kernel_;  // kernel -> indices
   std::map<std::string, int> kernel_versions_;
   std::map<std::string, int> target_versions_;
-  std::map<std::string, std::string> defaults_;                     // "kernel|dtype|target"
+  std::map<std::string, std::string> defaults_;  // "kernel|dtype|target"
 };
 
 // "kernel|dims|dtype|target" with canonical dims: the key of exact lookups and caches.

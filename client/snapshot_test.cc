@@ -15,8 +15,8 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string TempPath(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("tessel-snapshot-test-" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("tessel-snapshot-test-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }

@@ -269,3 +269,84 @@ TEST_F(Cluster, AnUnreachableServerIsAClearErrorNotAHang) {
 
 }  // namespace
 }  // namespace tessel::testing
+
+namespace tessel::testing {
+namespace {
+
+class Local : public Cluster {};
+
+TEST_F(Local, BumpingAKernelVersionMakesResultsStaleAndRetuneRestoresThemCheaply) {
+  constexpr int kFreshBudget = 40;
+  const std::string shape = "M=1024,N=1024,K=1024";
+  json tune = CliJson({"tune", "matmul", "--shape", shape, "--budget", std::to_string(kFreshBudget),
+                       "--db", db_, "--json", "-q"});
+  ASSERT_EQ(tune["state"], "completed");
+  const std::string best = tune["best"]["config"];
+  // What a kernel version bump does to stored results: they were made by an older version.
+  Query(db_, "SELECT 1");  // the database exists and is readable
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "UPDATE best SET kernel_version = kernel_version - 1; "
+                           "UPDATE jobs SET kernel_version = kernel_version - 1",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  json stale = CliJson({"lookup", "matmul", "--shape", shape, "--db", db_, "--json"});
+  EXPECT_EQ(stale["match"], "exact");
+  EXPECT_EQ(stale["stale"], true);
+  json jobs = CliJson({"jobs", "--db", db_, "--json"});
+  EXPECT_EQ(jobs["jobs"][0]["stale"], true);
+
+  json retune = CliJson({"retune", "--stale", "--top-k", "8", "--db", db_, "--json", "-q"});
+  ASSERT_EQ(retune["stale_found"], 1);
+  ASSERT_EQ(retune["restored"], 1);
+  const json& entry = retune["workloads"][0];
+  EXPECT_LE(entry["evaluations"].get<int>(), 9);
+  EXPECT_LT(entry["evaluations"].get<int>(), kFreshBudget);
+  EXPECT_EQ(entry["config"], best) << "the re-measured top-k contains the old best";
+  json fresh = CliJson({"lookup", "matmul", "--shape", shape, "--db", db_, "--json"});
+  EXPECT_EQ(fresh["stale"], false);
+  EXPECT_EQ(fresh["config"], best);
+}
+
+TEST_F(Local, SnapshotExportAnswersLookupsWithoutAServerAndImportIsIdempotent) {
+  json tune = CliJson({"tune", "matmul", "--shape", "M=512,N=512,K=512", "--budget", "12", "--db",
+                       db_, "--json", "-q"});
+  ASSERT_EQ(tune["state"], "completed");
+  const std::string snapshot = dir_ + "/tuned.snapshot";
+  json exported =
+      CliJson({"export", "--db", db_, "--format", "snapshot", "--out", snapshot, "--json"});
+  EXPECT_EQ(exported["configs"], 1);
+  json exact = CliJson(
+      {"lookup", "matmul", "--shape", "M=512,N=512,K=512", "--snapshot", snapshot, "--json"});
+  EXPECT_EQ(exact["match"], "exact");
+  EXPECT_EQ(exact["config"], tune["best"]["config"]);
+  json nearest = CliJson(
+      {"lookup", "matmul", "--shape", "M=600,N=512,K=512", "--snapshot", snapshot, "--json"});
+  EXPECT_EQ(nearest["match"], "nearest");
+  json other = CliJson({"lookup", "matmul", "--shape", "M=512,N=512,K=512", "--target", "snc3",
+                        "--snapshot", snapshot, "--json"});
+  EXPECT_EQ(other["match"], "other_target");
+  json fallback = CliJson({"lookup", "matmul", "--shape", "M=512,N=512,K=512", "--target", "snc3",
+                           "--dtype", "fp32", "--snapshot", snapshot, "--json"});
+  EXPECT_EQ(fallback["match"], "default");
+
+  const std::string other_db = dir_ + "/other.db";
+  json first = CliJson({"import", snapshot, "--db", other_db, "--json"});
+  EXPECT_EQ(first["imported"], 1);
+  json second = CliJson({"import", snapshot, "--db", other_db, "--json"});
+  EXPECT_EQ(second["imported"], 0);
+  EXPECT_EQ(second["unchanged"], 1);
+  const std::string json_export = dir_ + "/tuned.json";
+  CliJson({"export", "--db", other_db, "--format", "json", "--out", json_export, "--json"});
+  json third = CliJson({"import", json_export, "--db", other_db, "--json"});
+  EXPECT_EQ(third["imported"], 0);
+  auto rows = Query(other_db, "SELECT COUNT(*) FROM best");
+  EXPECT_EQ(rows[0][0], "1");
+}
+
+}  // namespace
+}  // namespace tessel::testing

@@ -1,9 +1,13 @@
 #include "client/cli/common.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "schema/strings.h"
+#include "spdlog/spdlog.h"
 
 namespace tessel::cli {
 
@@ -129,6 +133,31 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const std::string& server_a
   backend->client = std::make_unique<client::Client>(backend->server->InProcessChannel(),
                                                      StrCat("embedded server (", db_path, ")"));
   return backend;
+}
+
+absl::Status EmbeddedWorkers::Start(Backend& backend, int threads) {
+  if (!backend.server) return absl::OkStatus();
+  worker::AgentOptions options;
+  options.name = StrCat("embedded:", getpid());
+  options.threads =
+      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.lease_wait_ms = 200;
+  absl::StatusOr<std::unique_ptr<worker::Agent>> created =
+      worker::Agent::Create(backend.server->InProcessChannel(), options);
+  if (!created.ok()) return created.status();
+  agent_ = *std::move(created);
+  thread_ = std::thread([agent = agent_.get()] {
+    absl::Status status = agent->Run();
+    if (!status.ok()) spdlog::error("embedded worker stopped: {}", status.ToString());
+  });
+  return absl::OkStatus();
+}
+
+void EmbeddedWorkers::Stop() {
+  if (!agent_) return;
+  agent_->Stop();
+  if (thread_.joinable()) thread_.join();
+  agent_.reset();
 }
 
 }  // namespace tessel::cli

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "client/client.h"
@@ -13,6 +14,7 @@
 #include "schema/tessel.pb.h"
 #include "server/server.h"
 #include "sim/target.h"
+#include "worker/agent.h"
 
 namespace tessel::cli {
 
@@ -73,6 +75,24 @@ struct Backend {
 // commands should not leave empty files behind).
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const std::string& server_address,
                                                      const std::string& db_path, bool must_exist);
+
+// Worker threads in this process, serving an embedded server (nothing for a remote one).
+class EmbeddedWorkers {
+ public:
+  EmbeddedWorkers() = default;
+  ~EmbeddedWorkers() { Stop(); }
+  EmbeddedWorkers(const EmbeddedWorkers&) = delete;
+  EmbeddedWorkers& operator=(const EmbeddedWorkers&) = delete;
+
+  // Starts `threads` measuring threads (hardware threads when <= 0) when `backend` is embedded.
+  absl::Status Start(Backend& backend, int threads);
+  // Finishes the trials in progress and stops. Idempotent.
+  void Stop();
+
+ private:
+  std::unique_ptr<worker::Agent> agent_;
+  std::thread thread_;
+};
 
 }  // namespace tessel::cli
 

@@ -121,17 +121,21 @@ absl::StatusOr<v1::ExportResponse> ExportFromJson(const std::string& text) {
       r->set_snapshot_id(b.value("snapshot_id", int64_t{0}));
       r->set_published_unix_ms(b.value("published_unix_ms", int64_t{0}));
     }
-    for (const auto& [name, version] : in.value("kernels", json::object()).items()) {
+    // Named locals: items() of a temporary would dangle inside the loop.
+    const json kernels = in.value("kernels", json::object());
+    const json targets = in.value("targets", json::object());
+    const json defaults = in.value("defaults", json::array());
+    for (const auto& [name, version] : kernels.items()) {
       v1::VersionInfo* v = out.add_kernels();
       v->set_name(name);
       v->set_version(version.get<int>());
     }
-    for (const auto& [name, version] : in.value("targets", json::object()).items()) {
+    for (const auto& [name, version] : targets.items()) {
       v1::VersionInfo* v = out.add_targets();
       v->set_name(name);
       v->set_version(version.get<int>());
     }
-    for (const auto& d : in.value("defaults", json::array())) {
+    for (const auto& d : defaults) {
       v1::DefaultConfig* r = out.add_defaults();
       r->set_kernel(d.at("kernel").get<std::string>());
       r->set_dtype(d.at("dtype").get<std::string>());
@@ -162,18 +166,18 @@ std::string ExportToHeader(const v1::ExportResponse& contents) {
       contents.snapshot_id(), contents.snapshot_id());
   out += "inline constexpr Entry kEntries[] = {\n";
   for (const auto& b : contents.best()) {
-    const bool stale = (kernel_versions.count(b.kernel()) &&
-                        kernel_versions[b.kernel()] != b.kernel_version()) ||
-                       (target_versions.count(b.target()) &&
-                        target_versions[b.target()] != b.target_version());
+    const bool stale =
+        (kernel_versions.count(b.kernel()) && kernel_versions[b.kernel()] != b.kernel_version()) ||
+        (target_versions.count(b.target()) && target_versions[b.target()] != b.target_version());
     out += fmt::format("    {{{}, {}, {}, {}, {}, {:.17g}, {}}},\n", Quote(b.kernel()),
                        Quote(b.dims()), Quote(b.dtype()), Quote(b.target()), Quote(b.config()),
                        b.time_ns(), stale ? "true" : "false");
   }
   if (contents.best_size() == 0) out += "    {\"\", \"\", \"\", \"\", \"\", 0, false},\n";
-  out += "};\n\nstruct Default {\n  std::string_view kernel;\n  std::string_view dtype;\n"
-         "  std::string_view target;\n  std::string_view config;\n};\n\n"
-         "inline constexpr Default kDefaults[] = {\n";
+  out +=
+      "};\n\nstruct Default {\n  std::string_view kernel;\n  std::string_view dtype;\n"
+      "  std::string_view target;\n  std::string_view config;\n};\n\n"
+      "inline constexpr Default kDefaults[] = {\n";
   for (const auto& d : contents.defaults()) {
     out += fmt::format("    {{{}, {}, {}, {}}},\n", Quote(d.kernel()), Quote(d.dtype()),
                        Quote(d.target()), Quote(d.config()));
@@ -243,8 +247,8 @@ CLI::App* AddExportCommand(CLI::App& app, ExportArgs& args) {
 }
 
 CLI::App* AddImportCommand(CLI::App& app, ImportArgs& args) {
-  CLI::App* cmd = app.add_subcommand(
-      "import", "publish the configs of a snapshot or JSON export (idempotent)");
+  CLI::App* cmd =
+      app.add_subcommand("import", "publish the configs of a snapshot or JSON export (idempotent)");
   cmd->add_option("file", args.file, "snapshot or JSON export file")->required();
   cmd->add_flag("--json", args.json, "print one JSON object");
   cmd->add_option("--server", args.server, "tessel-server address (HOST:PORT)");
@@ -280,8 +284,7 @@ absl::Status RunExport(const ExportArgs& args) {
                {"snapshot", contents->snapshot_id()}});
   } else {
     std::cout << fmt::format("wrote {} config(s) as of snapshot {} to {} ({})\n",
-                             contents->best_size(), contents->snapshot_id(), args.out,
-                             args.format);
+                             contents->best_size(), contents->snapshot_id(), args.out, args.format);
   }
   return absl::OkStatus();
 }

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "client/cli/common.h"
 #include "client/cli/export.h"
+#include "client/cli/retune.h"
 #include "client/cli/replay.h"
 #include "client/cli/space.h"
 #include "client/client.h"
@@ -34,6 +35,7 @@
 #include "search/strategy.h"
 #include "server/server.h"
 #include "sim/api.h"
+#include "sim/simulate.h"
 #include "sim/target.h"
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
@@ -202,30 +204,13 @@ absl::Status RunWatch(const TuneArgs& args, int& exit_code) {
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       OpenBackend(args.server, args.db, /*must_exist=*/true);
   if (!backend.ok()) return backend.status();
-  std::unique_ptr<worker::Agent> agent;
-  std::thread agent_thread;
-  if ((*backend)->server) {
-    worker::AgentOptions options;
-    options.name = StrCat("embedded:", getpid());
-    options.threads = args.workers > 0
-                          ? args.workers
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    options.lease_wait_ms = 200;
-    absl::StatusOr<std::unique_ptr<worker::Agent>> created =
-        worker::Agent::Create((*backend)->server->InProcessChannel(), options);
-    if (!created.ok()) return created.status();
-    agent = *std::move(created);
-    agent_thread = std::thread([&agent] {
-      absl::Status status = agent->Run();
-      if (!status.ok()) spdlog::error("embedded worker stopped: {}", status.ToString());
-    });
+  EmbeddedWorkers embedded;
+  if (absl::Status started = embedded.Start(**backend, args.workers); !started.ok()) {
+    return started;
   }
   absl::StatusOr<v1::Job> job =
       SubmitAndWatch(*(*backend)->client, v1::SubmitJobRequest(), !args.quiet, args.watch_job);
-  if (agent) {
-    agent->Stop();
-    agent_thread.join();
-  }
+  embedded.Stop();
   if (!job.ok()) return job.status();
   if (args.json) {
     json out = JobJson(*job);
@@ -273,26 +258,12 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
   if (!backend.ok()) return backend.status();
 
   // Embedded mode: worker threads in-process, over the server's in-process channel.
-  std::unique_ptr<worker::Agent> agent;
-  std::thread agent_thread;
-  if ((*backend)->server) {
-    worker::AgentOptions options;
-    options.name = StrCat("embedded:", getpid());
-    options.threads = workers;
-    options.lease_wait_ms = 200;
-    absl::StatusOr<std::unique_ptr<worker::Agent>> created =
-        worker::Agent::Create((*backend)->server->InProcessChannel(), options);
-    if (!created.ok()) return created.status();
-    agent = *std::move(created);
-    agent_thread = std::thread([&agent] {
-      absl::Status status = agent->Run();
-      if (!status.ok()) spdlog::error("embedded worker stopped: {}", status.ToString());
-    });
-    if (!args.quiet) {
-      std::fprintf(stderr, "tuning %s %s on %s with %d embedded worker threads (db %s)\n",
-                   args.kernel.c_str(), workload->shape.c_str(), args.target.c_str(), workers,
-                   args.db.c_str());
-    }
+  EmbeddedWorkers embedded;
+  if (absl::Status started = embedded.Start(**backend, workers); !started.ok()) return started;
+  if ((*backend)->server && !args.quiet) {
+    std::fprintf(stderr, "tuning %s %s on %s with %d embedded worker threads (db %s)\n",
+                 args.kernel.c_str(), workload->shape.c_str(), args.target.c_str(), workers,
+                 args.db.c_str());
   }
   if (args.no_wait) {
     absl::StatusOr<v1::Job> submitted = (*backend)->client->SubmitJob(request);
@@ -309,11 +280,7 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
     return absl::OkStatus();
   }
   absl::StatusOr<v1::Job> job = SubmitAndWatch(*(*backend)->client, request, !args.quiet);
-  if (agent) {
-    agent->Stop();
-    agent_thread.join();
-    agent.reset();
-  }
+  embedded.Stop();
   if (!job.ok()) return job.status();
 
   if (args.json) {
@@ -551,6 +518,9 @@ struct SimulateArgs {
   std::string target = kDefaultTarget;
   std::string config;
   std::string trace;
+  double noise = 0;
+  uint64_t seed = 0;
+  bool exact = false;
   bool json = false;
 };
 
@@ -558,9 +528,8 @@ absl::Status RunSimulate(const SimulateArgs& args) {
   absl::StatusOr<Workload> workload =
       ValidateWorkload(args.kernel, args.shape, args.dtype, args.target);
   if (!workload.ok()) return workload.status();
-  if (!args.trace.empty()) {
-    return absl::UnimplementedError("--trace is not supported by this build yet");
-  }
+  if (args.noise < 0) return absl::InvalidArgumentError("--noise must be >= 0");
+  const sim::SimOptions options{.noise_sigma = args.noise, .seed = args.seed, .exact = args.exact};
   absl::StatusOr<sim::Target> target = LoadTargetOrExplain(args.target);
   if (!target.ok()) return target.status();
   Config config;
@@ -578,7 +547,18 @@ absl::Status RunSimulate(const SimulateArgs& args) {
               {"dtype", args.dtype},         {"target", args.target},
               {"config", config.ToString()}, {"default", args.config.empty()}};
   absl::StatusOr<sim::SimResult> result =
-      kernels::Evaluate(*workload->kernel, workload->problem, config, *target);
+      kernels::Evaluate(*workload->kernel, workload->problem, config, *target, options);
+  if (result.ok() && !args.trace.empty()) {
+    absl::StatusOr<sim::Program> program =
+        workload->kernel->Lower(workload->problem, config, *target);
+    absl::Status written = program.ok()
+                               ? sim::WriteTrace(*target, *program, options, args.trace)
+                               : program.status();
+    if (!written.ok()) {
+      return absl::UnavailableError(
+          StrCat("cannot write trace ", args.trace, ": ", std::string(written.message())));
+    }
+  }
   if (!result.ok()) {
     if (!absl::IsInvalidArgument(result.status())) {
       return absl::InternalError(
@@ -715,6 +695,8 @@ int Main(int argc, char** argv) {
   CLI::App* export_cmd = AddExportCommand(app, export_args);
   ImportArgs import_args;
   CLI::App* import_cmd = AddImportCommand(app, import_args);
+  RetuneArgs retune_args;
+  CLI::App* retune_cmd = AddRetuneCommand(app, retune_args);
 
   SimulateArgs simulate;
   CLI::App* simulate_cmd =
@@ -725,7 +707,11 @@ int Main(int argc, char** argv) {
   simulate_cmd->add_option("--target", simulate.target, "target")->capture_default_str();
   simulate_cmd->add_option("--config", simulate.config,
                            "config, e.g. tile_m=128,tile_n=512 (default: the kernel's default)");
-  simulate_cmd->add_option("--trace", simulate.trace, "write a Chrome trace (not yet supported)");
+  simulate_cmd->add_option("--trace", simulate.trace,
+                           "write a Chrome trace-event JSON file (Perfetto / chrome://tracing)");
+  simulate_cmd->add_option("--noise", simulate.noise, "relative run-to-run noise sigma (0 = off)");
+  simulate_cmd->add_option("--seed", simulate.seed, "seed of the noise");
+  simulate_cmd->add_flag("--exact", simulate.exact, "simulate every iteration (no fast path)");
   simulate_cmd->add_flag("--json", simulate.json, "print one JSON object");
 
   ReplayArgs replay;
@@ -768,6 +754,8 @@ int Main(int argc, char** argv) {
     status = RunExport(export_args);
   } else if (*import_cmd) {
     status = RunImport(import_args);
+  } else if (*retune_cmd) {
+    status = RunRetune(retune_args, exit_code);
   } else if (*simulate_cmd) {
     status = RunSimulate(simulate);
   } else if (*replay_cmd) {
