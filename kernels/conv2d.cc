@@ -685,7 +685,9 @@ absl::Status Conv2dKernel::Verify(const Problem& problem, const Config& config,
   plan.tile_k = std::min<int64_t>(full->tile_k, 8);
   plan.tile_pix = std::max<int64_t>(2, full->tile_pix / 32);
   plan.c = ReducedDim(full->c, plan.tile_c, 2);
-  plan.k = ReducedDim(full->k, plan.tile_k, full->split_items ? 2 : full->shards + 1);
+  // Sharding by k blocks keeps shards + 1 blocks (the last ragged); otherwise two k tiles.
+  plan.k = full->split_items ? ReducedDim(full->k, plan.tile_k, 2)
+                             : ReducedDim(full->k, plan.tile_k * plan.block_k, full->shards + 1);
   plan.n = std::min<int64_t>(full->n, full->split_items ? full->shards + 1 : 2);
   int64_t q = full->row_mode ? std::max<int64_t>(1, std::min(full->q, plan.tile_pix / 2))
                              : ReducedDim(full->q, plan.tile_pix, 2);

@@ -165,6 +165,21 @@ TEST(Conv2dTest, LargeShapeHasThousandsOfValidConfigs) {
   }
 }
 
+TEST(Conv2dTest, ShardsSplitTheKBlocksWhenThereAreTooFewPixelTiles) {
+  sim::Target t = Load("snc3");
+  Problem p = Conv(1, 64, 8, 8, 500, 3, 1, 1);  // one 64-pixel item; 8 k tiles, the last ragged
+  Config c = Parse(
+      "stationary=weights,tile_c=64,tile_k=64,tile_pix=64,block_k=1,weights_resident=1,"
+      "loop_order=spatial_outer,bufs=1,evict=scalar,shards=8");
+  ASSERT_TRUE(Conv2d().SpaceFor(p, t)->Validate(c).ok()) << Conv2d().SpaceFor(p, t)->Validate(c);
+  absl::StatusOr<sim::Program> program = Conv2d().Lower(p, c, t);
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ(program->cores.size(), 8u);
+  EXPECT_TRUE(Conv2d().Verify(p, c, t).ok()) << Conv2d().Verify(p, c, t);
+  FaultGuard fault(Conv2dFault::kHaloOneRowShort);
+  EXPECT_EQ(Conv2d().Verify(p, c, t).code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(Conv2dTest, ResidentWeightsAreLoadedOnce) {
   sim::Target t = Load("snc2");
   Problem p = Conv(4, 128, 28, 28, 128, 3, 1, 1);
