@@ -1,20 +1,23 @@
 // TEAM NOTE: several engineers share this working tree right now. Read /work/main/CONTRIBUTING.md
 // before editing or committing (commit only your own paths; never `git add -A` or `git stash`).
-// The event-driven simulator: runs a Program on a Target in integer ticks.
+// The simulator: runs a Program on a Target in integer ticks (model v2, docs/simulator.md).
 //
-// Model (ACCELERATOR.md sections 2 and 3):
-// - Each compute engine (Tensor, Vector, Scalar, GpSimd) of each core executes its instructions in
-//   program order; an instruction starts when the engine is free and its dependencies' results are
-//   available. Depending on the instruction just before it on the same engine costs extra cycles.
+// - Each compute engine (Tensor, Vector, Scalar, GpSimd) and each DMA queue of a core executes its
+//   instructions in program order; an instruction starts when its resources are free and its
+//   dependencies' results are available. Times are computed in program order as a max-plus
+//   recurrence, so every time is non-decreasing in every duration (more bandwidth is never slower).
+//   Depending on the instruction just before it on the same engine costs extra cycles.
 // - TensorE loads the next stationary tile in the background while the previous matmul runs; a
 //   matmul's result becomes visible to dependants only after the first-result latency 2R + C - 2.
-// - DMA transfers are FIFO per queue. A transfer over P partitions is split over ceil(P / 8) of the
-//   core's DMA engines (the earliest free ones); each piece costs a fixed per-transfer time plus
-//   its descriptors' bytes at the engine rate (descriptors under the minimum size cost the
-//   minimum), and HBM traffic is additionally limited by the core's HBM share and the chip's HBM,
-//   shared by all cores.
+// - A DMA transfer over P partitions is split into ceil(P / 8) pieces; each costs a fixed
+//   per-transfer time plus its descriptors' bytes (descriptors under the minimum cost the minimum).
+//   Each queue owns a fixed share of every DMA engine and of the core's HBM bandwidth (its fraction
+//   of the core's DMA bytes); each core owns its fraction of the chip's HBM bandwidth.
 // - On targets with port conflicts, Vector/GpSimd SBUF accesses and Vector/Scalar PSUM accesses
-//   serialise.
+//   serialise (in program order).
+// - Loop-structured programs (CoreProgram::segments) run without unrolling; once a repeated body's
+//   schedule is periodic the remaining iterations are extrapolated exactly (SimOptions::exact
+//   turns this off).
 // - Systolic targets charge each GEMM the SCALE-Sim closed form (ACCELERATOR.md section 6).
 #ifndef TESSEL_SIM_SIMULATE_H_
 #define TESSEL_SIM_SIMULATE_H_
