@@ -296,4 +296,30 @@ absl::StatusOr<LookupResult> Snapshot::Find(std::string_view kernel, const Dims&
                                     "' with dtype ", dtype, " on ", target));
 }
 
+tessel::v1::ExportResponse Snapshot::ToExport() const {
+  tessel::v1::ExportResponse out;
+  out.set_snapshot_id(snapshot_id_);
+  for (const auto& entry : entries_) *out.add_best() = entry;
+  for (const auto& [name, version] : kernel_versions_) {
+    auto* v = out.add_kernels();
+    v->set_name(name);
+    v->set_version(version);
+  }
+  for (const auto& [name, version] : target_versions_) {
+    auto* v = out.add_targets();
+    v->set_name(name);
+    v->set_version(version);
+  }
+  for (const auto& [key, config] : defaults_) {
+    std::vector<std::string_view> parts = StrSplit(key, '|');
+    if (parts.size() != 3) continue;
+    auto* d = out.add_defaults();
+    d->set_kernel(std::string(parts[0]));
+    d->set_dtype(std::string(parts[1]));
+    d->set_target(std::string(parts[2]));
+    d->set_config(config);
+  }
+  return out;
+}
+
 }  // namespace tessel::client

@@ -66,6 +66,8 @@ class Snapshot {
   size_t size() const { return entries_.size(); }
   // All entries as export records, sorted by key (for import and re-export).
   const std::vector<tessel::v1::BestConfig>& entries() const { return entries_; }
+  // The whole snapshot (entries, versions, defaults) as the export it was written from.
+  tessel::v1::ExportResponse ToExport() const;
 
  private:
   Snapshot() = default;

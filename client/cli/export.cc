@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -243,6 +244,8 @@ CLI::App* AddExportCommand(CLI::App& app, ExportArgs& args) {
   cmd->add_flag("--json", args.json, "print one JSON object describing what was written");
   cmd->add_option("--server", args.server, "tessel-server address (HOST:PORT)");
   cmd->add_option("--db", args.db, "database file (default ./tessel.db)");
+  cmd->add_option("--from-snapshot", args.from_snapshot,
+                  "convert this snapshot file (no database or server needed)");
   return cmd;
 }
 
@@ -257,16 +260,39 @@ CLI::App* AddImportCommand(CLI::App& app, ImportArgs& args) {
 }
 
 absl::Status RunExport(const ExportArgs& args) {
-  if (!args.server.empty() && !args.db.empty()) {
-    return absl::InvalidArgumentError("give --server or --db, not both");
+  const int sources = !args.server.empty() + !args.db.empty() + !args.from_snapshot.empty();
+  if (sources > 1) {
+    return absl::InvalidArgumentError("give one of --server, --db or --from-snapshot");
   }
-  auto backend = OpenBackend(args.server, args.db.empty() ? kDefaultDb : args.db,
-                             /*must_exist=*/true);
-  if (!backend.ok()) return backend.status();
-  v1::ExportRequest request;
-  for (const std::string& k : args.kernels) request.add_kernels(k);
-  request.set_snapshot_id(args.snapshot_id);
-  auto contents = (*backend)->client->Export(request);
+  absl::StatusOr<v1::ExportResponse> contents;
+  if (!args.from_snapshot.empty()) {
+    auto snapshot = client::Snapshot::Open(args.from_snapshot);
+    if (!snapshot.ok()) return snapshot.status();
+    contents = (*snapshot)->ToExport();
+    if (!args.kernels.empty()) {
+      v1::ExportResponse filtered = *contents;
+      filtered.clear_best();
+      filtered.clear_defaults();
+      auto wanted = [&](const std::string& k) {
+        return std::find(args.kernels.begin(), args.kernels.end(), k) != args.kernels.end();
+      };
+      for (const auto& b : contents->best()) {
+        if (wanted(b.kernel())) *filtered.add_best() = b;
+      }
+      for (const auto& d : contents->defaults()) {
+        if (wanted(d.kernel())) *filtered.add_defaults() = d;
+      }
+      contents = std::move(filtered);
+    }
+  } else {
+    auto backend = OpenBackend(args.server, args.db.empty() ? kDefaultDb : args.db,
+                               /*must_exist=*/true);
+    if (!backend.ok()) return backend.status();
+    v1::ExportRequest request;
+    for (const std::string& k : args.kernels) request.add_kernels(k);
+    request.set_snapshot_id(args.snapshot_id);
+    contents = (*backend)->client->Export(request);
+  }
   if (!contents.ok()) return contents.status();
   absl::Status written;
   if (args.format == "snapshot") {

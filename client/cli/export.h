@@ -15,6 +15,7 @@ namespace tessel::cli {
 struct ExportArgs {
   std::string server;
   std::string db;
+  std::string from_snapshot;        // read this snapshot file instead of a db or server
   std::string format = "snapshot";  // snapshot | json | header
   std::string out;
   std::vector<std::string> kernels;
