@@ -97,7 +97,7 @@ TEST(Conv2dTest, ProblemAndConfigErrorsSayWhy) {
 
 TEST(Conv2dTest, TwoHundredRandomValidConfigsMatchTheReference) {
   std::mt19937_64 rng(3);
-  int verified = 0, sharded = 0, input_stationary = 0, k_outer = 0, strided = 0;
+  int simulated = 0, verified = 0, sharded = 0, input_stationary = 0, k_outer = 0, strided = 0;
   for (const char* target : {"snc2", "snc3"}) {
     sim::Target t = Load(target);
     while (verified < (std::string(target) == "snc2" ? 110 : 220)) {
@@ -116,6 +116,14 @@ TEST(Conv2dTest, TwoHundredRandomValidConfigsMatchTheReference) {
         absl::Status v = Conv2d().Verify(p, c, t);
         EXPECT_TRUE(v.ok()) << p.dims.ToString() << " " << p.dtype << " " << c.ToString() << ": "
                             << v;
+        if (verified % 5 == 0) {  // valid configs also lower to programs the simulator accepts
+          absl::StatusOr<sim::SimResult> r = Evaluate(Conv2d(), p, c, t);
+          EXPECT_TRUE(r.ok()) << p.dims.ToString() << " " << c.ToString() << ": " << r.status();
+          if (r.ok()) {
+            EXPECT_GE(r->time_ns, RooflineNs(Conv2d(), p, t)) << c.ToString();
+          }
+          ++simulated;
+        }
         ++verified;
         sharded += *c.GetInt("shards") > 1;
         input_stationary += c.Get("stationary") == "input";
@@ -126,6 +134,7 @@ TEST(Conv2dTest, TwoHundredRandomValidConfigsMatchTheReference) {
     }
   }
   EXPECT_GE(verified, 200);
+  EXPECT_GE(simulated, 40);
   EXPECT_GE(sharded, 40);
   EXPECT_GE(input_stationary, 40);
   EXPECT_GE(k_outer, 40);

@@ -86,7 +86,7 @@ TEST_P(NormTest, InvalidConfigsSayWhy) {
 
 TEST_P(NormTest, TwoHundredRandomValidConfigsMatchTheReference) {
   std::mt19937_64 rng(std::string(GetParam()) == "rmsnorm" ? 5 : 9);
-  int verified = 0, sharded = 0, ragged = 0, separate = 0, bn = 0;
+  int simulated = 0, verified = 0, sharded = 0, ragged = 0, separate = 0, bn = 0;
   for (const char* target : {"snc2", "snc3"}) {
     sim::Target t = Load(target);
     while (verified < (std::string(target) == "snc2" ? 110 : 220)) {
@@ -99,6 +99,14 @@ TEST_P(NormTest, TwoHundredRandomValidConfigsMatchTheReference) {
         absl::Status v = Norm().Verify(p, c, t);
         EXPECT_TRUE(v.ok()) << p.dims.ToString() << " " << p.dtype << " " << c.ToString() << ": "
                             << v;
+        if (verified % 5 == 0) {  // valid configs also lower to programs the simulator accepts
+          absl::StatusOr<sim::SimResult> r = Evaluate(Norm(), p, c, t);
+          EXPECT_TRUE(r.ok()) << p.dims.ToString() << " " << c.ToString() << ": " << r.status();
+          if (r.ok()) {
+            EXPECT_GE(r->time_ns, RooflineNs(Norm(), p, t)) << c.ToString();
+          }
+          ++simulated;
+        }
         ++verified;
         sharded += *c.GetInt("shards") > 1;
         separate += c.Get("affine") == "separate";
@@ -109,6 +117,7 @@ TEST_P(NormTest, TwoHundredRandomValidConfigsMatchTheReference) {
     }
   }
   EXPECT_GE(verified, 200);
+  EXPECT_GE(simulated, 40);
   EXPECT_GE(sharded, 40);
   EXPECT_GE(separate, 40);
   EXPECT_GE(bn, 40);

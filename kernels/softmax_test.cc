@@ -91,7 +91,7 @@ TEST(SoftmaxTest, InvalidConfigsSayWhy) {
 // Random valid configs on random shapes (ragged included, sharded ones on snc3's 8 cores).
 TEST(SoftmaxTest, TwoHundredRandomValidConfigsMatchTheReference) {
   std::mt19937_64 rng(7);
-  int verified = 0, sharded = 0, ragged = 0, online = 0;
+  int simulated = 0, verified = 0, sharded = 0, ragged = 0, online = 0;
   for (const char* target : {"snc2", "snc3"}) {
     sim::Target t = Load(target);
     while (verified < (std::string(target) == "snc2" ? 110 : 220)) {
@@ -104,6 +104,14 @@ TEST(SoftmaxTest, TwoHundredRandomValidConfigsMatchTheReference) {
         absl::Status v = Softmax().Verify(p, c, t);
         EXPECT_TRUE(v.ok()) << p.dims.ToString() << " " << p.dtype << " " << c.ToString() << ": "
                             << v;
+        if (verified % 5 == 0) {  // valid configs also lower to programs the simulator accepts
+          absl::StatusOr<sim::SimResult> r = Evaluate(Softmax(), p, c, t);
+          EXPECT_TRUE(r.ok()) << p.dims.ToString() << " " << c.ToString() << ": " << r.status();
+          if (r.ok()) {
+            EXPECT_GE(r->time_ns, RooflineNs(Softmax(), p, t)) << c.ToString();
+          }
+          ++simulated;
+        }
         ++verified;
         sharded += *c.GetInt("shards") > 1;
         online += c.Get("algorithm") == "online";
@@ -113,6 +121,7 @@ TEST(SoftmaxTest, TwoHundredRandomValidConfigsMatchTheReference) {
     }
   }
   EXPECT_GE(verified, 200);
+  EXPECT_GE(simulated, 40);
   EXPECT_GE(sharded, 40);
   EXPECT_GE(online, 40);
   EXPECT_GE(ragged, 100);
