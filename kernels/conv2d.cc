@@ -25,7 +25,7 @@ Conv2dFault g_fault = Conv2dFault::kNone;
 constexpr int kStagingBufs = 2;
 constexpr int kQueueInput = 0, kQueueWeights = 1, kQueueStore = 2;
 
-const std::vector<std::string> kTileC = {"32", "64", "128"};
+const std::vector<std::string> kTileC = {"32", "64", "128", "256"};  // 256: fp8 double-row
 const std::vector<std::string> kTileK = {"64", "128", "256", "512"};
 const std::vector<std::string> kTilePix = {"64", "128", "256", "512"};
 const std::vector<std::string> kBlockK = {"1", "2", "4"};
@@ -45,6 +45,7 @@ struct Plan {
   bool row_mode = true;  // pixel tiles are whole output rows
   int64_t rows_per_tile = 1, q_segments = 1, pix_tiles = 0, items = 0;
   bool split_items = true;
+  int rows_per_partition = 1;  // channels per SBUF partition: 2 for fp8 double-row tiles over 128
   int psum_slots = 8;
   int64_t halo_rows = 0, halo_cols = 0;  // largest input halo (buffer size)
 };
@@ -90,6 +91,7 @@ Halo HaloOf(const Plan& p, const PixTile& t) {
 
 void Derive(Plan& p, const sim::Target& target) {
   p.c_tiles = CeilDiv(p.c, p.tile_c);
+  p.rows_per_partition = int(CeilDiv(p.tile_c, std::max(1, target.sbuf_partitions)));
   p.k_tiles = CeilDiv(p.k, p.tile_k);
   p.k_blocks = CeilDiv(p.k_tiles, p.block_k);
   p.row_mode = p.q <= p.tile_pix;
@@ -115,12 +117,13 @@ struct Sbuf {
 
 Sbuf SbufOf(const Plan& p) {
   Sbuf b;
-  const int64_t halo = p.halo_rows * p.halo_cols * p.in_bytes;
+  const int64_t halo = p.halo_rows * p.halo_cols * p.in_bytes * p.rows_per_partition;
   // spatial_outer keeps all channel tiles of a halo for the k blocks; k_outer streams them.
   b.input = halo * (p.k_outer ? 1 : p.c_tiles) * p.bufs;
   const int64_t block_cols = std::min(p.block_k * p.tile_k, p.k);
-  const int64_t per_block = p.r * p.s * block_cols * p.in_bytes * p.c_tiles;
-  b.weights = p.weights_resident ? p.r * p.s * p.k * p.in_bytes * p.c_tiles : per_block * p.bufs;
+  const int64_t per_block = p.r * p.s * block_cols * p.in_bytes * p.c_tiles * p.rows_per_partition;
+  b.weights = p.weights_resident ? p.r * p.s * p.k * p.in_bytes * p.c_tiles * p.rows_per_partition
+                                 : per_block * p.bufs;
   const int64_t out_free = p.input_stationary ? p.tile_k : p.tile_pix;
   b.staging = out_free * 4 * kStagingBufs;
   return b;
@@ -180,6 +183,12 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   Derive(p, target);
   if (target.systolic) return p;
 
+  const int max_k = target.MaxMatmulK(p.dtype);
+  if (max_k > 0 && p.tile_c > max_k) {
+    return absl::InvalidArgumentError(StrCat("tile_c=", p.tile_c,
+                                             " exceeds the TensorE contraction limit K <= ", max_k,
+                                             " for ", problem.dtype, " on ", target.name));
+  }
   const int64_t stationary_free = p.input_stationary ? p.tile_pix : p.tile_k;
   const int64_t moving_free = p.input_stationary ? p.tile_k : p.tile_pix;
   if (target.matmul_max_m > 0 && stationary_free > target.matmul_max_m) {
@@ -397,9 +406,11 @@ class SimEmitter {
     const Plan& p = *p_;
     // Whole rows without padding are contiguous; otherwise one descriptor per input row.
     const bool contiguous = halo.cols == p.w && p.pad == 0;
+    // fp8 double-row tiles hold two channels per partition.
+    const int rows = p.rows_per_partition;
     sim::Instruction dma =
-        sim::MakeDma(Op::kDmaLoad, int(csz),
-                     std::max<int64_t>(1, halo.rows * halo.cols) * p.in_bytes, kQueueInput);
+        sim::MakeDma(Op::kDmaLoad, int(CeilDiv(csz, rows)),
+                     std::max<int64_t>(1, halo.rows * halo.cols) * p.in_bytes * rows, kQueueInput);
     if (!contiguous) dma.chunk_bytes = int32_t(std::max<int64_t>(1, halo.cols) * p.in_bytes);
     return core_->Add(dma, {dep});
   }
@@ -407,8 +418,9 @@ class SimEmitter {
   int32_t LoadWeights(int32_t, int64_t, int64_t csz, int64_t, int64_t ksz, int32_t dep) {
     const Plan& p = *p_;
     // [C, R, S, K]: per partition R x S runs of ksz contiguous elements (one run when ksz = K).
-    sim::Instruction dma =
-        sim::MakeDma(Op::kDmaLoad, int(csz), p.r * p.s * ksz * p.in_bytes, kQueueWeights);
+    const int rows = p.rows_per_partition;
+    sim::Instruction dma = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(csz, rows)),
+                                        p.r * p.s * ksz * p.in_bytes * rows, kQueueWeights);
     if (ksz < p.k) dma.chunk_bytes = int32_t(ksz * p.in_bytes);
     return core_->Add(dma, {dep});
   }
@@ -421,6 +433,7 @@ class SimEmitter {
         p.input_stationary
             ? sim::MakeMatmul(p.dtype, int(csz), int(tile.pixels()), int(ksz), reload)
             : sim::MakeMatmul(p.dtype, int(csz), int(ksz), int(tile.pixels()), reload);
+    mm.partitions = int16_t(CeilDiv(csz, p.rows_per_partition));
     return core_->Add(mm, {dep_in, dep_w, dep_slot});
   }
 
@@ -601,9 +614,11 @@ absl::StatusOr<Space> Conv2dKernel::SpaceFor(const Problem& problem,
                                              const sim::Target& target) const {
   absl::Status valid = ValidateProblem(problem, target);
   if (!valid.ok()) return valid;
+  std::vector<std::string> tile_c(kTileC.begin(), kTileC.end() - 1);
+  if (target.MaxMatmulK(*sim::ParseDType(problem.dtype)) >= 256) tile_c.push_back("256");
   std::vector<Param> params = {
       {"stationary", {"weights", "input"}, "operand held in the systolic array"},
-      {"tile_c", kTileC, "input channels per matmul (contraction)"},
+      {"tile_c", tile_c, "input channels per matmul (contraction; 256 = fp8 double-row)"},
       {"tile_k", kTileK, "output channels per matmul"},
       {"tile_pix", kTilePix, "output pixels per matmul"},
       {"block_k", kBlockK, "k tiles sharing one weight load"},

@@ -8,7 +8,8 @@
 //   stationary        weights: weight tiles [c, k] are stationary, pixels stream (PSUM [k, pix]);
 //                     input: input windows [c, pix] are stationary, weights stream (PSUM [pix, k],
 //                     stored with a transposing DMA)
-//   tile_c            input channels per matmul (contraction on partitions); the last is ragged
+//   tile_c            input channels per matmul (contraction on partitions); the last is ragged;
+//                     256 (fp8 on snc3 only) is double-row: two channels per partition
 //   tile_k            output channels per matmul
 //   tile_pix          output pixels per matmul: whole output rows (tile_pix / Q of them) when a
 //                     row fits, else segments of one row

@@ -189,6 +189,37 @@ TEST(Conv2dTest, ShardsSplitTheKBlocksWhenThereAreTooFewPixelTiles) {
   EXPECT_EQ(Conv2d().Verify(p, c, t).code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(Conv2dTest, Fp8DoubleRowChannelTilesOnlyOnSnc3) {
+  sim::Target t3 = Load("snc3");
+  Problem fp8 = Conv(4, 512, 28, 28, 256, 3, 1, 1, "fp8");
+  Config c = Conv2d().Default(fp8, t3);
+  c.Set("tile_c", "256");
+  ASSERT_TRUE(Conv2d().SpaceFor(fp8, t3)->Validate(c).ok())
+      << Conv2d().SpaceFor(fp8, t3)->Validate(c);
+  absl::StatusOr<sim::Program> program = Conv2d().Lower(fp8, c, t3);
+  ASSERT_TRUE(program.ok()) << program.status();
+  for (const sim::Instruction& inst : program->cores[0].instructions) {
+    if (inst.op == sim::Op::kMatmul) {
+      EXPECT_EQ(inst.k, 256);
+      EXPECT_EQ(inst.partitions, 128);
+      break;
+    }
+  }
+  EXPECT_TRUE(Conv2d().Verify(fp8, c, t3).ok());
+  // Half the matmuls of tile_c=128, each the same cost: fewer TensorE cycles.
+  Config c128 = c;
+  c128.Set("tile_c", "128");
+  absl::StatusOr<sim::SimResult> a = Evaluate(Conv2d(), fp8, c, t3);
+  absl::StatusOr<sim::SimResult> b = Evaluate(Conv2d(), fp8, c128, t3);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(2 * a->engines[int(sim::EngineKind::kTensor)].instructions,
+            b->engines[int(sim::EngineKind::kTensor)].instructions);
+  Problem bf16 = fp8;
+  bf16.dtype = "bf16";
+  EXPECT_THAT(Conv2d().Lower(bf16, c, t3).status().message(),
+              HasSubstr("tile_c=256 exceeds the TensorE contraction limit K <= 128"));
+}
+
 TEST(Conv2dTest, ResidentWeightsAreLoadedOnce) {
   sim::Target t = Load("snc2");
   Problem p = Conv(4, 128, 28, 28, 128, 3, 1, 1);
