@@ -414,6 +414,10 @@ void Generate(const Plan& p, Sink& sink) {
 void SetNormFaultForTesting(NormFault fault) { g_fault = fault; }
 
 absl::Status NormKernel::ValidateProblem(const Problem& problem, const sim::Target& target) const {
+  if (target.systolic) {
+    return absl::InvalidArgumentError(
+        StrCat(name(), " needs Vector/Scalar engines; ", target.name, " runs GEMMs only"));
+  }
   return CheckProblem(name(), dims(), dtypes(), problem, target);
 }
 

@@ -410,6 +410,10 @@ void SetSoftmaxFaultForTesting(SoftmaxFault fault) { g_fault = fault; }
 
 absl::Status SoftmaxKernel::ValidateProblem(const Problem& problem,
                                             const sim::Target& target) const {
+  if (target.systolic) {
+    return absl::InvalidArgumentError(
+        StrCat(name(), " needs Vector/Scalar engines; ", target.name, " runs GEMMs only"));
+  }
   return CheckProblem(name(), dims(), dtypes(), problem, target);
 }
 

@@ -39,6 +39,7 @@ class SoftmaxKernel final : public Kernel {
   std::vector<std::string> dims() const override { return {"rows", "cols"}; }
   std::vector<std::string> dtypes() const override { return {"bf16", "fp32"}; }
 
+  // Also rejects systolic targets (they run GEMMs only).
   absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;
   absl::StatusOr<Space> SpaceFor(const Problem& problem, const sim::Target& target) const override;
   absl::StatusOr<sim::Program> Lower(const Problem& problem, const Config& config,

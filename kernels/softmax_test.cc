@@ -84,6 +84,8 @@ TEST(SoftmaxTest, InvalidConfigsSayWhy) {
   c.Set("shards", "2");
   EXPECT_THAT(std::string(small.Validate(c).message()), HasSubstr("shards=2 exceeds the 1 row"));
   EXPECT_THAT(Softmax().ValidateProblem(Rows(8, 8, "fp8"), t).message(), HasSubstr("dtype"));
+  EXPECT_THAT(Softmax().ValidateProblem(Rows(8, 8), Load("systolic-128x128-ws")).message(),
+              HasSubstr("runs GEMMs only"));
   Problem missing{Dims{{"rows", 8}}, "bf16"};
   EXPECT_THAT(Softmax().ValidateProblem(missing, t).message(), HasSubstr("dim cols"));
 }
