@@ -81,8 +81,8 @@ class CostModel {
 
 namespace {
 
-// Relevance grades for one query group: failed points 0, ok points 1 (slowest) to 31 (fastest)
-// by their rank in time.
+// Relevance grades for one query group: ok points 1 (slowest) to 31 (fastest) by their rank in
+// time, failed points 16.
 void AppendGroup(const SearchSpace& space, std::span<const Result> results, std::vector<float>& x,
                  std::vector<float>& labels, std::vector<unsigned>& groups) {
   std::vector<double> times;
@@ -94,7 +94,10 @@ void AppendGroup(const SearchSpace& space, std::span<const Result> results, std:
   for (const Result& r : results) {
     space.Features(r.index, x);
     if (!r.ok) {
-      labels.push_back(0);
+      // Failures rank with the median result, not below everything: the fastest configs often
+      // sit next to ones that fail (a resource limit just exceeded), and ranking failures last
+      // would steer the search away from exactly that region.
+      labels.push_back(16.0f);
       continue;
     }
     double rank = std::lower_bound(times.begin(), times.end(), r.time_ns) - times.begin();

@@ -8,6 +8,9 @@
 namespace tessel::search {
 namespace {
 
+// Most values a numeric parameter read as a code (0, 1, ..., n-1) may have.
+constexpr int kMaxCodeValues = 8;
+
 std::optional<double> ParseNumber(const std::string& text) {
   if (text.empty()) return std::nullopt;
   double value = 0;
@@ -67,7 +70,12 @@ SearchSpace::SearchSpace(const kernels::Space& space) : space_(space) {
     features_.push_back(features);
 
     std::vector<std::vector<int>> moves(radix);
-    if (kind == ParamKind::kInteger || kind == ParamKind::kPowerOfTwo) {
+    // Numeric values 0, 1, ..., n-1 (a few of them) are usually a code for a choice (method
+    // 0/1/2) rather than a quantity, so every value is a neighbour; for quantities the neighbours
+    // are the next smaller and larger value.
+    bool code = kind == ParamKind::kInteger && radix >= 3 && radix <= kMaxCodeValues;
+    for (int v = 0; code && v < radix; ++v) code = features[v] == v;
+    if ((kind == ParamKind::kInteger || kind == ParamKind::kPowerOfTwo) && !code) {
       std::vector<int> order(radix);
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(),
