@@ -47,6 +47,20 @@ void BindText(sqlite3_stmt* stmt, int index, const std::string& text) {
   sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
 }
 
+// Sorted dim names joined by ',' and log2 of the values in that order.
+std::pair<std::string, std::vector<double>> LogDims(const Dims& dims) {
+  auto items = dims.items();
+  std::sort(items.begin(), items.end());
+  std::string names;
+  std::vector<double> logs;
+  for (const auto& [name, value] : items) {
+    names += name;
+    names += ',';
+    logs.push_back(std::log2(static_cast<double>(value)));
+  }
+  return {std::move(names), std::move(logs)};
+}
+
 std::string ColumnText(sqlite3_stmt* stmt, int column) {
   const unsigned char* text = sqlite3_column_text(stmt, column);
   return text ? reinterpret_cast<const char*>(text) : "";
@@ -220,7 +234,9 @@ absl::StatusOr<std::unique_ptr<Snapshot>> Snapshot::Open(const std::string& path
       const size_t index = snapshot->entries_.size();
       snapshot->exact_[WorkloadKey(b.kernel(), *dims, b.dtype(), b.target())] = index;
       snapshot->by_kernel_[b.kernel()].push_back(index);
-      snapshot->entry_dims_.push_back(*std::move(dims));
+      auto [names, logs] = LogDims(*dims);
+      snapshot->entry_dim_names_.push_back(std::move(names));
+      snapshot->entry_log_dims_.push_back(std::move(logs));
       snapshot->entries_.push_back(std::move(b));
     }
   }
@@ -269,6 +285,7 @@ absl::StatusOr<LookupResult> Snapshot::Find(std::string_view kernel, const Dims&
     double nearest_distance = std::numeric_limits<double>::infinity();
     std::optional<size_t> other_target;
     const std::string canonical = dims.Canonical();
+    const auto [query_names, query_logs] = LogDims(dims);
     for (size_t index : *same_kernel) {
       const auto& entry = entries_[index];
       if (entry.dtype() != dtype) continue;
@@ -276,7 +293,11 @@ absl::StatusOr<LookupResult> Snapshot::Find(std::string_view kernel, const Dims&
         if (!other_target && entry.dims() == canonical) other_target = index;
         continue;
       }
-      const double distance = DimsDistance(entry_dims_[index], dims);
+      // DimsDistance, on precomputed logs.
+      if (entry_dim_names_[index] != query_names) continue;
+      double distance = 0;
+      const std::vector<double>& logs = entry_log_dims_[index];
+      for (size_t d = 0; d < logs.size(); ++d) distance += std::abs(logs[d] - query_logs[d]);
       if (distance < nearest_distance) {
         nearest_distance = distance;
         nearest = index;

@@ -75,7 +75,10 @@ class Snapshot {
 
   int64_t snapshot_id_ = 0;
   std::vector<tessel::v1::BestConfig> entries_;
-  std::vector<Dims> entry_dims_;                          // parsed dims of entries_[i]
+  // For nearest: each entry's dim names (sorted, joined) and log2 of the values in that order, so
+  // a query costs one subtraction per dim and entry.
+  std::vector<std::string> entry_dim_names_;
+  std::vector<std::vector<double>> entry_log_dims_;
   absl::flat_hash_map<std::string, size_t> exact_;        // workload key -> index
   std::map<std::string, std::vector<size_t>> by_kernel_;  // kernel -> indices
   std::map<std::string, int> kernel_versions_;

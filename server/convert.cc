@@ -13,7 +13,14 @@ namespace {
 constexpr char kDefaultDtype[] = "bf16";
 constexpr char kDefaultTarget[] = "snc2";
 
-// Targets are immutable data; parse each once per process (lookups resolve one per call).
+std::vector<std::string> KernelNames() {
+  std::vector<std::string> names;
+  for (const kernels::Kernel* k : kernels::AllKernels()) names.emplace_back(k->name());
+  return names;
+}
+
+}  // namespace
+
 absl::StatusOr<sim::Target> CachedTarget(const std::string& name) {
   static std::mutex mu;
   static auto* cache = new std::map<std::string, sim::Target>();
@@ -26,14 +33,6 @@ absl::StatusOr<sim::Target> CachedTarget(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu);
   return cache->emplace(name, *std::move(target)).first->second;
 }
-
-std::vector<std::string> KernelNames() {
-  std::vector<std::string> names;
-  for (const kernels::Kernel* k : kernels::AllKernels()) names.emplace_back(k->name());
-  return names;
-}
-
-}  // namespace
 
 absl::StatusOr<ResolvedWorkload> ResolveWorkload(const v1::Workload& workload) {
   ResolvedWorkload out;

@@ -32,6 +32,9 @@ struct ResolvedWorkload {
 // dims, or an unsupported dtype.
 absl::StatusOr<ResolvedWorkload> ResolveWorkload(const v1::Workload& workload);
 
+// sim::LoadTarget, parsed once per process and name (targets are immutable data).
+absl::StatusOr<sim::Target> CachedTarget(const std::string& name);
+
 WorkloadRecord WorkloadRecordFor(const ResolvedWorkload& workload);
 // The job's workload with dims in the order the job shows them.
 v1::Workload WorkloadProto(const JobRecord& job);

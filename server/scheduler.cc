@@ -7,8 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "schema/strings.h"
 #include "server/convert.h"
@@ -26,6 +26,8 @@ constexpr int kMaxTrialsPerLease = 256;
 constexpr int kMissedHeartbeatsForLost = 3;
 // Proposal rounds per refill when a strategy returns configs that were already tried.
 constexpr int kMaxProposalRounds = 3;
+// Lookup answers kept in memory; the cache is dropped whole when it would grow past this.
+constexpr size_t kMaxCachedLookups = 100'000;
 constexpr char kDefaultStrategy[] = "auto";
 
 bool IsFinalState(const std::string& state) {
@@ -644,6 +646,7 @@ void Scheduler::FinishJob(int64_t job_id) {
   }
   if (publish) {
     auto snapshot = store_->Publish(*publish);
+    InvalidateLookups();
     if (!snapshot.ok()) {
       state = "failed";
       message =
@@ -968,6 +971,31 @@ absl::StatusOr<v1::LookupResponse> Scheduler::Lookup(const v1::LookupRequest& re
     return absl::InvalidArgumentError("snapshot_id must be >= 0");
   }
   const WorkloadRecord workload = WorkloadRecordFor(*resolved);
+  // Answers are cached until the next publication (publications are the only thing that can
+  // change an answer; versions are fixed for the life of the process).
+  const std::string cache_key = StrCat(workload.kernel, "|", workload.dims, "|", workload.dtype,
+                                       "|", workload.target, "|", request.snapshot_id());
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(lookup_mu_);
+    if (auto it = lookup_cache_.find(cache_key); it != lookup_cache_.end()) return it->second;
+    generation = publish_generation_;
+  }
+  auto answer = LookupUncached(*resolved, workload, request.snapshot_id());
+  if (answer.ok()) {
+    std::lock_guard<std::mutex> lock(lookup_mu_);
+    if (generation == publish_generation_) {
+      if (lookup_cache_.size() >= kMaxCachedLookups) lookup_cache_.clear();
+      lookup_cache_.emplace(cache_key, *answer);
+    }
+  }
+  return answer;
+}
+
+absl::StatusOr<v1::LookupResponse> Scheduler::LookupUncached(const ResolvedWorkload& resolved_ref,
+                                                             const WorkloadRecord& workload,
+                                                             int64_t snapshot_id) {
+  const ResolvedWorkload* resolved = &resolved_ref;
   v1::LookupResponse response;
   auto fill = [&](const BestRecord& best, const std::string& match) {
     response.set_config(best.config);
@@ -977,17 +1005,17 @@ absl::StatusOr<v1::LookupResponse> Scheduler::Lookup(const v1::LookupRequest& re
     response.set_job_id(best.job_id);
     response.set_tuned_dims(best.workload.dims);
     response.set_tuned_target(best.workload.target);
-    auto target = sim::LoadTarget(best.workload.target);
+    auto target = CachedTarget(best.workload.target);
     response.set_stale(best.kernel_version != resolved->kernel->version() ||
                        (target.ok() && best.target_version != target->version));
   };
-  auto exact = store_->LatestBest(workload, request.snapshot_id());
+  auto exact = store_->LatestBest(workload, snapshot_id);
   if (!exact.ok()) return exact.status();
   if (*exact) {
     fill(**exact, "exact");
     return response;
   }
-  auto all = store_->BestForKernel(workload.kernel, request.snapshot_id());
+  auto all = store_->BestForKernel(workload.kernel, snapshot_id);
   if (!all.ok()) return all.status();
   // nearest: same kernel, dtype and target; distance = sum over dims of |log2(tuned / wanted)|.
   const BestRecord* nearest = nullptr;
@@ -1145,10 +1173,17 @@ absl::StatusOr<v1::ImportResponse> Scheduler::Import(const v1::ImportRequest& re
     }
     record.published_ms = NowUnixMs();
     auto snapshot = store_->Publish(record);
+    InvalidateLookups();
     if (!snapshot.ok()) return snapshot.status();
     response.set_imported(response.imported() + 1);
   }
   return response;
+}
+
+void Scheduler::InvalidateLookups() {
+  std::lock_guard<std::mutex> lock(lookup_mu_);
+  ++publish_generation_;
+  lookup_cache_.clear();
 }
 
 }  // namespace tessel::server

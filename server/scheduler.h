@@ -30,6 +30,7 @@
 #include "kernels/kernel.h"
 #include "schema/tessel.pb.h"
 #include "search/strategy.h"
+#include "server/convert.h"
 #include "server/store.h"
 #include "sim/target.h"
 
@@ -191,6 +192,12 @@ class Scheduler {
   void Housekeeping();
   absl::StatusOr<v1::Job> StoredJobView(int64_t job_id);
 
+  absl::StatusOr<v1::LookupResponse> LookupUncached(const ResolvedWorkload& resolved,
+                                                    const WorkloadRecord& workload,
+                                                    int64_t snapshot_id);
+  // Call after every store Publish: drops cached lookup answers.
+  void InvalidateLookups();
+
   Store* const store_;
   const SchedulerOptions options_;
   boost::asio::thread_pool pool_{2};  // report commits and notifications
@@ -208,6 +215,9 @@ class Scheduler {
   std::map<std::string, Worker> workers_;         // guarded by mu_
   std::map<int64_t, Watcher> watchers_;           // guarded by mu_
   std::mutex notify_mu_;                          // serialises listener calls
+  std::mutex lookup_mu_;
+  std::map<std::string, v1::LookupResponse> lookup_cache_;  // guarded by lookup_mu_
+  uint64_t publish_generation_ = 0;                         // guarded by lookup_mu_
   std::thread housekeeping_;
 };
 
