@@ -119,6 +119,13 @@ Row Landscape(const kernels::Kernel& kernel, const kernels::Problem& problem,
   return row;
 }
 
+// "1.23x its best".
+std::string FormatRatio(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2fx its best", x);
+  return buf;
+}
+
 int Main(int argc, char** argv) {
   int samples = 1000;
   uint64_t seed = 1;
@@ -167,12 +174,12 @@ int Main(int argc, char** argv) {
       const double valid_share = static_cast<double>(r.valid_drawn) / r.drawn;
       std::printf(
           "| %s | %s | %llu | %.1f%% (~%.0f) | %d | %.0f | %s | %.1f%% | %.0f | %s | %.1f%% | "
-          "%.2fx | %.1f%% | %.1f |\n",
+          "%.2fx | %d (%.2f%%) | %.1f |\n",
           r.shape.c_str(), r.target.c_str(), static_cast<unsigned long long>(r.space_size),
           100 * valid_share, valid_share * r.space_size, r.evaluated, r.default_ns,
           r.default_bound.c_str(), 100 * r.default_tensor_busy, r.best_ns, r.best_bound.c_str(),
-          100 * r.best_tensor_busy, r.default_ns / r.best_ns, 100.0 * r.within5 / r.evaluated,
-          r.seconds);
+          100 * r.best_tensor_busy, r.default_ns / r.best_ns, r.within5,
+          100.0 * r.within5 / r.evaluated, r.seconds);
       std::fflush(stdout);
       rows.push_back(std::move(r));
     }
@@ -181,10 +188,27 @@ int Main(int argc, char** argv) {
   for (const Row& r : rows) {
     std::printf("- %s %s: %s\n", r.shape.c_str(), r.target.c_str(), r.best_config.c_str());
   }
-  std::printf("\nsnc2 vs snc3 best config:\n");
+  // Transfer: each target's best config run on the other target (shards clamped to the cores the
+  // other target has, so the config is valid there), relative to that target's own best.
+  std::printf("\nsnc2 vs snc3 best config (transfer = the other target's best, run here):\n");
   for (size_t i = 0; i + 1 < rows.size(); i += 2) {
-    std::printf("- %s: %s\n", rows[i].shape.c_str(),
-                rows[i].best_config == rows[i + 1].best_config ? "same" : "differ");
+    std::string transfer;
+    for (int side = 0; side < 2; ++side) {
+      const Row& from = rows[i + side];
+      const Row& to = rows[i + 1 - side];
+      const sim::Target target = *sim::LoadTarget(to.target);
+      Config config = *Config::Parse(from.best_config);
+      const int64_t shards =
+          std::min<int64_t>(std::stoll(std::string(*config.Get("shards"))), target.cores_per_chip);
+      config.Set("shards", std::to_string(shards));
+      absl::StatusOr<sim::SimResult> r =
+          kernels::Evaluate(kernel, shapes[i / 2], config, target, sim::SimOptions{});
+      transfer += StrCat(from.target, " best on ", to.target, ": ",
+                         r.ok() ? FormatRatio(r->time_ns / to.best_ns) : "invalid", "; ");
+    }
+    std::printf("- %s: %s; %s\n", rows[i].shape.c_str(),
+                rows[i].best_config == rows[i + 1].best_config ? "same" : "differ",
+                transfer.c_str());
   }
   return 0;
 }
