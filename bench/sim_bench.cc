@@ -1,12 +1,42 @@
-// Evaluations per second of the simulator on random valid 4096^3 bf16 matmul configs (snc2):
-// Lower + Simulate per evaluation, as a worker runs them.
+// Simulator costs (BENCHMARKS.md "Simulator"): evaluations per second on random valid 4096^3 bf16
+// matmul configs (snc2), Lower + Simulate per evaluation as a worker runs them; cost growth from
+// 4096^3 to 16384^3; peak heap of one evaluation.
+#include <malloc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
 #include "kernels/kernel.h"
 #include "sim/simulate.h"
 #include "sim/target.h"
+
+// Heap accounting for BM_SimulationPeakHeap (this binary only): live bytes (malloc_usable_size) and
+// their high-water mark since the last reset.
+namespace heap {
+std::atomic<int64_t> live{0};
+std::atomic<int64_t> peak{0};
+void* Allocate(size_t size) {
+  void* p = std::malloc(size == 0 ? 1 : size);
+  if (p == nullptr) throw std::bad_alloc();
+  const auto bytes = static_cast<int64_t>(malloc_usable_size(p));
+  const int64_t now = live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t old = peak.load(std::memory_order_relaxed);
+  while (now > old && !peak.compare_exchange_weak(old, now, std::memory_order_relaxed)) {
+  }
+  return p;
+}
+void Free(void* p) {
+  if (p == nullptr) return;
+  live.fetch_sub(malloc_usable_size(p), std::memory_order_relaxed);
+  std::free(p);
+}
+}  // namespace heap
 
 namespace tessel {
 namespace {
@@ -57,7 +87,94 @@ void BM_EvaluateMatmul4096Default(benchmark::State& state) {
 }
 BENCHMARK(BM_EvaluateMatmul4096Default)->Unit(benchmark::kMicrosecond);
 
+// Cost growth from 4096^3 to 16384^3 (the goal: at most 4x, not the 64x of the instruction
+// count) for the default config and for a blocked config (the best snc2 config of
+// bench/landscape_matmul for 4096^3), fast path (exact=0) and full simulation (exact=1).
+// Args: {size, blocked, exact}.
+Config BlockedConfig() {
+  return *Config::Parse(
+      "tile_m=128,tile_n=512,tile_k=128,block_m=8,block_n=2,block_k=4,loop_order=nmk,bufs=2,"
+      "hoist=0,stationary=a,evict=scalar,shards=2");
+}
+
+void BM_CostGrowth(benchmark::State& state) {
+  const int64_t size = state.range(0);
+  const bool blocked = state.range(1) != 0;
+  sim::Target target = *sim::LoadTarget("snc2");
+  const kernels::Kernel& kernel = *kernels::FindKernel("matmul");
+  kernels::Problem problem{Dims{{"M", size}, {"N", size}, {"K", size}}, "bf16"};
+  const Config config = blocked ? BlockedConfig() : kernel.Default(problem, target);
+  sim::SimOptions options;
+  options.exact = state.range(2) != 0;
+  for (auto _ : state) {
+    absl::StatusOr<sim::SimResult> r = kernels::Evaluate(kernel, problem, config, target, options);
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_CostGrowth)
+    ->ArgsProduct({{4096, 8192, 16384}, {0, 1}, {0, 1}})
+    ->ArgNames({"size", "blocked", "exact"})
+    ->Unit(benchmark::kMillisecond);
+
+// Peak heap bytes of one evaluation (Lower + Simulate) above the live heap before it, counted by
+// the replacement operator new of this binary. Args as BM_CostGrowth.
+void BM_SimulationPeakHeap(benchmark::State& state) {
+  const int64_t size = state.range(0);
+  const bool blocked = state.range(1) != 0;
+  sim::Target target = *sim::LoadTarget("snc2");
+  const kernels::Kernel& kernel = *kernels::FindKernel("matmul");
+  kernels::Problem problem{Dims{{"M", size}, {"N", size}, {"K", size}}, "bf16"};
+  const Config config = blocked ? BlockedConfig() : kernel.Default(problem, target);
+  sim::SimOptions options;
+  options.exact = state.range(2) != 0;
+  int64_t peak_bytes = 0;
+  for (auto _ : state) {
+    const int64_t base = heap::live.load();
+    heap::peak.store(base);
+    {
+      absl::StatusOr<sim::SimResult> r =
+          kernels::Evaluate(kernel, problem, config, target, options);
+      benchmark::DoNotOptimize(r);
+    }
+    peak_bytes = std::max(peak_bytes, heap::peak.load() - base);
+  }
+  state.counters["peak_heap_bytes"] = static_cast<double>(peak_bytes);
+}
+BENCHMARK(BM_SimulationPeakHeap)
+    ->ArgsProduct({{4096, 16384}, {0, 1}, {0, 1}})
+    ->ArgNames({"size", "blocked", "exact"})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace tessel
+
+// Replacement global allocation functions feeding `heap` (benchmark binary only).
+void* operator new(size_t size) { return heap::Allocate(size); }
+void* operator new[](size_t size) { return heap::Allocate(size); }
+void* operator new(size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return heap::Allocate(size);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return heap::Allocate(size);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p) noexcept { heap::Free(p); }
+void operator delete[](void* p) noexcept { heap::Free(p); }
+void operator delete(void* p, size_t) noexcept { heap::Free(p); }
+void operator delete[](void* p, size_t) noexcept { heap::Free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { heap::Free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { heap::Free(p); }
 
 BENCHMARK_MAIN();
