@@ -7,7 +7,7 @@
 //   landscape_matmul [--samples N] [--seed S] [--threads T] [--exhaustive]
 //
 // The full product space has millions of points (e.g. 4.6M on snc2) and one evaluation of a
-// 4096^3 config costs ~5 ms, so exhaustive evaluation is out of reach. Without --exhaustive the
+// 4096^3 config costs ~5-10 ms, so exhaustive evaluation is out of reach. Without --exhaustive the
 // program draws points of the product uniformly (seeded), validates them, and evaluates the first
 // N valid ones plus the default; the valid count of the space is estimated from the share of
 // drawn points that were valid. --exhaustive evaluates every valid point (hours; not run).
