@@ -1,5 +1,3 @@
-// TEAM NOTE: several engineers share this working tree right now. Read /work/main/CONTRIBUTING.md
-// before editing or committing (commit only your own paths; never `git add -A` or `git stash`).
 // The kernel interface: everything a search needs to know about one kernel, nothing about search.
 #ifndef TESSEL_KERNELS_KERNEL_H_
 #define TESSEL_KERNELS_KERNEL_H_

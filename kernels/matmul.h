@@ -1,5 +1,3 @@
-// TEAM NOTE: several engineers share this working tree right now. Read /work/main/CONTRIBUTING.md
-// before editing or committing (commit only your own paths; never `git add -A` or `git stash`).
 // The matmul kernel: C[M, N] = A[M, K] x B[K, N], with A given K-major (A^T in HBM, as NKI's lhsT)
 // and B row-major, both streamed into SBUF with K on partitions.
 //

@@ -1,5 +1,3 @@
-// TEAM NOTE: several engineers share this working tree right now. Read /work/main/CONTRIBUTING.md
-// before editing or committing (commit only your own paths; never `git add -A` or `git stash`).
 // Search strategies: ask/tell over a kernel's schedule space.
 //
 //   Job (server) --Propose(n)--> configs --> workers measure --> Observe(results) --> Strategy

@@ -28,6 +28,9 @@ constexpr int kMissedHeartbeatsForLost = 3;
 constexpr int kMaxProposalRounds = 3;
 // Lookup answers kept in memory; the cache is dropped whole when it would grow past this.
 constexpr size_t kMaxCachedLookups = 100'000;
+// Warm start: how many recent jobs are scanned for neighbours, and how many are used.
+constexpr int kWarmStartScannedJobs = 200;
+constexpr int kMaxWarmStartNeighbours = 4;
 constexpr char kDefaultStrategy[] = "auto";
 
 bool IsFinalState(const std::string& state) {
@@ -100,6 +103,35 @@ absl::StatusOr<std::unique_ptr<Scheduler::Job>> Scheduler::BuildJob(const JobRec
   if (!strategy.ok()) return strategy.status();
   job->strategy = std::move(*strategy);
   return job;
+}
+
+int Scheduler::WarmStart(Job& job) {
+  auto recent = store_->ListJobs(kWarmStartScannedJobs);
+  if (!recent.ok()) return 0;
+  int used = 0;
+  for (const JobRecord& other : *recent) {
+    if (used >= kMaxWarmStartNeighbours) break;
+    if (other.id == job.record.id || other.state != "completed" ||
+        other.workload.kernel != job.record.workload.kernel ||
+        other.workload.dtype != job.record.workload.dtype ||
+        other.kernel_version != job.record.kernel_version) {
+      continue;
+    }
+    auto trials = store_->TrialsForJob(other.id);
+    if (!trials.ok()) continue;
+    std::vector<search::Observation> observations;
+    for (const TrialRecord& t : *trials) {
+      if (t.is_verify || t.status == "WORKER_LOST" || t.status == "CANCELLED") continue;
+      auto config = Config::Parse(t.config);
+      if (!config.ok()) continue;
+      observations.push_back(
+          search::Observation{*std::move(config), t.status == "OK", t.time_ns.value_or(0)});
+    }
+    if (observations.empty()) continue;
+    job.strategy->ObservePrior(observations);
+    ++used;
+  }
+  return used;
 }
 
 absl::Status Scheduler::Recover() {
@@ -236,6 +268,7 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
     (void)store_->UpdateJobState(record.id, "failed", std::string(job.status().message()));
     return job.status();
   }
+  const int neighbours = request.cold_start() ? 0 : WarmStart(**job);
   Effects effects;
   v1::Job view;
   {
@@ -256,9 +289,9 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
     ServeParked(effects);
     view = JobView(*jobs_[record.id]);
   }
-  spdlog::info("job {}: {} {} {} on {}, strategy {}, budget {}", record.id, record.workload.kernel,
-               record.dims_display, record.workload.dtype, record.workload.target, strategy,
-               record.budget);
+  spdlog::info("job {}: {} {} {} on {}, strategy {}, budget {}, warm start from {} job(s)",
+               record.id, record.workload.kernel, record.dims_display, record.workload.dtype,
+               record.workload.target, strategy, record.budget, neighbours);
   Apply(std::move(effects));
   return view;
 }

@@ -166,6 +166,9 @@ class Scheduler {
   Scheduler(Store* store, const SchedulerOptions& options);
   absl::Status Recover();
   absl::StatusOr<std::unique_ptr<Job>> BuildJob(const JobRecord& record);
+  // Seeds the job's strategy with the measured trials of recent completed neighbour jobs (same
+  // kernel, dtype and kernel version). Returns how many neighbours were used.
+  int WarmStart(Job& job);
 
   // REQUIRES: mu_ held.
   void Refill(Job& job, Effects& effects);

@@ -379,3 +379,31 @@ TEST_F(SchedulerTest, WorkerCallsFromUnknownWorkersAreRejected) {
 
 }  // namespace
 }  // namespace tessel::server
+
+namespace tessel::server {
+namespace {
+
+TEST_F(SchedulerTest, ANewJobIsWarmStartedFromCompletedNeighboursUnlessAskedNotTo) {
+  const std::string worker = RegisterWorker();
+  auto first = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 12));
+  ASSERT_TRUE(first.ok());
+  v1::Job tuned = RunToEnd(first->id(), worker);
+  ASSERT_EQ(tuned.state(), v1::JOB_COMPLETED);
+  // The earlier job's best config is among the first proposals of a warm job. (A neighbour's best
+  // need not be valid for another shape, e.g. 1024^3's best can overflow SBUF at 2048.)
+  auto first_proposals = [&](bool cold) {
+    v1::SubmitJobRequest request = Job(Gemm(1024, 1024, 1024), 40, /*seed=*/9);
+    request.set_cold_start(cold);
+    auto job = scheduler_->Submit(request);
+    EXPECT_TRUE(job.ok());
+    std::set<std::string> configs;
+    for (const auto& spec : Lease(worker, 6)) configs.insert(spec.config());
+    EXPECT_TRUE(scheduler_->Cancel(job->id()).ok());
+    return configs;
+  };
+  EXPECT_TRUE(first_proposals(/*cold=*/false).count(tuned.best().config()));
+  EXPECT_FALSE(first_proposals(/*cold=*/true).count(tuned.best().config()));
+}
+
+}  // namespace
+}  // namespace tessel::server

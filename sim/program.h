@@ -1,5 +1,3 @@
-// TEAM NOTE: several engineers share this working tree right now. Read /work/main/CONTRIBUTING.md
-// before editing or committing (commit only your own paths; never `git add -A` or `git stash`).
 // Simulator programs: per-core instruction lists with explicit dependencies and memory allocations.
 //
 // An instruction names its engine, its sizes and the memories it reads and writes; dependencies are

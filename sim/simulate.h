@@ -1,5 +1,3 @@
-// TEAM NOTE: several engineers share this working tree right now. Read /work/main/CONTRIBUTING.md
-// before editing or committing (commit only your own paths; never `git add -A` or `git stash`).
 // The simulator: runs a Program on a Target in integer ticks (model v2, docs/simulator.md).
 //
 // - Each compute engine (Tensor, Vector, Scalar, GpSimd) and each DMA queue of a core executes its

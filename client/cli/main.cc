@@ -23,8 +23,8 @@
 #include "absl/status/statusor.h"
 #include "client/cli/common.h"
 #include "client/cli/export.h"
-#include "client/cli/retune.h"
 #include "client/cli/replay.h"
+#include "client/cli/retune.h"
 #include "client/cli/space.h"
 #include "client/client.h"
 #include "fmt/format.h"
@@ -62,6 +62,7 @@ struct TuneArgs {
   bool quiet = false;
   bool json = false;
   bool no_wait = false;     // submit, print the job, return (needs --server)
+  bool cold_start = false;  // no warm start from earlier jobs of the kernel
   int64_t watch_job = 0;    // `tessel watch`: follow this existing job instead of submitting
 };
 
@@ -252,6 +253,7 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
   request.set_strategy(strategy);
   request.set_budget(args.budget);
   request.set_seed(args.seed);
+  request.set_cold_start(args.cold_start);
 
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       OpenBackend(args.server, args.db, /*must_exist=*/false);
@@ -551,9 +553,8 @@ absl::Status RunSimulate(const SimulateArgs& args) {
   if (result.ok() && !args.trace.empty()) {
     absl::StatusOr<sim::Program> program =
         workload->kernel->Lower(workload->problem, config, *target);
-    absl::Status written = program.ok()
-                               ? sim::WriteTrace(*target, *program, options, args.trace)
-                               : program.status();
+    absl::Status written =
+        program.ok() ? sim::WriteTrace(*target, *program, options, args.trace) : program.status();
     if (!written.ok()) {
       return absl::UnavailableError(
           StrCat("cannot write trace ", args.trace, ": ", std::string(written.message())));
@@ -648,6 +649,8 @@ int Main(int argc, char** argv) {
                        "embedded worker threads (default: hardware threads)");
   tune_cmd->add_flag("-q,--quiet", tune.quiet, "no progress on stderr");
   tune_cmd->add_flag("--json", tune.json, "print one JSON object");
+  tune_cmd->add_flag("--cold-start", tune.cold_start,
+                     "do not warm-start from earlier jobs of this kernel and dtype");
   tune_cmd->add_flag("--no-wait", tune.no_wait,
                      "submit, print the job and return (needs --server; see `tessel watch`)");
   AddServerOptions(tune_cmd, tune.server, tune.db);
