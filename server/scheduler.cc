@@ -232,6 +232,11 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
         StrCat("budget must be between 1 and ", kMaxBudget, ", got ", request.budget()));
   }
 
+  if (request.time_limit_s() < 0 || request.stop_after_no_improvement() < 0 ||
+      request.target_time_ns() < 0) {
+    return absl::InvalidArgumentError(
+        "time_limit_s, stop_after_no_improvement and target_time_ns must be >= 0 (0 = none)");
+  }
   std::vector<Config> seeds;
   if (request.seed_configs_size() > 0) {
     auto space = resolved->kernel->SpaceFor(resolved->problem, resolved->target);
@@ -269,6 +274,14 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
     return job.status();
   }
   const int neighbours = request.cold_start() ? 0 : WarmStart(**job);
+  if (request.time_limit_s() > 0 || request.stop_after_no_improvement() > 0 ||
+      request.target_time_ns() > 0) {
+    search::StopRule rule;
+    rule.time_limit = std::chrono::seconds(request.time_limit_s());
+    rule.no_improvement = request.stop_after_no_improvement();
+    rule.target_time_ns = request.target_time_ns();
+    (*job)->stop.emplace(rule);
+  }
   Effects effects;
   v1::Job view;
   {
@@ -384,6 +397,17 @@ absl::StatusOr<std::vector<v1::TrialResult>> Scheduler::ListTrials(int64_t job_i
 
 void Scheduler::Refill(Job& job, Effects& effects) {
   if (job.phase != Phase::kSearching) return;
+  if (job.stop && job.stop_reason.empty()) {
+    if (search::StopReason reason = job.stop->Check(); reason != search::StopReason::kNone) {
+      job.stop_reason = std::string(search::StopReasonName(reason));
+      // Proposed but not leased: never measured, so nothing is lost. The default still runs.
+      std::erase_if(job.queue, [](const PendingTrial& t) { return !t.is_default; });
+    }
+  }
+  if (!job.stop_reason.empty()) {
+    if (job.queue.empty() && job.leased == 0) Finalize(job, effects);
+    return;
+  }
   for (int round = 0; round < kMaxProposalRounds; ++round) {
     const int in_flight = static_cast<int>(job.queue.size()) + job.leased;
     const int want = std::min(job.record.budget - job.charged - in_flight,
@@ -486,6 +510,7 @@ void Scheduler::ApplyResultLocked(Job& job, const PendingTrial& trial,
     job.default_message = result.message();
   }
   job.strategy->Observe(std::span<const search::Observation>(&observation, 1));
+  if (job.stop) job.stop->Record(status == v1::TRIAL_OK, result.time_ns());
   if (refill) Refill(job, effects);
 }
 
@@ -666,6 +691,9 @@ void Scheduler::FinishJob(int64_t job_id) {
       publish = best;
       if (job.rejected > 0) {
         message = StrCat(job.rejected, " faster config(s) failed verification");
+      }
+      if (!job.stop_reason.empty()) {
+        message = StrCat(message, message.empty() ? "" : "; ", "stopped early: ", job.stop_reason);
       }
     } else if (job.counts.ok() == 0) {
       state = "failed";
@@ -987,6 +1015,11 @@ void Scheduler::Housekeeping() {
       }
     }
     for (const auto& [trial_id, why] : expired) ExpireLease(trial_id, why, effects);
+    for (auto& [job_id, job] : jobs_) {
+      if (job->stop && job->stop_reason.empty() && job->phase == Phase::kSearching) {
+        Refill(*job, effects);  // applies a time limit even while no results arrive
+      }
+    }
     if (!expired.empty()) ServeParked(effects);
     lock.unlock();
     Apply(std::move(effects));

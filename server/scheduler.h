@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/kernel.h"
 #include "schema/tessel.pb.h"
+#include "search/stopping.h"
 #include "search/strategy.h"
 #include "server/convert.h"
 #include "server/store.h"
@@ -138,8 +139,10 @@ class Scheduler {
     bool running_persisted = false;
     bool strategy_exhausted = false;  // Propose returned nothing
     bool cancelled = false;
-    int rejected = 0;             // best candidates that failed verification
-    std::string default_message;  // why the default config failed, if it did
+    int rejected = 0;                         // best candidates that failed verification
+    std::string default_message;              // why the default config failed, if it did
+    std::optional<search::StopTracker> stop;  // early-stop rules of the request, if any
+    std::string stop_reason;                  // set when an early stop ended the search
   };
   struct ParkedLease {
     v1::LeaseRequest request;

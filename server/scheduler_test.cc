@@ -407,3 +407,36 @@ TEST_F(SchedulerTest, ANewJobIsWarmStartedFromCompletedNeighboursUnlessAskedNotT
 
 }  // namespace
 }  // namespace tessel::server
+
+namespace tessel::server {
+namespace {
+
+TEST_F(SchedulerTest, EarlyStopRulesEndTheSearchBeforeTheBudgetAndSaySo) {
+  const std::string worker = RegisterWorker();
+  v1::SubmitJobRequest patient = Job(Gemm(1024, 1024, 1024), 200);
+  patient.set_stop_after_no_improvement(5);
+  patient.set_cold_start(true);
+  auto job = scheduler_->Submit(patient);
+  ASSERT_TRUE(job.ok()) << job.status();
+  v1::Job done = RunToEnd(job->id(), worker);
+  EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+  EXPECT_LT(done.trials().total(), 200);
+  EXPECT_GE(done.trials().total(), 6);
+  EXPECT_THAT(done.message(), HasSubstr("stopped early"));
+
+  v1::SubmitJobRequest easy = Job(Gemm(1024, 1024, 1024), 200, /*seed=*/3);
+  easy.set_target_time_ns(1e15);  // any result is fast enough
+  easy.set_cold_start(true);
+  auto second = scheduler_->Submit(easy);
+  ASSERT_TRUE(second.ok());
+  v1::Job reached = RunToEnd(second->id(), worker);
+  EXPECT_EQ(reached.state(), v1::JOB_COMPLETED);
+  EXPECT_LE(reached.trials().total(), 9) << "stops after the first lease batch";
+
+  v1::SubmitJobRequest bad = Job(Gemm(1024, 1024, 1024), 10);
+  bad.set_time_limit_s(-1);
+  EXPECT_EQ(scheduler_->Submit(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tessel::server

@@ -63,7 +63,10 @@ struct TuneArgs {
   bool json = false;
   bool no_wait = false;     // submit, print the job, return (needs --server)
   bool cold_start = false;  // no warm start from earlier jobs of the kernel
-  int64_t watch_job = 0;    // `tessel watch`: follow this existing job instead of submitting
+  int time_limit_s = 0;     // early stops (0 = none)
+  int patience = 0;
+  double target_ns = 0;
+  int64_t watch_job = 0;  // `tessel watch`: follow this existing job instead of submitting
 };
 
 json MeasurementJson(const v1::Measurement& m, bool present) {
@@ -254,6 +257,9 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
   request.set_budget(args.budget);
   request.set_seed(args.seed);
   request.set_cold_start(args.cold_start);
+  request.set_time_limit_s(args.time_limit_s);
+  request.set_stop_after_no_improvement(args.patience);
+  request.set_target_time_ns(args.target_ns);
 
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       OpenBackend(args.server, args.db, /*must_exist=*/false);
@@ -649,6 +655,18 @@ int Main(int argc, char** argv) {
                        "embedded worker threads (default: hardware threads)");
   tune_cmd->add_flag("-q,--quiet", tune.quiet, "no progress on stderr");
   tune_cmd->add_flag("--json", tune.json, "print one JSON object");
+  tune_cmd
+      ->add_option("--time-limit", tune.time_limit_s,
+                   "stop searching after this many seconds (0 = no limit)")
+      ->check(CLI::NonNegativeNumber);
+  tune_cmd
+      ->add_option("--patience", tune.patience,
+                   "stop after this many trials in a row without a faster result (0 = never)")
+      ->check(CLI::NonNegativeNumber);
+  tune_cmd
+      ->add_option("--target-ns", tune.target_ns,
+                   "stop once a config is at least this fast (0 = never)")
+      ->check(CLI::NonNegativeNumber);
   tune_cmd->add_flag("--cold-start", tune.cold_start,
                      "do not warm-start from earlier jobs of this kernel and dtype");
   tune_cmd->add_flag("--no-wait", tune.no_wait,
