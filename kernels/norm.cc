@@ -30,10 +30,9 @@ constexpr int kStatSlots = 2;
 constexpr int kStatsPerSlot = 16;
 constexpr int32_t kGamma = 900, kBeta = 901, kSquares = 910, kDataBase = 1000;
 
-const std::vector<std::string> kTileRows = {"32", "64", "128"};
-const std::vector<std::string> kRowsPerPartition = {"1", "2", "4", "8"};
-const std::vector<std::string> kChunks = {"128",  "256",  "512",  "1024",
-                                          "2048", "4096", "8192", "16384"};
+using rowwise::kChunks;
+using rowwise::kRowsPerPartition;
+using rowwise::kTileRows;
 const std::vector<std::string> kStats = {"bn_stats", "sum_scalar_sq", "sum_vector_sq"};
 
 enum Stat : int32_t {
@@ -48,24 +47,19 @@ enum Stat : int32_t {
   kNegMeanRstd
 };
 
-struct Plan {
+struct Plan : rowwise::RowTiling {
   bool rms = false;
-  int64_t rows = 0, cols = 0;
   DType dtype = DType::kBf16;
   int in_bytes = 2;
-  int64_t tile_rows = 128, g = 1, chunk = 512;
-  bool resident = true, bn_stats = true, square_on_scalar = false, apply_on_scalar = false;
+  bool bn_stats = true, square_on_scalar = false, apply_on_scalar = false;
   bool affine_fused = true;
-  int bufs = 2, shards = 1;
   int bn_max = kBnStatsMaxFree;
   // Derived.
-  int64_t rows_per_tile = 0, tiles = 0, chunks = 0, bn_groups = 0;
+  int64_t bn_groups = 0;
 };
 
 void Derive(Plan& p) {
-  p.rows_per_tile = p.tile_rows * p.g;
-  p.tiles = CeilDiv(p.rows, p.rows_per_tile);
-  p.chunks = CeilDiv(p.cols, p.chunk);
+  rowwise::DeriveTiling(p);
   p.bn_groups = 0;
   for (int64_t j = 0; j < p.chunks; ++j) {
     p.bn_groups += CeilDiv(std::min(p.chunk, p.cols - j * p.chunk), p.bn_max);
@@ -99,88 +93,24 @@ absl::StatusOr<Plan> MakePlan(bool rms, const Problem& problem, const Config& co
                               const sim::Target& target, bool strict) {
   Plan p;
   p.rms = rms;
-  p.rows = *problem.dims.Get("rows");
-  p.cols = *problem.dims.Get("cols");
   absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
   if (!dtype.ok()) return dtype.status();
   p.dtype = *dtype;
   p.in_bytes = sim::DTypeBytes(p.dtype);
   if (target.max_bn_stats_free > 0) p.bn_max = target.max_bn_stats_free;
-  absl::StatusOr<std::string> tile_rows = ChoiceParam(config, "tile_rows", kTileRows);
-  if (!tile_rows.ok()) return tile_rows.status();
-  absl::StatusOr<std::string> g = ChoiceParam(config, "rows_per_partition", kRowsPerPartition);
-  if (!g.ok()) return g.status();
-  absl::StatusOr<std::string> chunk = ChoiceParam(config, "chunk", kChunks);
-  if (!chunk.ok()) return chunk.status();
-  absl::StatusOr<std::string> resident = ChoiceParam(config, "resident", {"0", "1"});
-  if (!resident.ok()) return resident.status();
+  if (absl::Status s = rowwise::ParseRowTiling(problem, config, p); !s.ok()) return s;
   absl::StatusOr<std::string> stats = ChoiceParam(config, "stats", kStats);
   if (!stats.ok()) return stats.status();
   absl::StatusOr<std::string> apply = ChoiceParam(config, "apply", {"vector", "scalar"});
   if (!apply.ok()) return apply.status();
   absl::StatusOr<std::string> affine = ChoiceParam(config, "affine", {"fused", "separate"});
   if (!affine.ok()) return affine.status();
-  absl::StatusOr<int64_t> bufs = IntParam(config, "bufs");
-  if (!bufs.ok()) return bufs.status();
-  absl::StatusOr<int64_t> shards = IntParam(config, "shards");
-  if (!shards.ok()) return shards.status();
-  p.tile_rows = std::stoll(*tile_rows);
-  p.g = std::stoll(*g);
-  p.chunk = std::stoll(*chunk);
-  p.resident = *resident == "1";
   p.bn_stats = *stats == "bn_stats";
   p.square_on_scalar = *stats == "sum_scalar_sq";
   p.apply_on_scalar = *apply == "scalar";
   p.affine_fused = *affine == "fused";
-  p.bufs = int(*bufs);
-  p.shards = int(*shards);
   Derive(p);
-
-  if (p.tile_rows > target.sbuf_partitions) {
-    return absl::InvalidArgumentError(
-        StrCat("tile_rows=", p.tile_rows, " exceeds the ", target.sbuf_partitions, " partitions"));
-  }
-  if (target.max_free_sbuf > 0 && p.g * p.chunk > target.max_free_sbuf) {
-    return absl::InvalidArgumentError(StrCat("rows_per_partition=", p.g, " x chunk=", p.chunk,
-                                             " elements exceed the per-instruction free size cap ",
-                                             target.max_free_sbuf));
-  }
-  if (strict) {
-    if (p.tile_rows > 32 && p.tile_rows / 2 >= p.rows) {
-      return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows,
-                                               " is redundant: ", p.tile_rows / 2,
-                                               " partitions already cover all ", p.rows, " rows"));
-    }
-    if (p.g > 1 && p.rows_per_tile / 2 >= p.rows) {
-      return absl::InvalidArgumentError(
-          StrCat("rows_per_partition=", p.g, " is redundant: ", p.rows_per_tile / 2,
-                 " rows per tile already cover ", "all ", p.rows, " rows"));
-    }
-    if (p.chunk > 128 && p.chunk / 2 >= p.cols) {
-      return absl::InvalidArgumentError(StrCat("chunk=", p.chunk, " is redundant: ", p.chunk / 2,
-                                               " already covers all ", p.cols, " columns"));
-    }
-    if (p.shards > p.tiles) {
-      return absl::InvalidArgumentError(
-          StrCat("shards=", p.shards, " exceeds the ", p.tiles, " row tiles"));
-    }
-    const int64_t tiles_per_core = CeilDiv(p.tiles, p.shards);
-    const int64_t rotating = p.resident ? tiles_per_core : tiles_per_core * p.chunks;
-    if (p.bufs > 1 && p.bufs > rotating) {
-      return absl::InvalidArgumentError(StrCat("bufs=", p.bufs, " is redundant: only ", rotating,
-                                               p.resident ? " row tiles" : " chunks",
-                                               " rotate per core"));
-    }
-  }
-  if (p.chunks == 1 && !p.resident) {
-    return absl::InvalidArgumentError(StrCat("resident=0 needs more than one chunk: chunk=",
-                                             p.chunk, " already holds all ", p.cols, " columns"));
-  }
-  if (p.shards > target.cores_per_chip) {
-    return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",
-                                             target.cores_per_chip, " cores per chip of ",
-                                             target.name));
-  }
+  if (absl::Status s = rowwise::CheckRowTiling(p, target, strict); !s.ok()) return s;
   const int64_t sbuf = SbufBytes(p);
   if (sbuf > target.UsableSbufPerPartition()) {
     return absl::InvalidArgumentError(

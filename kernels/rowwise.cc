@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kernels/schedule_util.h"
+#include "schema/strings.h"
 
 namespace tessel::kernels::rowwise {
 namespace {
@@ -267,6 +268,91 @@ void CpuSink::operator()(const Step& s) {
         break;
     }
   }
+}
+
+const std::vector<std::string> kTileRows = {"32", "64", "128"};
+const std::vector<std::string> kRowsPerPartition = {"1", "2", "4", "8"};
+const std::vector<std::string> kChunks = {"128",  "256",  "512",  "1024",
+                                          "2048", "4096", "8192", "16384"};
+
+absl::Status ParseRowTiling(const Problem& problem, const Config& config, RowTiling& tiling) {
+  tiling.rows = *problem.dims.Get("rows");
+  tiling.cols = *problem.dims.Get("cols");
+  absl::StatusOr<std::string> tile_rows = ChoiceParam(config, "tile_rows", kTileRows);
+  if (!tile_rows.ok()) return tile_rows.status();
+  absl::StatusOr<std::string> g = ChoiceParam(config, "rows_per_partition", kRowsPerPartition);
+  if (!g.ok()) return g.status();
+  absl::StatusOr<std::string> chunk = ChoiceParam(config, "chunk", kChunks);
+  if (!chunk.ok()) return chunk.status();
+  absl::StatusOr<std::string> resident = ChoiceParam(config, "resident", {"0", "1"});
+  if (!resident.ok()) return resident.status();
+  absl::StatusOr<int64_t> bufs = IntParam(config, "bufs");
+  if (!bufs.ok()) return bufs.status();
+  absl::StatusOr<int64_t> shards = IntParam(config, "shards");
+  if (!shards.ok()) return shards.status();
+  tiling.tile_rows = std::stoll(*tile_rows);
+  tiling.g = std::stoll(*g);
+  tiling.chunk = std::stoll(*chunk);
+  tiling.resident = *resident == "1";
+  tiling.bufs = int(*bufs);
+  tiling.shards = int(*shards);
+  DeriveTiling(tiling);
+  return absl::OkStatus();
+}
+
+void DeriveTiling(RowTiling& t) {
+  t.rows_per_tile = t.tile_rows * t.g;
+  t.tiles = CeilDiv(t.rows, t.rows_per_tile);
+  t.chunks = CeilDiv(t.cols, t.chunk);
+}
+
+absl::Status CheckRowTiling(const RowTiling& p, const sim::Target& target, bool strict) {
+  if (p.tile_rows > target.sbuf_partitions) {
+    return absl::InvalidArgumentError(
+        StrCat("tile_rows=", p.tile_rows, " exceeds the ", target.sbuf_partitions, " partitions"));
+  }
+  if (target.max_free_sbuf > 0 && p.g * p.chunk > target.max_free_sbuf) {
+    return absl::InvalidArgumentError(StrCat("rows_per_partition=", p.g, " x chunk=", p.chunk,
+                                             " elements exceed the per-instruction free size cap ",
+                                             target.max_free_sbuf));
+  }
+  if (strict) {
+    if (p.tile_rows > 32 && p.tile_rows / 2 >= p.rows) {
+      return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows,
+                                               " is redundant: ", p.tile_rows / 2,
+                                               " partitions already cover all ", p.rows, " rows"));
+    }
+    if (p.g > 1 && p.rows_per_tile / 2 >= p.rows) {
+      return absl::InvalidArgumentError(
+          StrCat("rows_per_partition=", p.g, " is redundant: ", p.rows_per_tile / 2,
+                 " rows per tile already cover ", "all ", p.rows, " rows"));
+    }
+    if (p.chunk > 128 && p.chunk / 2 >= p.cols) {
+      return absl::InvalidArgumentError(StrCat("chunk=", p.chunk, " is redundant: ", p.chunk / 2,
+                                               " already covers all ", p.cols, " columns"));
+    }
+    if (p.shards > p.tiles) {
+      return absl::InvalidArgumentError(
+          StrCat("shards=", p.shards, " exceeds the ", p.tiles, " row tiles"));
+    }
+    const int64_t tiles_per_core = CeilDiv(p.tiles, p.shards);
+    const int64_t rotating = p.resident ? tiles_per_core : tiles_per_core * p.chunks;
+    if (p.bufs > 1 && p.bufs > rotating) {
+      return absl::InvalidArgumentError(StrCat("bufs=", p.bufs, " is redundant: only ", rotating,
+                                               p.resident ? " row tiles" : " chunks",
+                                               " rotate per core"));
+    }
+  }
+  if (p.chunks == 1 && !p.resident) {
+    return absl::InvalidArgumentError(StrCat("resident=0 needs more than one chunk: chunk=",
+                                             p.chunk, " already holds all ", p.cols, " columns"));
+  }
+  if (p.shards > target.cores_per_chip) {
+    return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",
+                                             target.cores_per_chip, " cores per chip of ",
+                                             target.name));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tessel::kernels::rowwise

@@ -16,13 +16,45 @@
 #define TESSEL_KERNELS_ROWWISE_H_
 
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "kernels/kernel.h"
 #include "sim/program.h"
 #include "sim/target.h"
 
 namespace tessel::kernels::rowwise {
+
+// Values of the tiling parameters every row-wise kernel offers.
+extern const std::vector<std::string> kTileRows;  // "tile_rows": partitions per row tile
+extern const std::vector<std::string>
+    kRowsPerPartition;                          // "rows_per_partition": rows per partition
+extern const std::vector<std::string> kChunks;  // "chunk": columns per chunk
+
+// How a row-wise kernel tiles a [rows, cols] problem: row tiles of tile_rows partitions x g rows,
+// columns in chunks, the row tile kept resident in SBUF or streamed chunk by chunk through `bufs`
+// buffers, and row tiles split over `shards` cores. Kernels extend it with their own choices.
+struct RowTiling {
+  int64_t rows = 0, cols = 0;
+  int64_t tile_rows = 128, g = 1, chunk = 512;
+  bool resident = true;
+  int bufs = 2, shards = 1;
+  // Derived by DeriveTiling.
+  int64_t rows_per_tile = 0, tiles = 0, chunks = 0;
+};
+
+// Reads rows and cols from `problem` and tile_rows, rows_per_partition, chunk, resident, bufs and
+// shards from `config`, then derives. InvalidArgument naming a missing or bad parameter.
+absl::Status ParseRowTiling(const Problem& problem, const Config& config, RowTiling& tiling);
+// Sets rows_per_tile, tiles and chunks from the other fields.
+void DeriveTiling(RowTiling& tiling);
+// The rules every row-wise tiling obeys on `target` (partitions, free-size cap, resident needs
+// more than one chunk, shards within the chip's cores); with `strict`, also rejects redundant
+// choices (a tile, row group or chunk twice as large as needed, more shards than row tiles, more
+// buffers than rotate). InvalidArgument with the rule's reason.
+absl::Status CheckRowTiling(const RowTiling& tiling, const sim::Target& target, bool strict);
 
 enum class Kind : uint8_t {
   kLoad,          // dst[r][c + j] = X[row0 + r][col0 + j] (or Y when from_output)

@@ -28,31 +28,19 @@ constexpr int kStatSlots = 2;      // row tiles whose statistics are live at onc
 constexpr int kStatsPerSlot = 16;  // stat buffers per slot (see Stat below)
 constexpr int32_t kDataBase = 1000;
 
-const std::vector<std::string> kTileRows = {"32", "64", "128"};
-const std::vector<std::string> kRowsPerPartition = {"1", "2", "4", "8"};
-const std::vector<std::string> kChunks = {"128",  "256",  "512",  "1024",
-                                          "2048", "4096", "8192", "16384"};
+using rowwise::kChunks;
+using rowwise::kRowsPerPartition;
+using rowwise::kTileRows;
 
 // Per-row statistics of one row tile (buffer ids within a stat slot).
 enum Stat : int32_t { kMax, kMaxNext, kPartial, kNegMax, kSum, kPartialSum, kRecip, kDiff, kCorr };
 
-struct Plan {
-  int64_t rows = 0, cols = 0;
+struct Plan : rowwise::RowTiling {
   DType dtype = DType::kBf16;
   int in_bytes = 2;
-  int64_t tile_rows = 128, g = 1, chunk = 512;
-  bool online = false, resident = true, scale_on_scalar = false;
+  bool online = false, scale_on_scalar = false;
   DType exp_dtype = DType::kFp32;
-  int bufs = 2, shards = 1;
-  // Derived.
-  int64_t rows_per_tile = 0, tiles = 0, chunks = 0;
 };
-
-void Derive(Plan& p) {
-  p.rows_per_tile = p.tile_rows * p.g;
-  p.tiles = CeilDiv(p.rows, p.rows_per_tile);
-  p.chunks = CeilDiv(p.cols, p.chunk);
-}
 
 int64_t DataBytes(const Plan& p) { return std::max(p.in_bytes, sim::DTypeBytes(p.exp_dtype)); }
 
@@ -79,94 +67,30 @@ int64_t SbufBytes(const Plan& p) {
 absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                               const sim::Target& target, bool strict) {
   Plan p;
-  p.rows = *problem.dims.Get("rows");
-  p.cols = *problem.dims.Get("cols");
   absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
   if (!dtype.ok()) return dtype.status();
   p.dtype = *dtype;
   p.in_bytes = sim::DTypeBytes(p.dtype);
-  absl::StatusOr<std::string> tile_rows = ChoiceParam(config, "tile_rows", kTileRows);
-  if (!tile_rows.ok()) return tile_rows.status();
-  absl::StatusOr<std::string> g = ChoiceParam(config, "rows_per_partition", kRowsPerPartition);
-  if (!g.ok()) return g.status();
-  absl::StatusOr<std::string> chunk = ChoiceParam(config, "chunk", kChunks);
-  if (!chunk.ok()) return chunk.status();
+  if (absl::Status s = rowwise::ParseRowTiling(problem, config, p); !s.ok()) return s;
   absl::StatusOr<std::string> algorithm =
       ChoiceParam(config, "algorithm", {"multi_pass", "online"});
   if (!algorithm.ok()) return algorithm.status();
-  absl::StatusOr<std::string> resident = ChoiceParam(config, "resident", {"0", "1"});
-  if (!resident.ok()) return resident.status();
   absl::StatusOr<std::string> scale = ChoiceParam(config, "scale_engine", {"vector", "scalar"});
   if (!scale.ok()) return scale.status();
   absl::StatusOr<std::string> exp_dtype = ChoiceParam(config, "exp_dtype", {"fp32", "bf16"});
   if (!exp_dtype.ok()) return exp_dtype.status();
-  absl::StatusOr<int64_t> bufs = IntParam(config, "bufs");
-  if (!bufs.ok()) return bufs.status();
-  absl::StatusOr<int64_t> shards = IntParam(config, "shards");
-  if (!shards.ok()) return shards.status();
-  p.tile_rows = std::stoll(*tile_rows);
-  p.g = std::stoll(*g);
-  p.chunk = std::stoll(*chunk);
   p.online = *algorithm == "online";
-  p.resident = *resident == "1";
   p.scale_on_scalar = *scale == "scalar";
   p.exp_dtype = *exp_dtype == "bf16" ? DType::kBf16 : DType::kFp32;
-  p.bufs = int(*bufs);
-  p.shards = int(*shards);
-  Derive(p);
 
-  if (p.tile_rows > target.sbuf_partitions) {
-    return absl::InvalidArgumentError(
-        StrCat("tile_rows=", p.tile_rows, " exceeds the ", target.sbuf_partitions, " partitions"));
-  }
   if (p.exp_dtype == DType::kBf16 && p.dtype != DType::kBf16) {
     return absl::InvalidArgumentError(
         StrCat("exp_dtype=bf16 would drop below the precision of the ", problem.dtype, " output"));
   }
-  if (target.max_free_sbuf > 0 && p.g * p.chunk > target.max_free_sbuf) {
-    return absl::InvalidArgumentError(StrCat("rows_per_partition=", p.g, " x chunk=", p.chunk,
-                                             " elements exceed the per-instruction free size cap ",
-                                             target.max_free_sbuf));
-  }
-  if (strict) {
-    if (p.tile_rows > 32 && p.tile_rows / 2 >= p.rows) {
-      return absl::InvalidArgumentError(StrCat("tile_rows=", p.tile_rows,
-                                               " is redundant: ", p.tile_rows / 2,
-                                               " partitions already cover all ", p.rows, " rows"));
-    }
-    if (p.g > 1 && p.rows_per_tile / 2 >= p.rows) {
-      return absl::InvalidArgumentError(
-          StrCat("rows_per_partition=", p.g, " is redundant: ", p.rows_per_tile / 2,
-                 " rows per tile already cover ", "all ", p.rows, " rows"));
-    }
-    if (p.chunk > 128 && p.chunk / 2 >= p.cols) {
-      return absl::InvalidArgumentError(StrCat("chunk=", p.chunk, " is redundant: ", p.chunk / 2,
-                                               " already covers all ", p.cols, " columns"));
-    }
-    if (p.shards > p.tiles) {
-      return absl::InvalidArgumentError(
-          StrCat("shards=", p.shards, " exceeds the ", p.tiles, " row tiles"));
-    }
-    const int64_t tiles_per_core = CeilDiv(p.tiles, p.shards);
-    const int64_t rotating = p.resident ? tiles_per_core : tiles_per_core * p.chunks;
-    if (p.bufs > 1 && p.bufs > rotating) {
-      return absl::InvalidArgumentError(StrCat("bufs=", p.bufs, " is redundant: only ", rotating,
-                                               p.resident ? " row tiles" : " chunks",
-                                               " rotate per core"));
-    }
-  }
-  if (p.chunks == 1 && !p.resident) {
-    return absl::InvalidArgumentError(StrCat("resident=0 needs more than one chunk: chunk=",
-                                             p.chunk, " already holds all ", p.cols, " columns"));
-  }
+  if (absl::Status s = rowwise::CheckRowTiling(p, target, strict); !s.ok()) return s;
   if (p.chunks == 1 && p.online) {
     return absl::InvalidArgumentError(StrCat("algorithm=online needs more than one chunk: chunk=",
                                              p.chunk, " already holds all ", p.cols, " columns"));
-  }
-  if (p.shards > target.cores_per_chip) {
-    return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",
-                                             target.cores_per_chip, " cores per chip of ",
-                                             target.name));
   }
   const int64_t sbuf = SbufBytes(p);
   if (sbuf > target.UsableSbufPerPartition()) {
@@ -492,7 +416,7 @@ absl::Status SoftmaxKernel::Verify(const Problem& problem, const Config& config,
   plan.tile_rows = std::min<int64_t>(plan.tile_rows, 2);
   plan.rows = ReducedDim(full->rows, plan.tile_rows * plan.g, plan.shards + 1);
   plan.cols = ReducedDim(full->cols, plan.chunk, 3);
-  Derive(plan);
+  rowwise::DeriveTiling(plan);
   plan.shards = int(std::min<int64_t>(plan.shards, plan.tiles));
 
   // Inputs with a rising trend along each row so the running max grows chunk by chunk.
