@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/schedule_util.h"
 #include "schema/strings.h"
 
 namespace tessel::kernels {
@@ -22,8 +23,6 @@ constexpr int kStagingBufs = 2;  // output tiles in flight between eviction and 
 constexpr int kQueueA = 0, kQueueB = 1, kQueueStore = 2;
 
 BmmFault g_fault = BmmFault::kNone;
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A parsed, checked config for one problem and target, with everything the lowering derives.
 struct Plan {
@@ -117,26 +116,12 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.Derive();
 
   // TensorE limits.
-  const int max_k = target.MaxMatmulK(p.dtype);
-  if (max_k > 0 && p.tile_k > max_k) {
-    return absl::InvalidArgumentError(StrCat("tile_k=", p.tile_k,
-                                             " exceeds the TensorE contraction limit K <= ", max_k,
-                                             " for ", problem.dtype, " on ", target.name));
-  }
-  const int64_t stationary_free = p.stationary_b ? p.tile_n : p.tile_m;
-  const int64_t moving_free = p.stationary_b ? p.tile_m : p.tile_n;
-  if (target.matmul_max_m > 0 && stationary_free > target.matmul_max_m) {
-    return absl::InvalidArgumentError(
-        StrCat("stationary=", p.stationary_b ? "b: tile_n=" : "a: tile_m=", stationary_free,
-               " is the stationary free size and exceeds the TensorE limit ", target.matmul_max_m));
-  }
-  if (target.matmul_max_n > 0 && moving_free > target.matmul_max_n) {
-    return absl::InvalidArgumentError(StrCat("moving free size ", moving_free,
-                                             " exceeds the TensorE limit ", target.matmul_max_n));
-  }
-  if (moving_free * 4 > target.psum_bank_bytes_per_partition) {
-    return absl::InvalidArgumentError(
-        StrCat("a ", moving_free, "-wide fp32 PSUM tile exceeds one PSUM bank"));
+  if (absl::Status tile = CheckMatmulTile(
+          target, p.dtype, problem.dtype, "tile_k", p.tile_k,
+          p.stationary_b ? "stationary=b: tile_n=" : "stationary=a: tile_m=",
+          p.stationary_b ? p.tile_n : p.tile_m, p.stationary_b ? p.tile_m : p.tile_n);
+      !tile.ok()) {
+    return tile;
   }
   if (p.evict == "gpsimd") {
     return absl::InvalidArgumentError(
@@ -491,16 +476,6 @@ class CpuEmitter {
   std::vector<std::vector<float>> psum_;
   std::vector<std::vector<float>> stage_;
 };
-
-// The reduced dimension Verify runs: the full dim when it is at most `keep` tiles, else `keep - 1`
-// full tiles plus a ragged tail (the original tail, or half a tile plus one).
-int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
-  if (dim <= keep * tile) return dim;
-  int64_t tail = dim % tile;
-  if (tail == 0) tail = tile / 2 + 1;
-  if (tail >= tile) tail = tile - 1;
-  return (keep - 1) * tile + std::max<int64_t>(tail, 1);
-}
 
 }  // namespace
 

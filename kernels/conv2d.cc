@@ -183,27 +183,12 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   Derive(p, target);
   if (target.systolic) return p;
 
-  const int max_k = target.MaxMatmulK(p.dtype);
-  if (max_k > 0 && p.tile_c > max_k) {
-    return absl::InvalidArgumentError(StrCat("tile_c=", p.tile_c,
-                                             " exceeds the TensorE contraction limit K <= ", max_k,
-                                             " for ", problem.dtype, " on ", target.name));
-  }
-  const int64_t stationary_free = p.input_stationary ? p.tile_pix : p.tile_k;
-  const int64_t moving_free = p.input_stationary ? p.tile_k : p.tile_pix;
-  if (target.matmul_max_m > 0 && stationary_free > target.matmul_max_m) {
-    return absl::InvalidArgumentError(
-        StrCat("stationary=", *stationary, ": ",
-               p.input_stationary ? "tile_pix=" : "tile_k=", stationary_free,
-               " is the stationary free size and exceeds the TensorE limit ", target.matmul_max_m));
-  }
-  if (target.matmul_max_n > 0 && moving_free > target.matmul_max_n) {
-    return absl::InvalidArgumentError(StrCat("moving free size ", moving_free,
-                                             " exceeds the TensorE limit ", target.matmul_max_n));
-  }
-  if (moving_free * 4 > target.psum_bank_bytes_per_partition) {
-    return absl::InvalidArgumentError(
-        StrCat("a ", moving_free, "-wide fp32 PSUM tile exceeds one PSUM bank"));
+  if (absl::Status tile = CheckMatmulTile(
+          target, p.dtype, problem.dtype, "tile_c", p.tile_c,
+          StrCat("stationary=", *stationary, ": ", p.input_stationary ? "tile_pix=" : "tile_k="),
+          p.input_stationary ? p.tile_pix : p.tile_k, p.input_stationary ? p.tile_k : p.tile_pix);
+      !tile.ok()) {
+    return tile;
   }
   if (p.shards > target.cores_per_chip) {
     return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",

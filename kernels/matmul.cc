@@ -11,6 +11,7 @@
 #include <random>
 #include <utility>
 
+#include "kernels/schedule_util.h"
 #include "schema/strings.h"
 
 namespace tessel::kernels {
@@ -27,8 +28,6 @@ constexpr int kQueueA = 0, kQueueB = 1, kQueueStore = 2;
 
 MatmulFault g_fault = MatmulFault::kNone;
 MatmulLowering g_lowering = MatmulLowering::kCompact;
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 absl::StatusOr<int64_t> GetInt(const Config& config, std::string_view name) {
   return config.GetInt(name);
@@ -124,26 +123,12 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   if (target.systolic) return p;  // one GEMM instruction; the schedule does not apply
 
   // TensorE limits.
-  const int max_k = target.MaxMatmulK(p.dtype);
-  if (max_k > 0 && p.tile_k > max_k) {
-    return absl::InvalidArgumentError(StrCat("tile_k=", p.tile_k,
-                                             " exceeds the TensorE contraction limit K <= ", max_k,
-                                             " for ", problem.dtype, " on ", target.name));
-  }
-  const int64_t stationary_free = p.stationary_b ? p.tile_n : p.tile_m;
-  const int64_t moving_free = p.stationary_b ? p.tile_m : p.tile_n;
-  if (target.matmul_max_m > 0 && stationary_free > target.matmul_max_m) {
-    return absl::InvalidArgumentError(
-        StrCat("stationary=", p.stationary_b ? "b: tile_n=" : "a: tile_m=", stationary_free,
-               " is the stationary free size and exceeds the TensorE limit ", target.matmul_max_m));
-  }
-  if (target.matmul_max_n > 0 && moving_free > target.matmul_max_n) {
-    return absl::InvalidArgumentError(StrCat("moving free size ", moving_free,
-                                             " exceeds the TensorE limit ", target.matmul_max_n));
-  }
-  if (moving_free * 4 > target.psum_bank_bytes_per_partition) {
-    return absl::InvalidArgumentError(
-        StrCat("a ", moving_free, "-wide fp32 PSUM tile exceeds one PSUM bank"));
+  if (absl::Status tile = CheckMatmulTile(
+          target, p.dtype, problem.dtype, "tile_k", p.tile_k,
+          p.stationary_b ? "stationary=b: tile_n=" : "stationary=a: tile_m=",
+          p.stationary_b ? p.tile_n : p.tile_m, p.stationary_b ? p.tile_m : p.tile_n);
+      !tile.ok()) {
+    return tile;
   }
   p.rows_per_partition = int(CeilDiv(p.tile_k, target.sbuf_partitions));
   if (p.evict == "gpsimd") {
@@ -567,10 +552,9 @@ class Generator {
           std::pair<int64_t, int64_t> stationary{tk, p.stationary_b ? tn : tm};
           const bool reload = stationary != s.last_stationary;
           s.last_stationary = stationary;
-          last_mm = e_.Matmul(core, om0, omsz, on0, onsz, tk * p.tile_k,
-                              SizeOf(tk, p.tile_k, p.k), slot, start, reload,
-                              s.a_loads[s.a_cur][tk - tk_lo], s.b_loads[s.b_cur][tk - tk_lo],
-                              start ? s.slot_reader[slot] : -1);
+          last_mm = e_.Matmul(core, om0, omsz, on0, onsz, tk * p.tile_k, SizeOf(tk, p.tile_k, p.k),
+                              slot, start, reload, s.a_loads[s.a_cur][tk - tk_lo],
+                              s.b_loads[s.b_cur][tk - tk_lo], start ? s.slot_reader[slot] : -1);
           s.a_reader[s.a_cur] = last_mm;
           s.b_reader[s.b_cur] = last_mm;
         }
@@ -627,7 +611,6 @@ void Generate(const Plan& p, Emitter& e) {
   Generator<Emitter, Emitter::kCompress> g(p, e);
   g.Run();
 }
-
 
 // Turns schedule steps into simulator instructions: a flat program (kCompact = false, handles are
 // instruction indices) or a loop-structured one (handles are flat positions, deps become
@@ -849,16 +832,6 @@ class CpuEmitter {
   std::vector<std::vector<float>> stage_;
   std::map<std::pair<int64_t, int64_t>, std::vector<float>> acc_;
 };
-
-// The reduced dimension Verify runs: the full dim when it is at most `keep` tiles, else `keep - 1`
-// full tiles plus a ragged tail (the original tail, or half a tile plus one).
-int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
-  if (dim <= keep * tile) return dim;
-  int64_t tail = dim % tile;
-  if (tail == 0) tail = tile / 2 + 1;
-  if (tail >= tile) tail = tile - 1;
-  return (keep - 1) * tile + std::max<int64_t>(tail, 1);
-}
 
 }  // namespace
 

@@ -97,4 +97,30 @@ int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
   return (keep - 1) * tile + std::max<int64_t>(tail, 1);
 }
 
+absl::Status CheckMatmulTile(const sim::Target& target, sim::DType dtype,
+                             std::string_view dtype_name, std::string_view k_name, int64_t k,
+                             std::string_view stationary_label, int64_t stationary_free,
+                             int64_t moving_free) {
+  const int max_k = target.MaxMatmulK(dtype);
+  if (max_k > 0 && k > max_k) {
+    return absl::InvalidArgumentError(StrCat(k_name, "=", k,
+                                             " exceeds the TensorE contraction limit K <= ", max_k,
+                                             " for ", dtype_name, " on ", target.name));
+  }
+  if (target.matmul_max_m > 0 && stationary_free > target.matmul_max_m) {
+    return absl::InvalidArgumentError(
+        StrCat(stationary_label, stationary_free,
+               " is the stationary free size and exceeds the TensorE limit ", target.matmul_max_m));
+  }
+  if (target.matmul_max_n > 0 && moving_free > target.matmul_max_n) {
+    return absl::InvalidArgumentError(StrCat("moving free size ", moving_free,
+                                             " exceeds the TensorE limit ", target.matmul_max_n));
+  }
+  if (moving_free * 4 > target.psum_bank_bytes_per_partition) {
+    return absl::InvalidArgumentError(
+        StrCat("a ", moving_free, "-wide fp32 PSUM tile exceeds one PSUM bank"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tessel::kernels

@@ -31,6 +31,16 @@ absl::StatusOr<int64_t> IntParam(const Config& config, std::string_view name, in
 absl::StatusOr<std::string> ChoiceParam(const Config& config, std::string_view name,
                                         const std::vector<std::string>& allowed);
 
+// The TensorE rules for one matmul tile on `target`: the contraction `k` (shown as `k_name`)
+// within the K limit for `dtype` (shown as `dtype_name`), the stationary free size within the
+// stationary limit, the moving free size within the moving limit and within one fp32 PSUM bank.
+// `stationary_label` starts the stationary message, e.g. "stationary=a: tile_m=".
+// InvalidArgument naming the broken limit.
+absl::Status CheckMatmulTile(const sim::Target& target, sim::DType dtype,
+                             std::string_view dtype_name, std::string_view k_name, int64_t k,
+                             std::string_view stationary_label, int64_t stationary_free,
+                             int64_t moving_free);
+
 // "1", "2", "4", ... up to the target's cores per chip.
 std::vector<std::string> ShardValues(const sim::Target& target);
 
