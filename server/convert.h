@@ -19,6 +19,10 @@ namespace tessel::server {
 
 namespace v1 = ::tessel::v1;
 
+// Each dim of the problem that ListKernels describes parameters for and that exports take each
+// kernel's default config from.
+inline constexpr int64_t kRepresentativeDim = 1024;
+
 // A workload checked against the registry: the kernel, its target and the problem with dims in
 // the kernel's order.
 struct ResolvedWorkload {

@@ -204,18 +204,8 @@ absl::Status Scheduler::Recover() {
     jobs_[id] = std::move(*job);
     Refill(*jobs_[id], effects);
   }
-  ApplyRecovered(std::move(effects));
+  Apply(std::move(effects));
   return absl::OkStatus();
-}
-
-void Scheduler::ApplyRecovered(Effects effects) {
-  // Called before the scheduler is shared; finishing jobs needs no lock ordering care here.
-  if (!effects.trials_to_store.empty()) {
-    if (absl::Status s = store_->InsertTrials(effects.trials_to_store); !s.ok()) {
-      spdlog::error("store: {}", std::string(s.message()));
-    }
-  }
-  for (int64_t id : effects.finished_jobs) FinishJob(id);
 }
 
 absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
@@ -1117,9 +1107,6 @@ absl::StatusOr<v1::LookupResponse> Scheduler::LookupUncached(const ResolvedWorkl
 // Export / import
 
 namespace {
-
-// Each dim of the problem a kernel's default config is taken for in exports.
-constexpr int64_t kRepresentativeDim = 1024;
 
 v1::BestConfig BestProto(const BestRecord& best) {
   v1::BestConfig out;

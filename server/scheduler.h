@@ -192,7 +192,6 @@ class Scheduler {
 
   // Runs effects: store writes, publication, callbacks, watcher notifications. Not under mu_.
   void Apply(Effects effects);
-  void ApplyRecovered(Effects effects);
   void FinishJob(int64_t job_id);
   void Notify(int64_t job_id, const std::vector<v1::TrialResult>& new_trials);
   void Housekeeping();

@@ -13,8 +13,6 @@ namespace {
 // Most jobs one ListJobs call returns.
 constexpr int kMaxListedJobs = 10'000;
 constexpr int kDefaultListedJobs = 100;
-// Each dim of the problem ListKernels describes parameters for.
-constexpr int64_t kRepresentativeDim = 1024;
 
 template <typename T>
 grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
