@@ -18,6 +18,8 @@ using sim::Op;
 
 constexpr int kQueueK = 0, kQueueV = 1, kQueueQ = 2, kQueueP = 3, kQueueStore = 4;
 constexpr int kStagingBufs = 2;
+// Per-tile bookkeeping slots: two phases (step parity) of at most kv_block <= 16 tiles.
+constexpr int kSlots = 32;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 AttentionFault g_fault = AttentionFault::kNone;
@@ -31,15 +33,21 @@ struct Plan {
   DType dtype = DType::kBf16;
   int in_bytes = 2, out_bytes = 2;
   int64_t bq = 128, kv_tile = 512, kv_block = 1, q_group = 1;
-  bool qk_k = false, pv_v = false, qk_dma = true, p_dma = false, src_sbuf = false;
-  bool sum_vector = false, resident = false, skip = false, pipeline = false;
+  bool qk_k = false, pv_v = false, qk_dma = true, src_sbuf = false;
+  // P^T: of every p_dma_den tiles, the first p_dma_num go through a transposing SBUF-to-SBUF DMA
+  // and the rest through TensorE (0/1: all TensorE, 1/1: all DMA, 1/2, 2/3: mixed).
+  int p_dma_num = 0, p_dma_den = 1;
+  bool sum_vector = false, resident = false, skip = false;
+  int pipeline = 0;           // stage order of the step stream, see Generate
   bool stats_scalar = false;  // small running-statistics ops on ScalarE (else VectorE)
+  bool step_ops = false;      // one max and one exp instruction per softmax step (else per tile)
   std::string evict;
   int bufs = 2;
   int shards = 1;
 
   int64_t q_tiles = 0, kv_tiles = 0, kv_blocks = 0;
   int s_slots = 0;  // score PSUM banks in rotation (all query tiles of a group)
+  int p_slots = 0;  // P / P^T SBUF buffers in rotation
   int kv_ring = 0;  // K/V tile buffers
   bool tr_bank = false, pt_bank = false;
   float scale = 1;
@@ -91,7 +99,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                       {"kv_resident", &resident, 0, 1},
                       {"bufs", &bufs, 1, 4},
                       {"causal_skip", &skip, 0, 1},
-                      {"pipeline", &pipeline, 0, 1},
+                      {"pipeline", &pipeline, 0, 3},
                       {"shards", &shards, 1, 1024}}) {
     absl::StatusOr<int64_t> v = config.GetInt(ip.name);
     if (!v.ok()) return v.status();
@@ -103,7 +111,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   }
   p.resident = resident == 1;
   p.skip = skip == 1;
-  p.pipeline = pipeline == 1;
+  p.pipeline = int(pipeline);
   p.bufs = int(bufs);
   p.shards = int(shards);
   struct Choice {
@@ -115,14 +123,20 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   for (Choice c : {Choice{"qk_role", "k", "q", &p.qk_k},
                    {"pv_role", "v", "p", &p.pv_v},
                    {"qk_transpose", "dma", "tensor", &p.qk_dma},
-                   {"p_transpose", "dma", "tensor", &p.p_dma},
                    {"softmax_src", "sbuf", "psum", &p.src_sbuf},
                    {"sum_engine", "vector", "scalar", &p.sum_vector},
-                   {"stats_engine", "scalar", "vector", &p.stats_scalar}}) {
+                   {"stats_engine", "scalar", "vector", &p.stats_scalar},
+                   {"softmax_ops", "step", "tile", &p.step_ops}}) {
     absl::StatusOr<bool> v = GetChoice(config, c.name, c.yes, c.no);
     if (!v.ok()) return v.status();
     *c.out = *v;
   }
+  std::optional<std::string_view> pt = config.Get("p_transpose");
+  if (!pt || (*pt != "tensor" && *pt != "dma" && *pt != "half" && *pt != "two_thirds")) {
+    return absl::InvalidArgumentError("p_transpose must be tensor, dma, half or two_thirds");
+  }
+  p.p_dma_num = *pt == "tensor" ? 0 : *pt == "two_thirds" ? 2 : 1;
+  p.p_dma_den = *pt == "half" ? 2 : *pt == "two_thirds" ? 3 : 1;
   std::optional<std::string_view> evict = config.Get("evict");
   if (!evict ||
       (*evict != "vector" && *evict != "scalar" && *evict != "split" && *evict != "gpsimd")) {
@@ -165,7 +179,21 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
     }
     p.shards = int(p.bh);
   }
+  if (p.step_ops) {
+    // A step's scores are read by one instruction: the free size caps apply to all of them.
+    const int64_t cap = p.src_sbuf ? target.max_free_sbuf : target.max_free_psum;
+    if (cap > 0 && p.kv_block * p.kv_tile > cap) {
+      return absl::InvalidArgumentError(
+          StrCat("softmax_ops=step: kv_block x kv_tile = ", p.kv_block * p.kv_tile,
+                 " score columns exceed the ", cap, " elements one instruction may read from ",
+                 p.src_sbuf ? "SBUF" : "PSUM"));
+    }
+  }
   if (strict) {
+    if (p.step_ops && p.kv_block == 1) {
+      return absl::InvalidArgumentError(
+          "softmax_ops=step is redundant with kv_block=1: a step is one tile");
+    }
     if (p.bq > 32 && p.bq / 2 >= p.sq) {
       return absl::InvalidArgumentError(StrCat("block_q=", p.bq, " is redundant: ", p.bq / 2,
                                                " already covers all ", p.sq, " queries"));
@@ -194,8 +222,10 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   // PSUM: score banks in rotation, plus the P^T bank, the output bank and a bank for the
   // transposes (Q^T/K^T through TensorE, S^T, broadcasts of the O^T layout).
   p.s_slots = int(p.kv_block * (p.bufs > 1 ? 2 : 1) * p.q_group);
-  p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * (p.bufs + (p.pipeline ? 1 : 0)));
-  p.pt_bank = !p.p_dma;
+  // P of step s is read (P^T, PV) after step s+1's exp with pipeline=2: two steps of buffers.
+  p.p_slots = int(p.kv_block * p.q_group * (p.bufs > 1 || p.pipeline >= 2 ? 2 : 1));
+  p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * (p.bufs + (p.pipeline > 0 ? 1 : 0)));
+  p.pt_bank = p.p_dma_num < p.p_dma_den;
   p.tr_bank = !p.qk_dma || p.qk_k || p.pv_v;
   const int groups = p.s_slots + (p.pt_bank ? 1 : 0) + int(p.q_group) + (p.tr_bank ? 1 : 0);
   const int max_groups = std::min(target.psum_banks, target.max_accumulation_groups);
@@ -227,11 +257,11 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   sbuf += (p.bq * p.in_bytes + (p.qk_dma ? 0 : p.d * p.in_bytes)) * 2 * p.q_group;  // Q^T (+ raw Q)
   sbuf += p.s_slots * p.kv_tile * 4;               // scores evicted to SBUF
   if (p.qk_k) sbuf += chunks * p.bq * 4;           // S^T chunks
-  sbuf += p.s_slots * p.kv_tile * p.in_bytes;      // P
-  sbuf += p.s_slots * chunks * p.bq * p.in_bytes;  // P^T
-  sbuf += (p.kv_block + 8) * 4 * p.q_group;        // running stats
+  sbuf += p.p_slots * p.kv_tile * p.in_bytes;      // P
+  sbuf += p.p_slots * chunks * p.bq * p.in_bytes;  // P^T
+  sbuf += (p.kv_block + 8) * 4 * 2 * p.q_group;    // running stats (two groups in flight)
   sbuf += (p.pv_v ? p.bq : p.d) *
-          (4 * p.q_group + p.out_bytes * kStagingBufs);  // O accumulator, staging
+          (4 * 2 * p.q_group + p.out_bytes * kStagingBufs);  // O accumulators, staging
   if (sbuf > target.UsableSbufPerPartition()) {
     return absl::InvalidArgumentError(StrCat(
         "SBUF capacity: ", sbuf, " bytes per partition (K/V ", p.resident ? "resident" : "streamed",
@@ -250,12 +280,28 @@ struct KvTile {
 // Walks the plan's schedule in program order and tells `e` each step. Shared by the lowering and
 // the CPU execution in Verify, so both run the same tiles, tails, skipping, softmax steps,
 // accumulation order and sharding.
+//
+// Query tiles run in groups of q_group, their steps interleaved so that the engines always have
+// independent work; each member keeps its own running statistics. The softmax steps of a head's
+// groups form one stream that the pipeline walks: with pipeline > 0 the first step of the next
+// group starts before the last step of the previous one finishes, so two groups' members can be
+// live at once (member slots: group parity x q_group + member).
 template <typename Emitter>
 void Generate(const Plan& p, Emitter& e) {
   int64_t kv_tiles = p.kv_tiles;
   if (g_fault == AttentionFault::kDropRaggedKvTile && p.sk % p.kv_tile != 0 && kv_tiles > 1) {
     --kv_tiles;
   }
+  struct Group {
+    int members = 0;
+    std::vector<int64_t> i0, qsz;
+  };
+  struct Step {
+    size_t group = 0;
+    int64_t kb = 0;
+    std::vector<std::vector<KvTile>> tiles;  // per member (may be empty)
+    bool first = false, last = false;        // the group's first / last step
+  };
   for (int core = 0; core < p.shards; ++core) {
     e.BeginCore(core);
     const int64_t lo = p.bh * core / p.shards, hi = p.bh * (core + 1) / p.shards;
@@ -266,31 +312,27 @@ void Generate(const Plan& p, Emitter& e) {
           e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
         }
       }
-      // Query tiles run in groups of q_group, their steps interleaved so that the engines
-      // always have independent work; each member keeps its own running statistics.
+      // The head's groups and their softmax steps: per step, each member's key tiles (causal
+      // skipping may leave a member, or the whole step, without any).
+      std::vector<Group> groups;
+      std::vector<Step> steps;
       for (int64_t qg = 0; qg < p.q_tiles; qg += p.q_group) {
-        const int members = int(std::min(p.q_group, p.q_tiles - qg));
-        std::vector<int64_t> i0(members), qsz(members);
-        std::vector<char> first(members, 1);
-        for (int g = 0; g < members; ++g) {
-          i0[g] = (qg + g) * p.bq;
-          qsz[g] = std::min(p.bq, p.sq - i0[g]);
-          e.Select(g);
-          e.LoadQ(i0[g], qsz[g]);
+        Group grp;
+        grp.members = int(std::min(p.q_group, p.q_tiles - qg));
+        for (int g = 0; g < grp.members; ++g) {
+          grp.i0.push_back((qg + g) * p.bq);
+          grp.qsz.push_back(std::min(p.bq, p.sq - grp.i0.back()));
         }
-        // The softmax steps of the group: per step, each member's key tiles (causal skipping
-        // may leave a member, or the whole step, without any).
-        std::vector<std::vector<std::vector<KvTile>>> steps;
-        std::vector<int64_t> step_kb;
+        const size_t first_step = steps.size();
         for (int64_t kb = 0; kb < p.kv_blocks; ++kb) {
-          std::vector<std::vector<KvTile>> tiles(members);
+          Step st{groups.size(), kb, std::vector<std::vector<KvTile>>(grp.members)};
           bool any = false;
-          for (int g = 0; g < members; ++g) {
+          for (int g = 0; g < grp.members; ++g) {
             for (int64_t t = kb * p.kv_block; t < std::min(kv_tiles, (kb + 1) * p.kv_block); ++t) {
               KvTile tile{t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile), false};
               if (p.causal) {
-                const int64_t last_row_sees = i0[g] + qsz[g] - 1 + p.offset();
-                const int64_t first_row_sees = i0[g] + p.offset();
+                const int64_t last_row_sees = grp.i0[g] + grp.qsz[g] - 1 + p.offset();
+                const int64_t first_row_sees = grp.i0[g] + p.offset();
                 bool all_masked = tile.j0 > last_row_sees;
                 if (g_fault == AttentionFault::kCausalSkipOffByOne) {
                   all_masked = tile.j0 > first_row_sees;
@@ -298,81 +340,136 @@ void Generate(const Plan& p, Emitter& e) {
                 if (all_masked && p.skip) continue;
                 tile.masked = tile.j0 + tile.size - 1 > first_row_sees;
               }
-              tiles[g].push_back(tile);
+              st.tiles[g].push_back(tile);
               any = true;
             }
           }
-          if (any) {
-            steps.push_back(std::move(tiles));
-            step_kb.push_back(kb);
+          if (any) steps.push_back(std::move(st));
+        }
+        // Every query sees key 0, so every group has at least one step.
+        steps[first_step].first = true;
+        steps.back().last = true;
+        groups.push_back(std::move(grp));
+      }
+      const int slots = int(2 * p.q_group);
+      std::vector<char> first_mid(slots, 1), first_back(slots, 1);
+      auto member = [&](size_t group, int g) { return int(group % 2) * int(p.q_group) + g; };
+      auto each = [&](size_t k, auto&& body) {
+        const Step& st = steps[k];
+        const Group& grp = groups[st.group];
+        for (int g = 0; g < grp.members; ++g) {
+          if (st.tiles[g].empty()) continue;
+          e.Select(member(st.group, g));
+          body(member(st.group, g), grp.qsz[g], grp.i0[g], st.tiles[g]);
+        }
+      };
+      // Per-tile state lives in one of two phases (step parity): with pipeline=2 the next
+      // step's scores and probabilities are made while this step's P is still being read.
+      auto slot = [&](size_t k, size_t i) { return int((k % 2) * p.kv_block + i); };
+      // softmax_ops=step: one max and one exp over a member's whole step when all its tiles
+      // are read from the same memory (a masked tile is evicted for the mask, so with
+      // softmax_src=psum a step holding one keeps per-tile instructions).
+      auto step_wide = [&](const std::vector<KvTile>& ts) {
+        if (!p.step_ops || ts.size() < 2) return false;
+        if (p.src_sbuf) return true;
+        return std::none_of(ts.begin(), ts.end(), [](const KvTile& t) { return t.masked; });
+      };
+      // Front: the group's queries (first step), the step's key tiles (once for the group),
+      // scores, masks and row maxima.
+      auto front = [&](size_t k) {
+        const Step& st = steps[k];
+        if (st.first) {
+          const Group& grp = groups[st.group];
+          for (int g = 0; g < grp.members; ++g) {
+            const int m = member(st.group, g);
+            first_mid[m] = first_back[m] = 1;
+            e.Select(m);
+            e.LoadQ(grp.i0[g], grp.qsz[g]);
           }
         }
-        auto each = [&](size_t step, auto&& body) {
-          for (int g = 0; g < members; ++g) {
-            if (steps[step][g].empty()) continue;
-            e.Select(g);
-            body(g, steps[step][g]);
+        if (!p.resident) {
+          std::vector<char> needed(p.kv_block, 0);
+          for (const std::vector<KvTile>& ts : st.tiles) {
+            for (const KvTile& t : ts) needed[t.index - st.kb * p.kv_block] = 1;
           }
-        };
-        // Front: load the step's key tiles (once for the group), scores, masks and row maxima.
-        auto front = [&](size_t step) {
-          if (!p.resident) {
-            std::vector<char> needed(p.kv_block, 0);
-            for (const std::vector<KvTile>& ts : steps[step]) {
-              for (const KvTile& t : ts) needed[t.index - step_kb[step] * p.kv_block] = 1;
-            }
-            for (int64_t x = 0; x < p.kv_block; ++x) {
-              const int64_t t = step_kb[step] * p.kv_block + x;
-              if (needed[x]) e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
+          for (int64_t x = 0; x < p.kv_block; ++x) {
+            const int64_t t = st.kb * p.kv_block + x;
+            if (needed[x]) e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
+          }
+        }
+        each(k, [&](int, int64_t qsz, int64_t i0, const std::vector<KvTile>& ts) {
+          for (size_t i = 0; i < ts.size(); ++i) {
+            e.Scores(slot(k, i), ts[i], i0, qsz);
+            e.Prepare(slot(k, i), ts[i], i0, qsz);
+            if (!step_wide(ts)) e.RowMax(slot(k, i), ts[i], qsz);
+          }
+          if (step_wide(ts)) e.RowMaxStep(slot(k, 0), ts, qsz);
+        });
+      };
+      // Middle: new running max, probabilities, running sum.
+      auto middle = [&](size_t k) {
+        const int phase = int(k % 2);
+        each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
+          const int partials = step_wide(ts) ? 1 : int(ts.size());
+          e.Combine(phase, slot(k, 0), partials, first_mid[m], qsz);
+        });
+        each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
+          if (step_wide(ts)) {
+            e.ExpStep(slot(k, 0), ts, qsz);
+          } else {
+            for (size_t i = 0; i < ts.size(); ++i) e.Exp(slot(k, i), ts[i], qsz);
+          }
+          const int partials = step_wide(ts) ? 1 : int(ts.size());
+          e.UpdateSum(phase, slot(k, 0), partials, first_mid[m], qsz);
+          first_mid[m] = 0;
+        });
+      };
+      // Back: P^T (transpose), then PV accumulation and the rescaled output accumulator
+      // (accumulate); the group's outputs after its last step.
+      auto transpose = [&](size_t k) {
+        each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
+          for (size_t i = 0; i < ts.size(); ++i) e.TransposeP(slot(k, i), ts[i], qsz);
+        });
+      };
+      auto accumulate = [&](size_t k) {
+        const int phase = int(k % 2);
+        each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
+          for (size_t i = 0; i < ts.size(); ++i) {
+            for (int64_t c0 = 0; c0 < ts[i].size; c0 += 128) {
+              const int64_t csz = std::min<int64_t>(128, ts[i].size - c0);
+              e.Pv(slot(k, i), ts[i], c0, csz, qsz, i == 0 && c0 == 0);
             }
           }
-          each(step, [&](int g, const std::vector<KvTile>& ts) {
-            for (size_t i = 0; i < ts.size(); ++i) {
-              e.Scores(int(i), ts[i], i0[g], qsz[g]);
-              e.Prepare(int(i), ts[i], i0[g], qsz[g]);
-              e.RowMax(int(i), ts[i], qsz[g]);
-            }
-          });
-        };
-        // Middle: new running max, probabilities, running sum.
-        auto middle = [&](size_t step) {
-          each(step, [&](int g, const std::vector<KvTile>& ts) {
-            e.Combine(int(ts.size()), first[g], qsz[g]);
-          });
-          each(step, [&](int g, const std::vector<KvTile>& ts) {
-            for (size_t i = 0; i < ts.size(); ++i) e.Exp(int(i), ts[i], qsz[g]);
-            e.UpdateSum(int(ts.size()), first[g], qsz[g]);
-          });
-        };
-        // Back: P^T, PV accumulation and the rescaled output accumulator.
-        auto back = [&](size_t step) {
-          each(step, [&](int g, const std::vector<KvTile>& ts) {
-            for (size_t i = 0; i < ts.size(); ++i) {
-              e.TransposeP(int(i), ts[i], qsz[g]);
-              for (int64_t c0 = 0; c0 < ts[i].size; c0 += 128) {
-                const int64_t csz = std::min<int64_t>(128, ts[i].size - c0);
-                e.Pv(int(i), ts[i], c0, csz, qsz[g], i == 0 && c0 == 0);
-              }
-            }
-          });
-          each(step, [&](int g, const std::vector<KvTile>&) {
-            e.Rescale(first[g], g_fault != AttentionFault::kSkipRescale, qsz[g]);
-            first[g] = 0;
-          });
-        };
-        // pipeline=1 issues the next step's scores before this step's PV (software pipelining:
-        // TensorE computes QK^T of step s+1 while the softmax of step s runs).
-        if (!steps.empty()) front(0);
-        for (size_t step = 0; step < steps.size(); ++step) {
-          middle(step);
-          if (p.pipeline && step + 1 < steps.size()) front(step + 1);
-          back(step);
-          if (!p.pipeline && step + 1 < steps.size()) front(step + 1);
+        });
+        each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>&) {
+          e.Rescale(phase, first_back[m], g_fault != AttentionFault::kSkipRescale, qsz);
+          first_back[m] = 0;
+        });
+        if (steps[k].last) {
+          const Group& grp = groups[steps[k].group];
+          for (int g = 0; g < grp.members; ++g) {
+            e.Select(member(steps[k].group, g));
+            e.Finish(grp.i0[g], grp.qsz[g]);
+          }
         }
-        for (int g = 0; g < members; ++g) {
-          e.Select(g);
-          e.Finish(i0[g], qsz[g]);
-        }
+      };
+      // Software pipelining over the head's step stream (each engine runs its instructions in
+      // program order, so the order decides what overlaps). pipeline=1 issues the next step's
+      // scores before this step's P^T and PV (TensorE computes QK^T of step s+1 while the
+      // softmax of step s runs); pipeline=2 also issues the next step's softmax before them;
+      // pipeline=3 issues this step's P^T between the next step's scores and its softmax (the
+      // P^T evictions fill the gap while the next running max is being formed).
+      if (p.pipeline > 0) front(0);
+      if (p.pipeline >= 2) middle(0);
+      for (size_t k = 0; k < steps.size(); ++k) {
+        const bool next = k + 1 < steps.size();
+        if (p.pipeline == 0) front(k);
+        if (p.pipeline < 2) middle(k);
+        if (p.pipeline > 0 && next) front(k + 1);
+        if (p.pipeline == 3) transpose(k);
+        if (p.pipeline >= 2 && next) middle(k + 1);
+        if (p.pipeline != 3) transpose(k);
+        accumulate(k);
       }
     }
   }
@@ -408,12 +505,13 @@ class SimEmitter {
     add("q_t", Mem::kSbuf, d, p_.bq * p_.in_bytes, 2 * group);
     add("s_sbuf", Mem::kSbuf, bq, p_.kv_tile * 4, p_.s_slots);
     if (p_.qk_k) add("s_t", Mem::kSbuf, kvp, chunks * p_.bq * 4, 1);
-    add("p", Mem::kSbuf, bq, p_.kv_tile * p_.in_bytes, p_.s_slots);
-    add("p_t", Mem::kSbuf, kvp, chunks * p_.bq * p_.in_bytes, p_.s_slots);
-    add("stats", Mem::kSbuf, bq, (p_.kv_block + 8) * 4, group);
+    add("p", Mem::kSbuf, bq, p_.kv_tile * p_.in_bytes, p_.p_slots);
+    add("p_t", Mem::kSbuf, kvp, chunks * p_.bq * p_.in_bytes, p_.p_slots);
+    // Member slots: two groups may be in flight (see Generate).
+    add("stats", Mem::kSbuf, bq, (p_.kv_block + 8) * 4, 2 * group);
     const int o_part = p_.pv_v ? d : bq;
     const int64_t o_free = p_.pv_v ? p_.bq : p_.d;
-    add("o_acc", Mem::kSbuf, o_part, o_free * 4, group);
+    add("o_acc", Mem::kSbuf, o_part, o_free * 4, 2 * group);
     add("o_stage", Mem::kSbuf, o_part, o_free * p_.out_bytes, kStagingBufs);
     add("s_psum", Mem::kPsum, bq, p_.kv_tile * 4, p_.s_slots);
     if (p_.pt_bank) add("pt_psum", Mem::kPsum, kvp, chunks * p_.bq * 4, 1);
@@ -424,11 +522,12 @@ class SimEmitter {
     k_ready_.assign(kv_reader_.size(), -1);
     v_ready_.assign(kv_reader_.size(), -1);
     s_reader_.assign(p_.s_slots, -1);
-    p_reader_.assign(p_.s_slots, -1);
+    p_reader_.assign(p_.p_slots, -1);
     stage_reader_.fill(-1);
     q_reader_.assign(2 * p_.q_group, -1);
     tr_reader_ = pt_reader_ = st_reader_ = -1;
-    members_.assign(p_.q_group, Member{});
+    members_.assign(2 * p_.q_group, Member{});
+    o_reader_.assign(p_.q_group, -1);
     current_ = 0;
     Load(members_[0]);
   }
@@ -489,7 +588,10 @@ class SimEmitter {
   }
 
   void Scores(int i, const KvTile& tile, int64_t, int64_t qsz) {
-    const int slot = int(s_count_++ % p_.s_slots);
+    // A step's score tiles take adjacent banks (one group of kv_block), so one instruction can
+    // read them all (softmax_ops=step).
+    if (i % p_.kv_block == 0) s_base_ = int(s_count_++ % (p_.s_slots / p_.kv_block) * p_.kv_block);
+    const int slot = s_base_ + int(i % p_.kv_block);
     slot_[i] = slot;
     const int buf = kv_buf_of_tile_[tile.index];
     const int64_t chunks = CeilDiv(tile.size, 128);
@@ -543,20 +645,76 @@ class SimEmitter {
     if (src_[i] == Mem::kPsum) s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], max_[i]);
   }
 
-  void Combine(int n, bool, int64_t qsz) {
-    std::vector<int32_t> deps(max_.begin(), max_.begin() + n);
+  void Combine(int phase, int base, int n, bool, int64_t qsz) {
+    std::vector<int32_t> deps(max_.begin() + base, max_.begin() + base + n);
     deps.push_back(stats_);
     // New running max, its scaled negation (the exp bias) and alpha = exp(scale (m_old - m)).
     const int32_t m =
         c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n + 1, int(qsz)), deps);
     const int32_t neg =
         c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), 1, int(qsz)), {m});
-    alpha_ = c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)), {neg});
+    alpha_[phase] =
+        c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)), {neg});
     stats_ = neg;
   }
 
+  // One max over all the step's tiles (adjacent banks, or SBUF when they were evicted).
+  void RowMaxStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+    int64_t total = 0;
+    std::vector<int32_t> deps;
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      total += tiles[t].size;
+      deps.push_back(s_ready_[base + t]);
+    }
+    sim::Instruction max =
+        sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(total), int(qsz), src_[base]);
+    max.dtype = src_bf16_[base] ? DType::kBf16 : DType::kFp32;
+    max.add_op = true;
+    max_[base] = c_->Add(max, deps);
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      max_[base + t] = max_[base];
+      if (src_[base] == Mem::kPsum) {
+        s_reader_[slot_[base + t]] = std::max(s_reader_[slot_[base + t]], max_[base]);
+      }
+    }
+  }
+
+  // One exp activation over all the step's tiles, accumulating one row sum (or one Vector
+  // reduction of the step's P).
+  void ExpStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+    int64_t total = 0;
+    std::vector<int32_t> deps = {stats_, max_[base]};
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      const int i = base + int(t);
+      if (t == 0) p_base_ = int(p_count_++ % (p_.p_slots / p_.kv_block) * p_.kv_block);
+      p_buf_[i] = p_base_ + int(t);
+      total += tiles[t].size;
+      deps.push_back(s_ready_[i]);
+      deps.push_back(p_reader_[p_buf_[i]]);
+    }
+    sim::Instruction exp = sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(total),
+                                             int(qsz), src_[base], Mem::kSbuf);
+    exp.dtype = src_bf16_[base] ? DType::kBf16 : DType::kFp32;
+    const int32_t id = c_->Add(exp, deps);
+    int32_t sum = id;
+    if (p_.sum_vector) {
+      sim::Instruction red =
+          sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(total), int(qsz));
+      red.dtype = p_.dtype == DType::kFp32 ? DType::kFp32 : DType::kBf16;
+      red.add_op = true;
+      sum = c_->Add(red, {id});
+    }
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      const int i = base + int(t);
+      p_ready_[i] = id;
+      sum_[i] = sum;
+      s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], id);
+    }
+  }
+
   void Exp(int i, const KvTile& tile, int64_t qsz) {
-    const int buf = int(p_count_++ % p_.s_slots);
+    if (i % p_.kv_block == 0) p_base_ = int(p_count_++ % (p_.p_slots / p_.kv_block) * p_.kv_block);
+    const int buf = p_base_ + int(i % p_.kv_block);
     p_buf_[i] = buf;
     sim::Instruction exp = sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(tile.size),
                                              int(qsz), src_[i], Mem::kSbuf);
@@ -573,9 +731,9 @@ class SimEmitter {
     }
   }
 
-  void UpdateSum(int n, bool, int64_t qsz) {
-    std::vector<int32_t> deps(sum_.begin(), sum_.begin() + n);
-    deps.push_back(alpha_);
+  void UpdateSum(int phase, int base, int n, bool, int64_t qsz) {
+    std::vector<int32_t> deps(sum_.begin() + base, sum_.begin() + base + n);
+    deps.push_back(alpha_[phase]);
     // l = l * alpha + sum of the tiles' row sums: one fused op (Vector scalar_tensor_tensor, or
     // a Scalar activation with per-partition scale and bias) after summing several tiles' sums.
     int32_t partial = -1;
@@ -594,7 +752,7 @@ class SimEmitter {
     const int64_t chunks = CeilDiv(tile.size, 128);
     const int kvp = int(std::min<int64_t>(128, tile.size));
     const int buf = p_buf_[i];
-    if (p_.p_dma) {
+    if (pt_count_++ % p_.p_dma_den < p_.p_dma_num) {
       sim::Instruction tr = sim::MakeDma(Op::kDmaCopy, int(qsz), tile.size * p_.in_bytes, kQueueP);
       tr.transpose = true;
       pt_ready_[i] = c_->Add(tr, {p_ready_[i], p_reader_[buf]});
@@ -613,19 +771,20 @@ class SimEmitter {
     const int buf = kv_buf_of_tile_[tile.index];
     sim::Instruction mm = p_.pv_v ? sim::MakeMatmul(p_.dtype, int(csz), int(p_.d), int(qsz))
                                   : sim::MakeMatmul(p_.dtype, int(csz), int(qsz), int(p_.d));
-    last_pv_ = c_->Add(mm, {pt_ready_[i], v_ready_[buf], start ? o_reader_ : -1});
+    // The member's output bank is shared with the same member of the other group in flight.
+    last_pv_ = c_->Add(mm, {pt_ready_[i], v_ready_[buf], start ? o_reader_[OBank()] : -1});
     p_reader_[p_buf_[i]] = std::max(p_reader_[p_buf_[i]], last_pv_);
     kv_reader_[buf] = std::max(kv_reader_[buf], last_pv_);
   }
 
-  void Rescale(bool first, bool, int64_t qsz) {
+  void Rescale(int phase, bool first, bool, int64_t qsz) {
     const int o_part = int(p_.pv_v ? p_.d : qsz);
     const int o_free = int(p_.pv_v ? qsz : p_.d);
     if (first) {
       sim::Instruction copy = sim::MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, o_free,
                                                 o_part, Mem::kPsum, Mem::kSbuf);
       copy.dtype = DType::kFp32;
-      oacc_ = o_reader_ = c_->Add(copy, {last_pv_, oacc_});
+      oacc_ = o_reader_[OBank()] = c_->Add(copy, {last_pv_, oacc_});
       return;
     }
     if (!p_.pv_v) {
@@ -634,12 +793,12 @@ class SimEmitter {
                                                  o_part, Mem::kPsum, Mem::kSbuf);
       fused.in1 = Mem::kSbuf;
       fused.dtype = DType::kFp32;
-      oacc_ = o_reader_ = c_->Add(fused, {last_pv_, alpha_, oacc_});
+      oacc_ = o_reader_[OBank()] = c_->Add(fused, {last_pv_, alpha_[phase], oacc_});
       return;
     }
     int32_t scaled;
     {
-      const int32_t bcast = Broadcast(int(qsz), alpha_);
+      const int32_t bcast = Broadcast(int(qsz), alpha_[phase]);
       sim::Instruction mul = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free,
                                                o_part, Mem::kPsum, Mem::kSbuf);
       mul.in1 = Mem::kSbuf;
@@ -650,7 +809,7 @@ class SimEmitter {
                                              Mem::kPsum, Mem::kSbuf);
     add.in1 = Mem::kSbuf;
     add.dtype = DType::kFp32;
-    oacc_ = o_reader_ = c_->Add(add, {last_pv_, scaled});
+    oacc_ = o_reader_[OBank()] = c_->Add(add, {last_pv_, scaled});
   }
 
   void Finish(int64_t, int64_t qsz) {
@@ -690,6 +849,8 @@ class SimEmitter {
     return scalar ? EngineKind::kScalar : EngineKind::kVector;
   }
 
+  int OBank() const { return current_ % int(p_.q_group); }
+
   EngineKind StatsEngine() const {
     return p_.stats_scalar ? EngineKind::kScalar : EngineKind::kVector;
   }
@@ -724,19 +885,20 @@ class SimEmitter {
 
   // The per-query-tile state of a group member.
   struct Member {
-    int32_t q_ready = -1, o_reader = -1, stats = -1, alpha = -1, oacc = -1, last_pv = -1;
+    int32_t q_ready = -1, stats = -1, oacc = -1, last_pv = -1;
+    std::array<int32_t, 2> alpha{-1, -1};
     int q_buf = 0;
-    std::array<int, 16> slot{}, p_buf{};
-    std::array<int32_t, 16> s_ready{}, max{}, p_ready{}, sum{}, pt_ready{};
-    std::array<Mem, 16> src{};
-    std::array<bool, 16> src_bf16{};
+    std::array<int, kSlots> slot{}, p_buf{};
+    std::array<int32_t, kSlots> s_ready{}, max{}, p_ready{}, sum{}, pt_ready{};
+    std::array<Mem, kSlots> src{};
+    std::array<bool, kSlots> src_bf16{};
   };
   void Save(Member& m) const {
-    m = Member{q_ready_, o_reader_, stats_, alpha_,   oacc_, last_pv_,  q_buf_, slot_,
-               p_buf_,   s_ready_,  max_,   p_ready_, sum_,  pt_ready_, src_,   src_bf16_};
+    m = Member{q_ready_, stats_, oacc_,    last_pv_, alpha_,    q_buf_, slot_,    p_buf_,
+               s_ready_, max_,   p_ready_, sum_,     pt_ready_, src_,   src_bf16_};
   }
   void Load(const Member& m) {
-    q_ready_ = m.q_ready, o_reader_ = m.o_reader, stats_ = m.stats, alpha_ = m.alpha;
+    q_ready_ = m.q_ready, stats_ = m.stats, alpha_ = m.alpha;
     oacc_ = m.oacc, last_pv_ = m.last_pv, q_buf_ = m.q_buf, slot_ = m.slot, p_buf_ = m.p_buf;
     s_ready_ = m.s_ready, max_ = m.max, p_ready_ = m.p_ready, sum_ = m.sum;
     pt_ready_ = m.pt_ready, src_ = m.src, src_bf16_ = m.src_bf16;
@@ -753,15 +915,19 @@ class SimEmitter {
   std::array<int32_t, kStagingBufs> stage_reader_{};
   std::vector<int32_t> q_reader_;
   int64_t kv_count_ = 0, s_count_ = 0, p_count_ = 0, evict_count_ = 0;
+  int64_t pt_count_ = 0;         // P^T tiles made so far (p_transpose split)
+  int s_base_ = 0, p_base_ = 0;  // first score bank / P buffer of the step being emitted
   int64_t q_count_ = 0;
   int q_buf_ = 0, stage_count_ = 0;
-  int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, o_reader_ = -1, st_reader_ = -1;
-  int32_t stats_ = -1, alpha_ = -1, oacc_ = -1, last_pv_ = -1;
-  // Per tile of the current softmax step (at most kv_block <= 16 tiles).
-  std::array<int, 16> slot_{}, p_buf_{};
-  std::array<int32_t, 16> s_ready_{}, max_{}, p_ready_{}, sum_{}, pt_ready_{};
-  std::array<Mem, 16> src_{};
-  std::array<bool, 16> src_bf16_{};
+  int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, st_reader_ = -1;
+  std::vector<int32_t> o_reader_;  // per output PSUM bank: its last reader
+  int32_t stats_ = -1, oacc_ = -1, last_pv_ = -1;
+  std::array<int32_t, 2> alpha_{-1, -1};  // per phase
+  // Per tile of the two softmax steps in flight (phase x kv_block + tile).
+  std::array<int, kSlots> slot_{}, p_buf_{};
+  std::array<int32_t, kSlots> s_ready_{}, max_{}, p_ready_{}, sum_{}, pt_ready_{};
+  std::array<Mem, kSlots> src_{};
+  std::array<bool, kSlots> src_bf16_{};
 };
 
 float RoundTo(float x, int mantissa_bits, int min_exp, float max_value) {
@@ -795,17 +961,17 @@ class CpuEmitter {
   CpuEmitter(const Plan& plan, const std::vector<float>& q, const std::vector<float>& k,
              const std::vector<float>& v, std::vector<float>* o)
       : p_(plan), q_(q), k_(k), v_(v), o_(o) {
-    const size_t n = size_t(p_.kv_block);
+    const size_t n = size_t(2 * p_.kv_block);  // two phases, as in the lowering
     s_.assign(n, std::vector<float>(p_.bq * p_.kv_tile));
     pm_.assign(n, std::vector<float>(p_.bq * p_.kv_tile));
     tile_max_.assign(n, std::vector<float>(p_.bq));
     tile_sum_.assign(n, std::vector<float>(p_.bq));
     m_.assign(p_.bq, kNegInf);
     l_.assign(p_.bq, 0);
-    alpha_.assign(p_.bq, 0);
+    alpha_.assign(2 * p_.bq, 0);
     o_psum_.assign(p_.bq * p_.d, 0);
     o_acc_.assign(p_.bq * p_.d, 0);
-    members_.resize(p_.q_group);
+    members_.resize(2 * p_.q_group);  // two groups may be in flight
     for (Member& m : members_) {
       m.s = s_, m.pm = pm_, m.tile_max = tile_max_, m.tile_sum = tile_sum_;
       m.m = m_, m.l = l_, m.alpha = alpha_, m.o_psum = o_psum_, m.o_acc = o_acc_;
@@ -859,38 +1025,59 @@ class CpuEmitter {
     }
   }
 
-  void Combine(int n, bool, int64_t qsz) {
+  void RowMaxStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+    for (int64_t r = 0; r < qsz; ++r) {
+      float mx = kNegInf;
+      for (size_t t = 0; t < tiles.size(); ++t) {
+        for (int64_t c = 0; c < tiles[t].size; ++c) {
+          mx = std::max(mx, s_[base + t][r * p_.kv_tile + c]);
+        }
+      }
+      tile_max_[base][r] = mx;
+    }
+  }
+
+  void Combine(int phase, int base, int n, bool, int64_t qsz) {
     for (int64_t r = 0; r < qsz; ++r) {
       float mx = m_[r];
-      for (int i = 0; i < n; ++i) mx = std::max(mx, tile_max_[i][r]);
-      alpha_[r] = m_[r] == kNegInf ? 0.0f : std::exp(p_.scale * (m_[r] - mx));
+      for (int i = base; i < base + n; ++i) mx = std::max(mx, tile_max_[i][r]);
+      alpha_[phase * p_.bq + r] = m_[r] == kNegInf ? 0.0f : std::exp(p_.scale * (m_[r] - mx));
       m_[r] = mx;
     }
   }
 
-  void Exp(int i, const KvTile& tile, int64_t qsz) {
-    for (int64_t r = 0; r < qsz; ++r) {
-      const float bias = m_[r] == kNegInf ? 0.0f : -p_.scale * m_[r];
-      float sum = 0;
-      for (int64_t c = 0; c < tile.size; ++c) {
-        const float e = std::exp(p_.scale * s_[i][r * p_.kv_tile + c] + bias);
-        const float rounded = RoundInput(e, p_.dtype);
-        pm_[i][r * p_.kv_tile + c] = rounded;
-        sum += p_.sum_vector ? rounded : e;  // the activation accumulates before rounding
-      }
-      tile_sum_[i][r] = sum;
-    }
+  void Exp(int i, const KvTile& tile, int64_t qsz) { ExpTiles(i, &tile, 1, qsz); }
+  void ExpStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+    ExpTiles(base, tiles.data(), tiles.size(), qsz);
   }
 
-  void UpdateSum(int n, bool first, int64_t qsz) {
+  void UpdateSum(int phase, int base, int n, bool first, int64_t qsz) {
     for (int64_t r = 0; r < qsz; ++r) {
       float partial = 0;
-      for (int i = 0; i < n; ++i) partial += tile_sum_[i][r];
-      l_[r] = (first ? 0.0f : l_[r] * alpha_[r]) + partial;
+      for (int i = base; i < base + n; ++i) partial += tile_sum_[i][r];
+      l_[r] = (first ? 0.0f : l_[r] * alpha_[phase * p_.bq + r]) + partial;
     }
   }
 
   void TransposeP(int, const KvTile&, int64_t) {}
+
+  // P of `n` tiles from slot `base` on, with one running row sum (into tile_sum_[base]) in the
+  // order one instruction accumulates it.
+  void ExpTiles(int base, const KvTile* tiles, size_t n, int64_t qsz) {
+    for (int64_t r = 0; r < qsz; ++r) {
+      const float bias = m_[r] == kNegInf ? 0.0f : -p_.scale * m_[r];
+      float sum = 0;
+      for (size_t t = 0; t < n; ++t) {
+        for (int64_t c = 0; c < tiles[t].size; ++c) {
+          const float e = std::exp(p_.scale * s_[base + t][r * p_.kv_tile + c] + bias);
+          const float rounded = RoundInput(e, p_.dtype);
+          pm_[base + t][r * p_.kv_tile + c] = rounded;
+          sum += p_.sum_vector ? rounded : e;  // the activation accumulates before rounding
+        }
+      }
+      tile_sum_[base][r] = sum;
+    }
+  }
 
   void Pv(int i, const KvTile& tile, int64_t c0, int64_t csz, int64_t qsz, bool start) {
     if (start) std::fill(o_psum_.begin(), o_psum_.end(), 0.0f);
@@ -904,12 +1091,12 @@ class CpuEmitter {
     }
   }
 
-  void Rescale(bool first, bool rescale, int64_t qsz) {
+  void Rescale(int phase, bool first, bool rescale, int64_t qsz) {
     for (int64_t r = 0; r < qsz; ++r) {
       for (int64_t x = 0; x < p_.d; ++x) {
         float& acc = o_acc_[r * p_.d + x];
         const float add = o_psum_[r * p_.d + x];
-        acc = first ? add : (rescale ? acc * alpha_[r] : acc) + add;
+        acc = first ? add : (rescale ? acc * alpha_[phase * p_.bq + r] : acc) + add;
       }
     }
   }
@@ -1027,7 +1214,9 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
       {"qk_role", {"q", "k"}, "stationary operand of QK^T (k: S^T transposed back)"},
       {"pv_role", {"p", "v"}, "stationary operand of PV (v: O^T accumulates)"},
       {"qk_transpose", {"dma", "tensor"}, "how Q^T and K^T are made"},
-      {"p_transpose", {"tensor", "dma"}, "how P^T is made"},
+      {"p_transpose",
+       {"tensor", "dma", "half", "two_thirds"},
+       "how P^T is made: TensorE, transposing DMA, or that share of the tiles by DMA"},
       {"softmax_src", {"psum", "sbuf"}, "where max and exp read the scores"},
       {"sum_engine", {"scalar", "vector"}, "row sums: exp accumulation or a Vector reduction"},
       {"stats_engine", {"vector", "scalar"}, "engine of the small running max/sum updates"},
@@ -1035,7 +1224,10 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
       {"kv_resident", {"0", "1"}, "1: a head's K^T and V stay in SBUF"},
       {"bufs", {"1", "2"}, "rotating buffers for K/V and score tiles"},
       {"causal_skip", skip, "1: skip score tiles above the diagonal"},
-      {"pipeline", {"0", "1"}, "1: next step's QK^T issued before this step's PV"},
+      {"pipeline",
+       {"0", "1", "2", "3"},
+       "1: next QK^T before this PV; 2: next softmax too; 3: this P^T, then next softmax"},
+      {"softmax_ops", {"tile", "step"}, "max and exp per score tile or per softmax step"},
       {"shards", shards, "cores the batch x heads pairs are split over"},
   };
   Problem p = problem;
@@ -1051,23 +1243,15 @@ Config AttentionKernel::Default(const Problem& problem, const sim::Target& targe
   // stationary), DMA transposes for Q/K, TensorE for P, separate reductions on Vector, every
   // eviction on Vector, masking instead of skipping, one core. Smaller tiles only where the
   // problem is smaller than a tile (the redundancy rules would reject the full one).
-  Config c{{"block_q", "128"},
-           {"q_group", "1"},
-           {"kv_tile", "512"},
-           {"kv_block", "1"},
-           {"qk_role", "q"},
-           {"pv_role", "p"},
-           {"qk_transpose", "dma"},
-           {"p_transpose", "tensor"},
-           {"softmax_src", "psum"},
-           {"sum_engine", "vector"},
-           {"stats_engine", "vector"},
-           {"evict", "vector"},
-           {"kv_resident", "0"},
-           {"bufs", "2"},
-           {"causal_skip", "0"},
-           {"pipeline", "0"},
-           {"shards", "1"}};
+  Config c{{"block_q", "128"},         {"q_group", "1"},
+           {"kv_tile", "512"},         {"kv_block", "1"},
+           {"qk_role", "q"},           {"pv_role", "p"},
+           {"qk_transpose", "dma"},    {"p_transpose", "tensor"},
+           {"softmax_src", "psum"},    {"sum_engine", "vector"},
+           {"stats_engine", "vector"}, {"evict", "vector"},
+           {"kv_resident", "0"},       {"bufs", "2"},
+           {"causal_skip", "0"},       {"pipeline", "0"},
+           {"softmax_ops", "tile"},    {"shards", "1"}};
   absl::StatusOr<Space> space = SpaceFor(problem, target);
   if (!space.ok()) return c;
   for (const char* bq : {"128", "64", "32"}) {

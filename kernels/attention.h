@@ -24,7 +24,9 @@
 //   qk_transpose  dma: Q^T and K^T arrive by transposing DMA loads; tensor: plain loads, then
 //                 TensorE transposes and PSUM evictions
 //   p_transpose   tensor: P^T through TensorE transposes (PSUM, evicted); dma: SBUF-to-SBUF
-//                 transposing DMA
+//                 transposing DMA; half / two_thirds: that share of the P tiles (of the steps,
+//                 with softmax_ops=step) by DMA, the rest through TensorE (balances the DMA
+//                 queue against the evicting engines)
 //   softmax_src   psum: max and exp read the scores from PSUM; sbuf: the scores are evicted
 //                 first (bf16 for bf16/fp8 problems) and max/exp read SBUF
 //   sum_engine    scalar: the exp activation accumulates the row sums; vector: a separate
@@ -37,8 +39,18 @@
 //   bufs          rotating buffers for streamed K/V tiles and the score/probability tiles
 //   causal_skip   1: score tiles entirely above the diagonal are skipped; 0: computed and masked
 //                 (only offered for causal problems)
-//   pipeline      1: the next softmax step's QK^T (and its K/V loads) is issued before this
-//                 step's PV, so TensorE works while the softmax runs (one more K/V buffer set)
+//   pipeline      program order of a head's stream of softmax steps (across query groups;
+//                 every engine runs its instructions in order): 0: each step's scores, softmax,
+//                 P^T and PV in turn; 1: the next step's QK^T (and its K/V loads) is issued
+//                 before this step's P^T and PV, so TensorE works while the softmax runs (one
+//                 more K/V buffer set); 2: the next step's softmax too; 3: the next step's
+//                 QK^T, this step's P^T, the next step's softmax, this step's PV (the P^T
+//                 evictions fill the gap while the next running max is formed). 2 and 3 keep
+//                 two steps of P buffers.
+//   softmax_ops   tile: one max and one exp instruction per score tile; step: one each per
+//                 softmax step, spanning its kv_block tiles (adjacent PSUM banks, at most the
+//                 per-instruction free size), with one accumulated row sum; a step holding a
+//                 masked tile read from PSUM keeps per-tile instructions
 //   shards        cores the batch x heads pairs are split over
 #ifndef TESSEL_KERNELS_ATTENTION_H_
 #define TESSEL_KERNELS_ATTENTION_H_
@@ -56,8 +68,9 @@ namespace tessel::kernels {
 class AttentionKernel final : public Kernel {
  public:
   std::string_view name() const override { return "attention"; }
-  // 1: initial lowering.
-  int version() const override { return 1; }
+  // 1: initial lowering. 2: the step stream is pipelined across query groups; pipeline 2/3,
+  // softmax_ops, p_transpose half/two_thirds; a step's score banks are adjacent.
+  int version() const override { return 2; }
   std::string_view description() const override {
     return "flash attention O = softmax(QK^T/sqrt(d)) V per (batch, head); causal=1 masks "
            "(bottom-right aligned), causal=2 does not: Q/KV blocks, online softmax, operand "

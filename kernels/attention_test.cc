@@ -1,6 +1,7 @@
 #include "kernels/attention.h"
 
 #include <random>
+#include <set>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -124,13 +125,19 @@ TEST(AttentionTest, InvalidConfigsSayWhy) {
   EXPECT_THAT(std::string(one.Validate(resident).message()), HasSubstr("exceeds the 1 (batch"));
 }
 
+// The space is too large to enumerate in a test (tens of millions of points): finding 2,000
+// distinct valid configs by seeded random draws proves the valid count is at least that.
 TEST(AttentionTest, LargeShapeSpaceHasManyValidConfigs) {
   for (const char* target : {"snc2", "snc3"}) {
     sim::Target t = Load(target);
     Space space = *Attention().SpaceFor(Attn(1, 16, 4096, 4096, 128, 1), t);
-    uint64_t valid = 0;
-    for (uint64_t i = 0; i < space.Size(); ++i) valid += space.Validate(space.Decode(i)).ok();
-    EXPECT_GE(valid, 2000u) << target << " of " << space.Size();
+    std::mt19937_64 rng(3);
+    std::set<uint64_t> valid;
+    for (int draw = 0; draw < 200000 && valid.size() < 2000; ++draw) {
+      const uint64_t i = rng() % space.Size();
+      if (space.Validate(space.Decode(i)).ok()) valid.insert(i);
+    }
+    EXPECT_GE(valid.size(), 2000u) << target << " of " << space.Size();
   }
 }
 
@@ -171,19 +178,57 @@ TEST(AttentionTest, BrokenLoweringsAreCaughtAsDataLoss) {
       "block_q=64,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,p_"
       "transpose=tensor,"
       "softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=split,kv_resident=0,bufs=1,"
-      "causal_skip=1,pipeline="
-      "1,"
-      "shards=2");
-  ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok())
-      << Attention().SpaceFor(p, t)->Validate(c);
-  ASSERT_TRUE(Attention().Verify(p, c, t).ok());
-  for (AttentionFault fault : {AttentionFault::kDropRaggedKvTile, AttentionFault::kSkipRescale,
-                               AttentionFault::kCausalSkipOffByOne}) {
-    SetAttentionFaultForTesting(fault);
-    absl::Status status = Attention().Verify(p, c, t);
-    SetAttentionFaultForTesting(AttentionFault::kNone);
-    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << int(fault) << ": " << status;
-    EXPECT_THAT(std::string(status.message()), HasSubstr("attention wrong answer"));
+      "causal_skip=1,pipeline=1,softmax_ops=tile,shards=2");
+  // The same with the deepest pipeline and step-wide softmax instructions.
+  Config deep = c;
+  deep.Set("pipeline", "3");
+  deep.Set("softmax_ops", "step");
+  deep.Set("p_transpose", "half");
+  for (const Config& config : {c, deep}) {
+    ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(config).ok())
+        << Attention().SpaceFor(p, t)->Validate(config);
+    ASSERT_TRUE(Attention().Verify(p, config, t).ok());
+    for (AttentionFault fault : {AttentionFault::kDropRaggedKvTile, AttentionFault::kSkipRescale,
+                                 AttentionFault::kCausalSkipOffByOne}) {
+      SetAttentionFaultForTesting(fault);
+      absl::Status status = Attention().Verify(p, config, t);
+      SetAttentionFaultForTesting(AttentionFault::kNone);
+      EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss)
+          << config.ToString() << " " << int(fault) << ": " << status;
+      EXPECT_THAT(std::string(status.message()), HasSubstr("attention wrong answer"));
+    }
+  }
+}
+
+// Every pipeline order, with per-tile and per-step softmax instructions and every P^T split,
+// computes the right answer on ragged causal and non-causal problems with two groups in flight.
+TEST(AttentionTest, PipelineOrdersAndStepOpsVerify) {
+  for (const char* target : {"snc2", "snc3"}) {
+    sim::Target t = Load(target);
+    for (Problem p : {Attn(1, 3, 300, 700, 64, 1), Attn(2, 1, 250, 333, 96, 2)}) {
+      Config c = Parse(
+          "block_q=64,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
+          "p_transpose=tensor,softmax_src=psum,sum_engine=scalar,stats_engine=vector,"
+          "evict=scalar,kv_resident=1,bufs=1,causal_skip=0,pipeline=0,softmax_ops=tile,"
+          "shards=2");
+      for (const char* pipeline : {"0", "1", "2", "3"}) {
+        for (const char* ops : {"tile", "step"}) {
+          for (const char* pt : {"tensor", "dma", "half", "two_thirds"}) {
+            for (const char* src : {"psum", "sbuf"}) {
+              c.Set("pipeline", pipeline);
+              c.Set("softmax_ops", ops);
+              c.Set("p_transpose", pt);
+              c.Set("softmax_src", src);
+              c.Set("causal_skip", *p.dims.Get("causal") == 1 ? "1" : "0");
+              ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok()) << c.ToString();
+              absl::Status status = Attention().Verify(p, c, t);
+              EXPECT_TRUE(status.ok()) << target << " " << c.ToString() << ": " << status;
+              EXPECT_TRUE(Evaluate(Attention(), p, c, t).ok()) << c.ToString();
+            }
+          }
+        }
+      }
+    }
   }
 }
 
