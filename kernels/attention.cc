@@ -375,7 +375,7 @@ void Generate(const Plan& p, Emitter& e) {
         return std::none_of(ts.begin(), ts.end(), [](const KvTile& t) { return t.masked; });
       };
       // Front: the group's queries (first step), the step's key tiles (once for the group),
-      // scores, masks and row maxima.
+      // scores, masks, row maxima and the new running max.
       auto front = [&](size_t k) {
         const Step& st = steps[k];
         if (st.first) {
@@ -404,14 +404,14 @@ void Generate(const Plan& p, Emitter& e) {
             if (!step_wide(ts)) e.RowMax(slot(k, i), ts[i], qsz);
           }
           if (step_wide(ts)) e.RowMaxStep(slot(k, 0), ts, qsz);
+          e.CombineMax(int(k % 2), slot(k, 0), step_wide(ts) ? 1 : int(ts.size()), qsz);
         });
       };
-      // Middle: new running max, probabilities, running sum.
+      // Middle: the exp bias and rescale factor, probabilities, running sum.
       auto middle = [&](size_t k) {
         const int phase = int(k % 2);
-        each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
-          const int partials = step_wide(ts) ? 1 : int(ts.size());
-          e.Combine(phase, slot(k, 0), partials, first_mid[m], qsz);
+        each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>&) {
+          e.CombineStats(phase, qsz);
         });
         each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
           if (step_wide(ts)) {
@@ -428,7 +428,11 @@ void Generate(const Plan& p, Emitter& e) {
       // (accumulate); the group's outputs after its last step.
       auto transpose = [&](size_t k) {
         each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
-          for (size_t i = 0; i < ts.size(); ++i) e.TransposeP(slot(k, i), ts[i], qsz);
+          if (step_wide(ts)) {
+            e.TransposePStep(slot(k, 0), ts, qsz);
+          } else {
+            for (size_t i = 0; i < ts.size(); ++i) e.TransposeP(slot(k, i), ts[i], qsz);
+          }
         });
       };
       auto accumulate = [&](size_t k) {
@@ -585,6 +589,7 @@ class SimEmitter {
     // Running max and sum start at -inf and 0.
     stats_ =
         c_->Add(sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, 2, int(qsz)), {stats_, oacc_});
+    ids_.m = ids_.l = stats_;
   }
 
   void Scores(int i, const KvTile& tile, int64_t, int64_t qsz) {
@@ -645,17 +650,25 @@ class SimEmitter {
     if (src_[i] == Mem::kPsum) s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], max_[i]);
   }
 
-  void Combine(int phase, int base, int n, bool, int64_t qsz) {
+  // The new running max of the step (right after its row maxima).
+  void CombineMax(int, int base, int n, int64_t qsz) {
     std::vector<int32_t> deps(max_.begin() + base, max_.begin() + base + n);
-    deps.push_back(stats_);
-    // New running max, its scaled negation (the exp bias) and alpha = exp(scale (m_old - m)).
-    const int32_t m =
+    deps.push_back(ids_.m);
+    deps.push_back(ids_.m_reader);
+    ids_.m =
         c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n + 1, int(qsz)), deps);
-    const int32_t neg =
-        c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), 1, int(qsz)), {m});
-    alpha_[phase] =
-        c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)), {neg});
-    stats_ = neg;
+    stats_ = std::max(stats_, ids_.m);
+  }
+
+  // The running max's scaled negation (the exp bias) and alpha = exp(scale (m_old - m)), whose
+  // phase slot the step two back may still be reading.
+  void CombineStats(int phase, int64_t qsz) {
+    const int32_t neg = c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), 1, int(qsz)),
+                                {ids_.m, ids_.neg_reader});
+    ids_.m_reader = ids_.neg = neg;
+    alpha_[phase] = c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)),
+                            {neg, ids_.alpha_reader[phase]});
+    stats_ = std::max(stats_, alpha_[phase]);
   }
 
   // One max over all the step's tiles (adjacent banks, or SBUF when they were evicted).
@@ -683,7 +696,7 @@ class SimEmitter {
   // reduction of the step's P).
   void ExpStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
     int64_t total = 0;
-    std::vector<int32_t> deps = {stats_, max_[base]};
+    std::vector<int32_t> deps = {ids_.neg, max_[base]};
     for (size_t t = 0; t < tiles.size(); ++t) {
       const int i = base + int(t);
       if (t == 0) p_base_ = int(p_count_++ % (p_.p_slots / p_.kv_block) * p_.kv_block);
@@ -696,6 +709,7 @@ class SimEmitter {
                                              int(qsz), src_[base], Mem::kSbuf);
     exp.dtype = src_bf16_[base] ? DType::kBf16 : DType::kFp32;
     const int32_t id = c_->Add(exp, deps);
+    ids_.neg_reader = std::max(ids_.neg_reader, id);
     int32_t sum = id;
     if (p_.sum_vector) {
       sim::Instruction red =
@@ -719,7 +733,8 @@ class SimEmitter {
     sim::Instruction exp = sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(tile.size),
                                              int(qsz), src_[i], Mem::kSbuf);
     exp.dtype = src_bf16_[i] ? DType::kBf16 : DType::kFp32;
-    p_ready_[i] = c_->Add(exp, {s_ready_[i], stats_, p_reader_[buf], max_[i]});
+    p_ready_[i] = c_->Add(exp, {s_ready_[i], ids_.neg, p_reader_[buf], max_[i]});
+    ids_.neg_reader = std::max(ids_.neg_reader, p_ready_[i]);
     s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], p_ready_[i]);
     sum_[i] = p_ready_[i];
     if (p_.sum_vector) {
@@ -734,6 +749,7 @@ class SimEmitter {
   void UpdateSum(int phase, int base, int n, bool, int64_t qsz) {
     std::vector<int32_t> deps(sum_.begin() + base, sum_.begin() + base + n);
     deps.push_back(alpha_[phase]);
+    deps.push_back(ids_.l);
     // l = l * alpha + sum of the tiles' row sums: one fused op (Vector scalar_tensor_tensor, or
     // a Scalar activation with per-partition scale and bias) after summing several tiles' sums.
     int32_t partial = -1;
@@ -745,26 +761,29 @@ class SimEmitter {
     sim::Instruction update = sim::MakeEngineOp(op, StatsEngine(), 1, int(qsz));
     update.dtype = DType::kFp32;
     deps.push_back(partial);
-    stats_ = c_->Add(update, deps);
+    ids_.l = c_->Add(update, deps);
+    ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], ids_.l);
+    stats_ = std::max(stats_, ids_.l);
   }
 
   void TransposeP(int i, const KvTile& tile, int64_t qsz) {
-    const int64_t chunks = CeilDiv(tile.size, 128);
-    const int kvp = int(std::min<int64_t>(128, tile.size));
-    const int buf = p_buf_[i];
     if (pt_count_++ % p_.p_dma_den < p_.p_dma_num) {
-      sim::Instruction tr = sim::MakeDma(Op::kDmaCopy, int(qsz), tile.size * p_.in_bytes, kQueueP);
-      tr.transpose = true;
-      pt_ready_[i] = c_->Add(tr, {p_ready_[i], p_reader_[buf]});
+      DmaTransposeP(i, 1, tile.size, qsz);
     } else {
-      int32_t last = -1;
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
-        last = Transpose(int(qsz), csz, {p_ready_[i], pt_reader_});
-      }
-      pt_ready_[i] = pt_reader_ = Evict(kvp, int(chunks * qsz), last, p_reader_[buf]);
+      TensorTransposeP(i, tile, qsz);
     }
-    p_reader_[buf] = pt_ready_[i];
+  }
+
+  // P^T of a whole step: one transposing DMA of the step's adjacent P buffers, or per-tile
+  // TensorE transposes (p_transpose splits count steps).
+  void TransposePStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+    if (pt_count_++ % p_.p_dma_den < p_.p_dma_num) {
+      int64_t total = 0;
+      for (const KvTile& t : tiles) total += t.size;
+      DmaTransposeP(base, int(tiles.size()), total, qsz);
+    } else {
+      for (size_t t = 0; t < tiles.size(); ++t) TensorTransposeP(base + int(t), tiles[t], qsz);
+    }
   }
 
   void Pv(int i, const KvTile& tile, int64_t, int64_t csz, int64_t qsz, bool start) {
@@ -794,11 +813,13 @@ class SimEmitter {
       fused.in1 = Mem::kSbuf;
       fused.dtype = DType::kFp32;
       oacc_ = o_reader_[OBank()] = c_->Add(fused, {last_pv_, alpha_[phase], oacc_});
+      ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], oacc_);
       return;
     }
     int32_t scaled;
     {
       const int32_t bcast = Broadcast(int(qsz), alpha_[phase]);
+      ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], bcast);
       sim::Instruction mul = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free,
                                                o_part, Mem::kPsum, Mem::kSbuf);
       mul.in1 = Mem::kSbuf;
@@ -814,7 +835,7 @@ class SimEmitter {
 
   void Finish(int64_t, int64_t qsz) {
     const int32_t inv =
-        c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)), {stats_});
+        c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)), {ids_.l});
     const int stage = stage_count_++ % kStagingBufs;
     int32_t out;
     if (!p_.pv_v) {
@@ -851,6 +872,34 @@ class SimEmitter {
 
   int OBank() const { return current_ % int(p_.q_group); }
 
+  // P^T of tiles [base, base + n) (adjacent buffers, `total` keys) by one SBUF-to-SBUF
+  // transposing DMA.
+  void DmaTransposeP(int base, int n, int64_t total, int64_t qsz) {
+    std::vector<int32_t> deps;
+    for (int i = base; i < base + n; ++i) {
+      deps.push_back(p_ready_[i]);
+      deps.push_back(p_reader_[p_buf_[i]]);
+    }
+    sim::Instruction tr = sim::MakeDma(Op::kDmaCopy, int(qsz), total * p_.in_bytes, kQueueP);
+    tr.transpose = true;
+    const int32_t id = c_->Add(tr, deps);
+    for (int i = base; i < base + n; ++i) pt_ready_[i] = p_reader_[p_buf_[i]] = id;
+  }
+
+  // P^T of one tile through TensorE (128-key chunks into the P^T bank), then one eviction.
+  void TensorTransposeP(int i, const KvTile& tile, int64_t qsz) {
+    const int64_t chunks = CeilDiv(tile.size, 128);
+    const int kvp = int(std::min<int64_t>(128, tile.size));
+    const int buf = p_buf_[i];
+    int32_t last = -1;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+      last = Transpose(int(qsz), csz, {p_ready_[i], pt_reader_});
+    }
+    pt_ready_[i] = pt_reader_ = Evict(kvp, int(chunks * qsz), last, p_reader_[buf]);
+    p_reader_[buf] = pt_ready_[i];
+  }
+
   EngineKind StatsEngine() const {
     return p_.stats_scalar ? EngineKind::kScalar : EngineKind::kVector;
   }
@@ -883,10 +932,17 @@ class SimEmitter {
     return c_->Add(mm, {row});
   }
 
+  // Writers and last readers of a member's running statistics (WAR hazards across the
+  // pipelined steps).
+  struct StatIds {
+    int32_t m = -1, m_reader = -1, neg = -1, neg_reader = -1, l = -1;
+    std::array<int32_t, 2> alpha_reader{-1, -1};
+  };
   // The per-query-tile state of a group member.
   struct Member {
     int32_t q_ready = -1, stats = -1, oacc = -1, last_pv = -1;
     std::array<int32_t, 2> alpha{-1, -1};
+    StatIds ids;
     int q_buf = 0;
     std::array<int, kSlots> slot{}, p_buf{};
     std::array<int32_t, kSlots> s_ready{}, max{}, p_ready{}, sum{}, pt_ready{};
@@ -894,11 +950,11 @@ class SimEmitter {
     std::array<bool, kSlots> src_bf16{};
   };
   void Save(Member& m) const {
-    m = Member{q_ready_, stats_, oacc_,    last_pv_, alpha_,    q_buf_, slot_,    p_buf_,
-               s_ready_, max_,   p_ready_, sum_,     pt_ready_, src_,   src_bf16_};
+    m = Member{q_ready_, stats_,   oacc_, last_pv_, alpha_, ids_,      q_buf_, slot_,
+               p_buf_,   s_ready_, max_,  p_ready_, sum_,   pt_ready_, src_,   src_bf16_};
   }
   void Load(const Member& m) {
-    q_ready_ = m.q_ready, stats_ = m.stats, alpha_ = m.alpha;
+    q_ready_ = m.q_ready, stats_ = m.stats, alpha_ = m.alpha, ids_ = m.ids;
     oacc_ = m.oacc, last_pv_ = m.last_pv, q_buf_ = m.q_buf, slot_ = m.slot, p_buf_ = m.p_buf;
     s_ready_ = m.s_ready, max_ = m.max, p_ready_ = m.p_ready, sum_ = m.sum;
     pt_ready_ = m.pt_ready, src_ = m.src, src_bf16_ = m.src_bf16;
@@ -920,9 +976,10 @@ class SimEmitter {
   int64_t q_count_ = 0;
   int q_buf_ = 0, stage_count_ = 0;
   int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, st_reader_ = -1;
-  std::vector<int32_t> o_reader_;  // per output PSUM bank: its last reader
-  int32_t stats_ = -1, oacc_ = -1, last_pv_ = -1;
-  std::array<int32_t, 2> alpha_{-1, -1};  // per phase
+  std::vector<int32_t> o_reader_;                  // per output PSUM bank: its last reader
+  int32_t stats_ = -1, oacc_ = -1, last_pv_ = -1;  // stats_: the last op touching the stats
+  std::array<int32_t, 2> alpha_{-1, -1};           // per phase
+  StatIds ids_;
   // Per tile of the two softmax steps in flight (phase x kv_block + tile).
   std::array<int, kSlots> slot_{}, p_buf_{};
   std::array<int32_t, kSlots> s_ready_{}, max_{}, p_ready_{}, sum_{}, pt_ready_{};
@@ -1037,7 +1094,8 @@ class CpuEmitter {
     }
   }
 
-  void Combine(int phase, int base, int n, bool, int64_t qsz) {
+  void CombineStats(int, int64_t) {}
+  void CombineMax(int phase, int base, int n, int64_t qsz) {
     for (int64_t r = 0; r < qsz; ++r) {
       float mx = m_[r];
       for (int i = base; i < base + n; ++i) mx = std::max(mx, tile_max_[i][r]);
@@ -1060,6 +1118,7 @@ class CpuEmitter {
   }
 
   void TransposeP(int, const KvTile&, int64_t) {}
+  void TransposePStep(int, const std::vector<KvTile>&, int64_t) {}
 
   // P of `n` tiles from slot `base` on, with one running row sum (into tile_sum_[base]) in the
   // order one instruction accumulates it.
