@@ -285,12 +285,15 @@ class Generator {
             s_.evict_count, s_.acc_head, s_.AccEnd()};
   }
   // The accumulator FIFO entries the coming `periods` periods read must continue the period:
-  // each is the entry P places earlier plus the period's length.
+  // each is the entry P places earlier plus the period's length. A period pops and pushes the
+  // same number of entries, or only pushes (the first K block), or only pops (the last).
   bool AccPeriodic(const Mark& then, const Mark& now, int64_t periods) const {
     const size_t pops = now.state.acc_head - then.state.acc_head;
     const size_t pushes = now.state.acc_size - then.state.acc_size;
-    if (pops != pushes) return false;
-    if (pops == 0) return true;
+    const size_t live = now.acc_rel.size();
+    if (pops == 0) return pushes <= live;
+    if (pushes != 0 && pops != pushes) return false;
+    if (pushes == 0 && size_t(periods) * pops > live) return false;
     // Entry u of the FIFO is read in period u / P; equal relative offsets for every entry read in
     // the coming periods mean each period reads as the last one did (and the FIFO continues with
     // stride P and step len, which Advance relies on).
@@ -413,7 +416,6 @@ class Generator {
       out->push_back(rel(s_.stage_reader[(s_.stage_count + j) % kStagingBufs]));
     }
     out->push_back(p_.evict == "split" ? s_.evict_count % 2 : 0);
-    out->push_back(int64_t(s_.AccEnd() - s_.acc_head));  // entries: see AccPeriodic
     // Keys relative to the first block of the coming iteration (inner loops at their begin).
     std::array<int64_t, 3> next = idx_;
     for (int ll = l + 1; ll < 3; ++ll) next[d_[ll]] = begin_[d_[ll]];
@@ -463,20 +465,23 @@ class Generator {
     n.a_cur = int(((n.a_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
     n.b_cur = int(((n.b_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
     {
-      // The FIFO after `periods` more periods, each popping and pushing P entries: the sequence
-      // continues with stride P and step len (AccPeriodic checked the part that is read).
+      // The FIFO after `periods` more periods, each popping `pops` and pushing `pushes`
+      // entries: the pushes continue those of the last period with step len (AccPeriodic checked
+      // the part that is read and that the last period's pushes are still live).
       const size_t pops = now.state.acc_head - a.acc_head;
+      const size_t pushes = now.state.acc_size - a.acc_size;
       const int64_t len = now.pos - then.pos;
       const size_t live = s_.AccEnd() - s_.acc_head;
-      std::vector<int64_t> fifo(live);
+      const size_t new_live = live + size_t(periods) * pushes - size_t(periods) * pops;
+      std::vector<int64_t> fifo(new_live);
       const int64_t* f = s_.acc.data() + (s_.acc_head - s_.acc_base);
-      for (size_t u = 0; u < live; ++u) {
+      for (size_t u = 0; u < new_live; ++u) {
         const size_t t = size_t(periods) * pops + u;
         if (t < live) {
           fifo[u] = f[t];
         } else {
           const size_t v = t - live;
-          fifo[u] = f[live - pops + v % pops] + int64_t(v / pops + 1) * len;
+          fifo[u] = f[live - pushes + v % pushes] + int64_t(v / pushes + 1) * len;
         }
       }
       n.acc = std::move(fifo);
@@ -533,8 +538,11 @@ class Generator {
       }
     }
 
+    // The output tiles ("groups"): the emitter may compress their loop (GroupStart/EndGroups).
+    e_.BeginGroups();
     for (int64_t tm = tm_lo; tm < tm_hi; ++tm) {
       for (int64_t tn = tn_lo; tn < tn_hi; ++tn) {
+        e_.GroupStart();
         const int64_t om0 = tm * p.tile_m, omsz = SizeOf(tm, p.tile_m, p.m);
         const int64_t on0 = tn * p.tile_n, onsz = NSize(tn);
         const int local = int((tm - tm_lo) * p.block_n + (tn - tn_lo));
@@ -595,6 +603,7 @@ class Generator {
         s.stage_reader[stage] = e_.Store(core, om0, omsz, on0, onsz, stage, ev);
       }
     }
+    e_.EndGroups();
   }
 
   const Plan& p_;
@@ -661,6 +670,24 @@ class SimEmitter {
   }
   void Advance(int64_t shift) { pos_ += shift; }
 
+  // A block's output-tile loop. The compact emitter records its instructions and, at EndGroups,
+  // emits them with the longest periodic tail wrapped in a repeat whose dependencies on the
+  // operand loads before the loop are anchored (sim/program.h).
+  void BeginGroups() {
+    if (!kCompact) return;
+    recording_ = true;
+    rec_.clear();
+    starts_.clear();
+  }
+  void GroupStart() {
+    if (kCompact) starts_.push_back(rec_.size());
+  }
+  void EndGroups() {
+    if (!kCompact) return;
+    recording_ = false;
+    EmitGroups();
+  }
+
   int64_t Load(int, bool is_a, int64_t, int64_t ksz, int64_t, int64_t xsz, int64_t dep) {
     const int rows = p_.rows_per_partition;
     sim::Instruction dma = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(ksz, rows)),
@@ -702,6 +729,13 @@ class SimEmitter {
 
  private:
   int64_t Add(const sim::Instruction& inst, std::initializer_list<int64_t> deps) {
+    if (kCompact && recording_) {
+      Rec& r = rec_.emplace_back();
+      r.inst = inst;
+      r.pos = pos_;
+      for (int64_t h : deps) r.deps[r.ndeps++] = h;
+      return pos_++;
+    }
     int32_t buf[4];
     int n = 0;
     for (int64_t h : deps) {
@@ -716,11 +750,122 @@ class SimEmitter {
     return pos_++;
   }
 
+  // Flat instructions a group repeat must save beyond its first three periods (see EmitGroups).
+  static constexpr size_t kMinRepeatSaving = 64;
+
+  // A recorded instruction: handles of its dependencies (-1 = none), in call order.
+  struct Rec {
+    sim::Instruction inst;
+    int64_t pos = 0;
+    std::array<int64_t, 3> deps{};
+    int ndeps = 0;
+  };
+  enum DepKind : uint8_t { kNone, kRelative, kAnchored, kMismatch };
+  static DepKind Kind(const Rec& a, const Rec& b, int j) {
+    const int64_t ha = a.deps[size_t(j)], hb = b.deps[size_t(j)];
+    if (ha < 0 || hb < 0) return ha < 0 && hb < 0 ? kNone : kMismatch;
+    if (a.pos - ha == b.pos - hb) return kRelative;
+    return ha == hb ? kAnchored : kMismatch;
+  }
+  size_t GroupEnd(size_t g) const { return g + 1 < starts_.size() ? starts_[g + 1] : rec_.size(); }
+
+  // Emits rec_[first, last): deps relative, except those `kinds` marks anchored to `entry`.
+  void EmitRecs(size_t first, size_t last, const std::vector<DepKind>* kinds, int64_t entry) {
+    for (size_t i = first; i < last; ++i) {
+      const Rec& r = rec_[i];
+      int32_t buf[3];
+      for (int j = 0; j < r.ndeps; ++j) {
+        const int64_t h = r.deps[size_t(j)];
+        const bool anchored =
+            kinds != nullptr && (*kinds)[(i - first) * 3 + size_t(j)] == kAnchored;
+        buf[j] = h < 0 ? 0 : anchored ? int32_t(h - entry) : int32_t(r.pos - h);
+      }
+      core_->AddCompact(r.inst, std::span<const int32_t>(buf, size_t(r.ndeps)));
+    }
+  }
+
+  // Finds, for periods of 1 to 2 groups, the longest run of groups at the end of the loop in
+  // which every group emits what the group one period earlier did, with each dependency either at
+  // the same distance or on the same instruction before the run (anchored). Emits the groups
+  // before the run as they are and the run as a repeat of its first period.
+  void EmitGroups() {
+    const size_t groups = starts_.size();
+    size_t best_start = groups, best_p = 0, best_len = rec_.size();
+    std::vector<DepKind> kinds, best_kinds;
+    for (size_t p = 1; p <= 2 && 3 * p <= groups; ++p) {
+      // Dependency kinds of the last period, against the period before it.
+      const size_t last = groups - p;
+      const size_t plen = rec_.size() - starts_[last];
+      if (starts_[last] - starts_[last - p] != plen) continue;
+      kinds.assign(plen * 3, kNone);
+      bool ok = true;
+      for (size_t i = 0; i < plen && ok; ++i) {
+        const Rec& a = rec_[starts_[last - p] + i];
+        const Rec& b = rec_[starts_[last] + i];
+        if (!(a.inst == b.inst) || a.ndeps != b.ndeps) ok = false;
+        for (int j = 0; j < a.ndeps && ok; ++j) {
+          kinds[i * 3 + size_t(j)] = Kind(a, b, j);
+          ok = kinds[i * 3 + size_t(j)] != kMismatch;
+        }
+      }
+      if (!ok) continue;
+      // Walk back while group g repeats group g + p with the same kinds.
+      size_t start = last - p;
+      while (start > 0) {
+        const size_t g = start - 1, off = starts_[g + p];
+        const size_t glen = GroupEnd(g) - starts_[g];
+        // Group g's records match those of group last + o of the last period.
+        const size_t o = (g % p + p - last % p) % p;
+        const size_t at = starts_[last + o] - starts_[last];
+        bool same = glen == GroupEnd(g + p) - off;
+        for (size_t i = 0; i < glen && same; ++i) {
+          const Rec& a = rec_[starts_[g] + i];
+          const Rec& b = rec_[off + i];
+          same = a.inst == b.inst && a.ndeps == b.ndeps;
+          for (int j = 0; j < a.ndeps && same; ++j) {
+            same = Kind(a, b, j) == kinds[(at + i) * 3 + size_t(j)];
+          }
+        }
+        if (!same) break;
+        start = g;
+      }
+      // Whole periods ending at the last group; anchored targets must precede the run.
+      const size_t periods = (groups - start) / p;
+      start = groups - periods * p;
+      const int64_t entry = rec_[starts_[start]].pos;
+      for (size_t i = 0; i < plen && ok; ++i) {
+        const Rec& r = rec_[starts_[start] + i];
+        for (int j = 0; j < r.ndeps; ++j) {
+          if (kinds[i * 3 + size_t(j)] == kAnchored && r.deps[size_t(j)] >= entry) ok = false;
+        }
+      }
+      // The simulator simulates about three iterations before it recognises a period and then
+      // pays for its extrapolation, so a short repeat would cost more than it saves.
+      const size_t len = starts_[start] + plen;
+      if (ok && periods >= 4 && (periods - 3) * plen >= kMinRepeatSaving && len < best_len) {
+        best_start = start, best_p = p, best_len = len;
+        best_kinds = kinds;
+      }
+    }
+    if (best_p == 0) {
+      EmitRecs(0, rec_.size(), nullptr, 0);
+      return;
+    }
+    const size_t first = starts_[best_start];
+    EmitRecs(0, first, nullptr, 0);
+    core_->BeginRepeat(int64_t((groups - best_start) / best_p));
+    EmitRecs(first, best_len, &best_kinds, rec_[first].pos);
+    core_->EndRepeat();
+  }
+
   const Plan& p_;
   const sim::Target& target_;
   sim::Program* program_;
   sim::CoreProgram* core_ = nullptr;
   int64_t pos_ = 0;
+  bool recording_ = false;
+  std::vector<Rec> rec_;
+  std::vector<size_t> starts_;
 };
 
 // Rounds to the nearest value with `mantissa_bits` explicit mantissa bits (ties to even), the
@@ -770,6 +915,9 @@ class CpuEmitter {
   size_t Cut() { return 0; }
   void WrapRepeat(size_t, int64_t) {}
   void Advance(int64_t) {}
+  void BeginGroups() {}
+  void GroupStart() {}
+  void EndGroups() {}
   int64_t Load(int, bool, int64_t, int64_t, int64_t, int64_t, int64_t) { return -1; }
 
   int64_t Matmul(int, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int64_t k0, int64_t ksz,

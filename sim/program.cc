@@ -61,7 +61,7 @@ absl::Status CheckInstruction(const Target& target, const CoreProgram& core, int
   // Built only when a check fails: validation runs for every instruction of every simulation.
   auto what = [&] { return StrCat(where, " instruction ", index, " (", OpName(inst.op), ")"); };
   for (int32_t dep : core.DepsOf(index)) {
-    if (core.compact() ? dep < 1 : (dep < 0 || dep >= index)) {
+    if (core.compact() ? dep == 0 : (dep < 0 || dep >= index)) {
       return absl::InvalidArgumentError(
           StrCat(what(), ": dependency ", dep, " does not name an earlier instruction"));
     }
@@ -242,7 +242,7 @@ int32_t CoreProgram::AddCompact(Instruction inst, std::span<const int32_t> dista
   Instruction& added = instructions.back();
   added.dep_begin = uint32_t(deps.size());
   for (int32_t d : distances) {
-    if (d <= 0) continue;
+    if (d == 0) continue;
     deps.push_back(d);
     ++added.dep_count;
   }
@@ -288,7 +288,8 @@ int64_t CoreProgram::FlatSize() const {
 }
 
 namespace {
-void FlattenRange(const CoreProgram& in, size_t first, size_t last, CoreProgram* out,
+// `entry`: the flat position where the innermost enclosing repeat was entered (-1: none).
+void FlattenRange(const CoreProgram& in, size_t first, size_t last, int64_t entry, CoreProgram* out,
                   std::vector<int32_t>* scratch) {
   for (size_t i = first; i < last; ++i) {
     const Segment& s = in.segments[i];
@@ -296,7 +297,10 @@ void FlattenRange(const CoreProgram& in, size_t first, size_t last, CoreProgram*
       for (uint32_t t = s.begin; t < s.end; ++t) {
         const int32_t pos = int32_t(out->instructions.size());
         scratch->clear();
-        for (int32_t d : in.DepsOf(int32_t(t))) scratch->push_back(pos - d);  // < 0: invalid
+        for (int32_t d : in.DepsOf(int32_t(t))) {
+          // < 0: invalid (before the start, or an anchor outside any repeat)
+          scratch->push_back(d > 0 ? pos - d : entry < 0 ? -1 : int32_t(entry + d));
+        }
         out->instructions.push_back(in.instructions[t]);
         Instruction& inst = out->instructions.back();
         inst.dep_begin = uint32_t(out->deps.size());
@@ -304,7 +308,8 @@ void FlattenRange(const CoreProgram& in, size_t first, size_t last, CoreProgram*
         out->deps.insert(out->deps.end(), scratch->begin(), scratch->end());
       }
     } else if (s.kind == Segment::kBegin) {
-      for (int64_t r = 0; r < s.count; ++r) FlattenRange(in, i + 1, s.match, out, scratch);
+      const int64_t here = int64_t(out->instructions.size());
+      for (int64_t r = 0; r < s.count; ++r) FlattenRange(in, i + 1, s.match, here, out, scratch);
       i = s.match;
     }
   }
@@ -328,7 +333,7 @@ absl::StatusOr<Program> Flatten(const Program& program) {
     flat.allocations = core.allocations;
     flat.instructions.reserve(size_t(size));
     std::vector<int32_t> scratch;
-    FlattenRange(core, 0, core.segments.size(), &flat, &scratch);
+    FlattenRange(core, 0, core.segments.size(), -1, &flat, &scratch);
     for (int32_t d : flat.deps) {
       if (d < 0) {
         return absl::InvalidArgumentError("compact program: a dependency points before the start");
@@ -393,13 +398,24 @@ absl::Status ValidateProgram(const Target& target, const Program& program) {
       if (!status.ok()) return status;
     }
     if (core.compact()) {
+      int depth = 0;
       for (const Segment& seg : core.segments) {
         if (seg.kind == Segment::kBegin && seg.count < 1) {
           return absl::InvalidArgumentError(StrCat(where, ": a repeat runs ", seg.count, " times"));
         }
-        if (seg.kind == Segment::kInstructions &&
-            (seg.begin > seg.end || seg.end > core.instructions.size())) {
+        depth += seg.kind == Segment::kBegin ? 1 : seg.kind == Segment::kEnd ? -1 : 0;
+        if (seg.kind != Segment::kInstructions) continue;
+        if (seg.begin > seg.end || seg.end > core.instructions.size()) {
           return absl::InvalidArgumentError(StrCat(where, ": segment outside the templates"));
+        }
+        for (uint32_t t = seg.begin; t < seg.end && depth == 0; ++t) {
+          for (int32_t d : core.DepsOf(int32_t(t))) {
+            if (d < 0) {
+              return absl::InvalidArgumentError(
+                  StrCat(where, ": instruction template ", t,
+                         " has an anchored dependency outside any repeat"));
+            }
+          }
         }
       }
       if (core.FlatSize() < 0) {

@@ -70,6 +70,8 @@ struct Instruction {
   int32_t chunk_bytes = 0;          // DMA: contiguous bytes per descriptor; 0 = bytes_per_partition
   uint32_t dep_begin = 0;           // into CoreProgram::deps (set by CoreProgram::Add)
   uint32_t dep_count = 0;
+
+  bool operator==(const Instruction&) const = default;
 };
 
 // A named region of SBUF or PSUM, live for the whole program, `bufs` times (multi-buffering).
@@ -100,7 +102,10 @@ struct Segment {
 //   `instructions` are templates, each executed once per visit of its segment. A template's deps
 //   are DISTANCES back in the flat (unrolled) order: 1 = the instruction just before
 //   (CoreProgram::AddCompact, BeginRepeat, EndRepeat). A body repeated N times therefore describes
-//   N iterations whose dependency pattern is the same relative to each iteration. Flatten()
+//   N iterations whose dependency pattern is the same relative to each iteration. A NEGATIVE dep
+//   -a is anchored instead: the instruction `a` places before the flat position where the
+//   innermost enclosing repeat was entered (its first iteration's start), the same instruction in
+//   every iteration (e.g. operands loaded once before a loop that reads them). Flatten()
 //   expands it; Simulate runs it without expanding and, unless SimOptions::exact, extrapolates
 //   iterations once the schedule is periodic (results identical to the flat simulation).
 struct CoreProgram {
@@ -116,8 +121,9 @@ struct CoreProgram {
   int32_t Add(Instruction inst, std::initializer_list<int32_t> deps) {
     return Add(inst, std::span<const int32_t>(deps.begin(), deps.size()));
   }
-  // Compact form: appends a template whose deps are distances back in flat order (values <= 0 are
-  // ignored). Returns the template's index.
+  // Compact form: appends a template whose deps are distances back in flat order (> 0) or
+  // anchors (< 0, see above; only inside a repeat); zeros are ignored. Returns the template's
+  // index.
   int32_t AddCompact(Instruction inst, std::span<const int32_t> distances);
   // Compact form: opens / closes a body that runs `count` (>= 1) times. Must nest.
   void BeginRepeat(int64_t count);

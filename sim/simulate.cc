@@ -167,11 +167,11 @@ namespace {
 
 // Per-template costs, computed once per simulation.
 struct Cost {
-  int64_t dur = 0;     // compute: busy ticks
-  int64_t load = 0;    // matmul with reload: background stationary load ticks
-  int64_t extra = 0;   // matmul: first-result latency ticks added to the result
-  int8_t engine = 0;   // EngineKind
-  int16_t queue = 0;   // DMA queue
+  int64_t dur = 0;    // compute: busy ticks
+  int64_t load = 0;   // matmul with reload: background stationary load ticks
+  int64_t extra = 0;  // matmul: first-result latency ticks added to the result
+  int8_t engine = 0;  // EngineKind
+  int16_t queue = 0;  // DMA queue
   bool matmul = false, reload = false, vg = false, vs = false, hbm = false;
   // DMA: `pieces` pieces, the first n_lo of share lo partitions, the rest lo + 1.
   int16_t pieces = 0, n_lo = 0;
@@ -184,6 +184,11 @@ struct RepInfo {
   int64_t body_len = 0;  // flat instructions per iteration
   uint32_t engines = 0;  // bit e: compute engine e
   uint64_t queues = 0;   // bit q: DMA queue q
+  // How far back (flat positions) an instruction of the body can read a result: dependency
+  // distances of every template in it, and anchors of nested repeats (pinned at their entries).
+  int64_t reach = 0;
+  // Distinct anchors of the templates directly in the body (its pins), ascending.
+  std::vector<int32_t> anchors;
   bool matmul = false, reload = false, vg = false, vs = false;
 };
 
@@ -198,8 +203,7 @@ struct Level {  // boundary history of one active repeat
 // recurrence): no event queue, and every time is a non-decreasing function of every duration.
 class CoreSim {
  public:
-  CoreSim(const Target& target, const CoreProgram& core, const std::vector<Cost>& costs,
-          bool exact)
+  CoreSim(const Target& target, const CoreProgram& core, const std::vector<Cost>& costs, bool exact)
       : t_(target), core_(core), costs_(costs), exact_(exact) {
     nq_ = target.dma_queues;
     ne_ = target.dma_engines;
@@ -218,7 +222,7 @@ class CoreSim {
     // Window: the longest dependency distance.
     int64_t w = 0;
     if (compact) {
-      for (int32_t d : core_.deps) w = std::max<int64_t>(w, d);
+      for (int32_t d : core_.deps) w = std::max<int64_t>(w, d < 0 ? -int64_t(d) : d);
     } else {
       for (size_t i = 0; i < core_.instructions.size(); ++i) {
         for (int32_t d : core_.DepsOf(int32_t(i))) w = std::max<int64_t>(w, int64_t(i) - d);
@@ -233,6 +237,8 @@ class CoreSim {
       for (uint32_t i = 0; i < core_.instructions.size(); ++i) Step<false>(i);
     } else {
       Prepare();
+      AssignPinSlots();
+      tracking_ = true;
       Walk(0, core_.segments.size());
     }
     return error_;
@@ -249,22 +255,29 @@ class CoreSim {
     const int64_t pos = pos_;
     int64_t ready = 0;
     bool dep_on_prev = false;
+    int64_t prev_result = 0;
     const int64_t prev = c.engine < 4 ? last_[int(c.engine)] : -1;
-    for (int32_t d : core_.DepsOf(int32_t(t))) {
-      const int64_t dp = kCompact ? pos - d : d;
-      if (dp < 0) {
+    for (const int32_t& d : core_.DepsOf(int32_t(t))) {
+      // Flat: absolute index; compact: distance (> 0) or anchor (< 0, from the frame's pins).
+      const int64_t dp = !kCompact ? d : d > 0 ? pos - d : pin_base_ + d;
+      if (dp < 0 || (kCompact && d < 0 && pin_ == nullptr)) {
         error_ = absl::InvalidArgumentError(
             StrCat("instruction ", pos, ": dependency points before the start of the core"));
         continue;
       }
-      ready = std::max(ready, ring_[dp & mask_]);
-      dep_on_prev |= dp == prev;
+      const int64_t v =
+          kCompact && d < 0 ? pin_[pin_slot_[size_t(&d - core_.deps.data())]] : ring_[dp & mask_];
+      ready = std::max(ready, v);
+      if (dp == prev) {
+        dep_on_prev = true;
+        prev_result = v;
+      }
     }
     int64_t result;
     if (c.engine < 4) {
       const int e = c.engine;
       int64_t start = std::max(ready, free_[e]);
-      if (dep_on_prev) start = std::max(start, ring_[prev & mask_] + penalty_[e]);
+      if (dep_on_prev) start = std::max(start, prev_result + penalty_[e]);
       if (c.reload) {
         const int64_t load_end = std::max({ready, lms_, lle_}) + c.load;
         start = std::max(start, load_end);
@@ -338,9 +351,17 @@ class CoreSim {
       } else if (s.kind == Segment::kEnd) {
         const size_t b = stack.back();
         stack.pop_back();
+        RepInfo& done = rep_[b];
+        std::sort(done.anchors.begin(), done.anchors.end());
+        done.anchors.erase(std::unique(done.anchors.begin(), done.anchors.end()),
+                           done.anchors.end());
         if (!stack.empty()) {
           RepInfo& outer = rep_[stack.back()];
           const RepInfo& inner = rep_[b];
+          outer.reach = std::max(outer.reach, inner.reach);
+          if (!inner.anchors.empty()) {
+            outer.reach = std::max<int64_t>(outer.reach, inner.anchors.back());
+          }
           outer.body_len += inner.body_len * segs[b].count;
           outer.engines |= inner.engines;
           outer.queues |= inner.queues;
@@ -350,10 +371,15 @@ class CoreSim {
           outer.vs |= inner.vs;
         }
         levels_.resize(max_depth);
+        pins_.resize(max_depth);
       } else if (!stack.empty()) {
         RepInfo& r = rep_[stack.back()];
         r.body_len += int64_t(s.end) - s.begin;
         for (uint32_t t = s.begin; t < s.end; ++t) {
+          for (int32_t d : core_.DepsOf(int32_t(t))) {
+            if (d > 0) r.reach = std::max<int64_t>(r.reach, d);
+            if (d < 0) r.anchors.push_back(-d);
+          }
           const Cost& c = costs_[t];
           if (c.engine < 4) {
             r.engines |= 1u << c.engine;
@@ -364,6 +390,30 @@ class CoreSim {
           r.reload |= c.reload;
           r.vg |= c.vg;
           r.vs |= c.vs;
+        }
+      }
+    }
+  }
+
+  // The pin slot of every anchored dependency: its anchor's index in its repeat's anchors.
+  void AssignPinSlots() {
+    pin_slot_.assign(core_.deps.size(), 0);
+    std::vector<size_t> stack;
+    for (size_t i = 0; i < core_.segments.size(); ++i) {
+      const Segment& s = core_.segments[i];
+      if (s.kind == Segment::kBegin) {
+        stack.push_back(i);
+      } else if (s.kind == Segment::kEnd) {
+        stack.pop_back();
+      } else if (!stack.empty()) {
+        const std::vector<int32_t>& anchors = rep_[stack.back()].anchors;
+        for (uint32_t t = s.begin; t < s.end; ++t) {
+          const Instruction& inst = core_.instructions[t];
+          for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
+            if (core_.deps[j] >= 0) continue;
+            pin_slot_[j] = int32_t(
+                std::lower_bound(anchors.begin(), anchors.end(), -core_.deps[j]) - anchors.begin());
+          }
         }
       }
     }
@@ -399,14 +449,22 @@ class CoreSim {
   // The state at a boundary, with every time relative to L and values at or below L (which can
   // no longer influence the body) clamped to 0. Equal vectors at two boundaries mean the body's
   // schedule repeats shifted in time.
-  void Canon(const RepInfo& r, int64_t l, std::vector<int64_t>* out) {
+  //
+  // Anchored dependencies read the repeat's pins, which do not shift: a boundary whose pins are
+  // not all at or below L is reported unsettled (no extrapolation from it), and whether an
+  // engine's last instruction lies before the entry is part of the state (an anchored dependency
+  // on it pays the same-engine penalty).
+  bool Canon(const RepInfo& r, int64_t l, std::vector<int64_t>* out) {
     out->clear();
     const int64_t far = window_ + 1;
     for (int e = 0; e < 4; ++e) {
       if (!(r.engines >> e & 1)) continue;
       out->push_back(free_[e] - l);
       out->push_back(last_[e] < 0 ? far : std::min(far, pos_ - last_[e]));
+      if (!r.anchors.empty()) out->push_back(last_[e] >= 0 && last_[e] < pin_base_);
     }
+    bool settled = true;
+    for (size_t a = 0; a < r.anchors.size(); ++a) settled &= pin_[a] <= l;
     if (r.matmul) out->push_back(lms_ - l);
     if (r.reload) out->push_back(lle_ - l);
     if (r.vg) out->push_back(std::max<int64_t>(0, port_vg_ - l));
@@ -419,13 +477,17 @@ class CoreSim {
       for (int e = 0; e < ne_; ++e) out->push_back(std::max<int64_t>(0, vf[e] - l));
     }
     out->push_back(-1);
-    for (int64_t x : inflight_) {
+    // inflight_ is sorted: only the tail is in this body's reach.
+    for (auto it = std::lower_bound(inflight_.begin(), inflight_.end(), pos_ - r.reach);
+         it != inflight_.end(); ++it) {
+      const int64_t x = *it;
       const int64_t v = ring_[x & mask_];
-      if (x >= pos_ - window_ && v > l) {
+      if (v > l) {
         out->push_back(pos_ - x);
         out->push_back(v - l);
       }
     }
+    return settled;
   }
 
   // Drops in-flight entries that can no longer matter to any active repeat.
@@ -435,14 +497,43 @@ class CoreSim {
       if (x >= pos_ - window_ && ring_[x & mask_] > lf) inflight_[o++] = x;
     }
     inflight_.resize(o);
+    pruned_bound_ = std::max(pruned_bound_, lf);
   }
 
-  void Rebuild() {
-    inflight_.clear();
-    for (int64_t x = std::max<int64_t>(0, pos_ - window_); x < pos_; ++x) inflight_.push_back(x);
+  // In-flight candidates after the results of [from, pos_) were (re)written by an extrapolation:
+  // the earlier entries, then the positions of [from, pos_) in reach whose results are above the
+  // top repeat's bound `lf`.
+  void Rebuild(int64_t from, int64_t lf) {
+    while (!inflight_.empty() && inflight_.back() >= from) inflight_.pop_back();
+    for (int64_t x = std::max(from, pos_ - window_); x < pos_; ++x) {
+      if (ring_[x & mask_] > lf) inflight_.push_back(x);
+    }
+    pruned_bound_ = std::max(pruned_bound_, lf);
   }
 
+  // Runs the repeat at segment i: pins the results its anchored dependencies name, then the
+  // iterations (RunIterations).
   void RunRepeat(size_t i) {
+    const RepInfo& info = rep_[i];
+    const int64_t* saved_pin = pin_;
+    const int64_t saved_base = pin_base_;
+    std::vector<int64_t>& pins = pins_[frame_];
+    pins.resize(info.anchors.size());
+    for (size_t a = 0; a < info.anchors.size(); ++a) {
+      const int64_t x = pos_ - info.anchors[a];
+      // A negative position is reported by Step when an instruction uses it.
+      pins[a] = x >= 0 ? ring_[x & mask_] : 0;
+    }
+    pin_ = pins.data();
+    pin_base_ = pos_;
+    ++frame_;
+    RunIterations(i);
+    --frame_;
+    pin_ = saved_pin;
+    pin_base_ = saved_base;
+  }
+
+  void RunIterations(size_t i) {
     const Segment& seg = core_.segments[i];
     const int64_t n = seg.count;
     const RepInfo& info = rep_[i];
@@ -453,8 +544,15 @@ class CoreSim {
     const bool top = depth_ == 0;
     if (top) {
       top_info_ = &info;
-      tracking_ = true;
-      Rebuild();
+      // Entries dropped earlier had results at or below pruned_bound_; if this body's bound is
+      // lower, some may matter again: rebuild from every position in the window.
+      const int64_t l = Bound(info);
+      if (l < pruned_bound_) {
+        inflight_.clear();
+        pruned_bound_ = std::numeric_limits<int64_t>::min();
+        Rebuild(std::max<int64_t>(0, pos_ - window_), l);
+        pruned_bound_ = l;
+      }
     }
     Level& lv = levels_[depth_];
     ++depth_;
@@ -463,14 +561,19 @@ class CoreSim {
     while (r < n) {
       if (!skipped) {
         const int64_t l = Bound(info);
-        Prune(Bound(*top_info_));
+        // Pruning is valid at any boundary (every active body's L is at least the top's); do it
+        // at the top's and whenever the list has doubled, so it stays amortised O(1) per step.
+        if (top || inflight_.size() > 2 * pruned_size_ + 64) {
+          Prune(Bound(*top_info_));
+          pruned_size_ = inflight_.size();
+        }
         const int slot = int(r % 3);
-        Canon(info, l, &lv.canon[slot]);
+        const bool settled = Canon(info, l, &lv.canon[slot]);
         lv.lval[slot] = l;
         lv.pos[slot] = pos_;
         lv.makespan[slot] = makespan_;
         lv.dma_busy[slot] = dma_busy_;
-        for (int p = 1; p <= 2 && p <= r; ++p) {
+        for (int p = 1; p <= 2 && p <= r && settled; ++p) {
           const int ps = int((r - p) % 3);
           if (lv.canon[ps] != lv.canon[slot]) continue;
           const int64_t delta = l - lv.lval[ps];
@@ -488,7 +591,6 @@ class CoreSim {
       ++r;
     }
     --depth_;
-    if (top) tracking_ = false;
   }
 
   // Extrapolates k periods of p iterations each: the schedule of iteration r + j*p is that of
@@ -531,7 +633,7 @@ class CoreSim {
     }
     makespan_ += shift_t;
     pos_ = new_pos;
-    Rebuild();
+    Rebuild(new_pos - m, Bound(*top_info_));
   }
 
  public:
@@ -555,6 +657,17 @@ class CoreSim {
   std::vector<RepInfo> rep_;
   std::vector<Level> levels_;
   int depth_ = 0;
+  // Pins of the active repeats (one vector per nesting depth, reused), the innermost's results
+  // and entry position.
+  std::vector<std::vector<int64_t>> pins_;
+  int frame_ = 0;
+  std::vector<int32_t> pin_slot_;
+  size_t pruned_size_ = 0;
+  // Entries left out of inflight_ (other than those beyond the window) have results <= this.
+  int64_t pruned_bound_ =
+      std::numeric_limits<int64_t>::min();  // per entry of core_.deps (anchored ones)
+  const int64_t* pin_ = nullptr;
+  int64_t pin_base_ = 0;
   bool tracking_ = false;
   const RepInfo* top_info_ = nullptr;
   std::vector<int64_t> inflight_, tmp_;
@@ -743,7 +856,6 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   }
   return out;
 }
-
 
 }  // namespace tessel::sim
 

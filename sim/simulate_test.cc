@@ -143,6 +143,48 @@ TEST(SimulateTest, SixteenBackToBackMatmulsAreTensorBound) {
   EXPECT_NEAR(r->time_ns, expected / 2.8, 0.02 * expected / 2.8);
 }
 
+// Operands loaded once before a loop that reads them in every iteration: the loop's reads are
+// anchored (a fixed instruction before the repeat's entry, not a fixed distance back).
+TEST(SimulateTest, AnchoredDependenciesNameTheSameInstructionInEveryIteration) {
+  Target t = Load("snc2");
+  Program compact = OneCore();
+  CoreProgram& c = compact.cores[0];
+  c.AddCompact(MakeDma(Op::kDmaLoad, 128, 4096, 0), {});  // flat 0
+  c.AddCompact(MakeDma(Op::kDmaLoad, 128, 4096, 1), {});  // flat 1
+  c.BeginRepeat(40);
+  const int32_t mm_deps[] = {-2, -1, 1};  // both loads, and the instruction just before
+  c.AddCompact(MakeMatmul(DType::kBf16, 128, 128, 512), mm_deps);
+  const int32_t ev_deps[] = {1};
+  c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 512, 128, Mem::kPsum), ev_deps);
+  c.EndRepeat();
+  ASSERT_TRUE(ValidateProgram(t, compact).ok());
+
+  absl::StatusOr<Program> flat = Flatten(compact);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  const CoreProgram& f = flat->cores[0];
+  ASSERT_EQ(f.instructions.size(), 82u);
+  for (int32_t i = 2; i < 82; i += 2) {
+    std::vector<int32_t> deps(f.DepsOf(i).begin(), f.DepsOf(i).end());
+    EXPECT_EQ(deps, (std::vector<int32_t>{0, 1, i - 1})) << "matmul at " << i;
+  }
+  absl::StatusOr<SimResult> fast = Simulate(t, compact);
+  absl::StatusOr<SimResult> exact = Simulate(t, compact, {.exact = true});
+  absl::StatusOr<SimResult> reference = Simulate(t, *flat);
+  ASSERT_TRUE(fast.ok() && exact.ok() && reference.ok());
+  EXPECT_EQ(fast->ticks, reference->ticks);
+  EXPECT_EQ(exact->ticks, reference->ticks);
+  EXPECT_EQ(fast->engines[int(EngineKind::kTensor)].busy_ticks,
+            reference->engines[int(EngineKind::kTensor)].busy_ticks);
+
+  // Outside any repeat an anchor has no entry to count from.
+  Program bad = OneCore();
+  bad.cores[0].AddCompact(MakeDma(Op::kDmaLoad, 128, 4096, 0), {});
+  const int32_t anchor[] = {-1};
+  bad.cores[0].AddCompact(MakeMatmul(DType::kBf16, 128, 128, 512), anchor);
+  absl::Status status = ValidateProgram(t, bad);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("anchored dependency outside any repeat"));
+}
+
 TEST(SimulateTest, LatencyIsExposedOnlyToDependants) {
   Target t = Load("snc2");
   Program independent = OneCore();
