@@ -1,15 +1,22 @@
 // auto: a bandit over the other strategies.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "search/design.h"
 #include "search/strategies.h"
 
 namespace tessel::search {
 namespace {
 
-// Random points before the bandit starts: a spread-out sample every arm (and the model) learns
-// from.
-constexpr int kInitialRandom = 8;
+// Points of the initial design (search/design.h) before the bandit starts: a spread-out sample
+// every arm (and the model) learns from. A Latin hypercube of 16 points puts every value of a
+// parameter with up to 16 values into the sample once (tile sizes and block sizes often have
+// 8-32 values), and spreads the rest.
+constexpr int kInitialDesign = 16;
+// The explore arm proposes the unseen valid point farthest (DesignMetric) from everything
+// observed among this many random ones: a mild push towards regions nobody has looked at.
+constexpr int kExploreCandidates = 4;
 // Per-result discount of the arms' records: an arm's old successes fade over ~50 results.
 constexpr double kDiscount = 0.98;
 // Reward for a result that does not improve the best but lands among the best tenth so far.
@@ -32,7 +39,7 @@ double SampleBeta(std::mt19937_64& rng, double a, double b) {
 }  // namespace
 
 AutoStrategy::AutoStrategy(const kernels::Space& space, uint64_t seed)
-    : SpaceStrategy(space, seed), initial_random_(kInitialRandom) {
+    : SpaceStrategy(space, seed), metric_(space_), initial_design_(kInitialDesign) {
   ModelStrategy::Options model_options;
   model_options.initial_random = 0;  // auto's own random start feeds it
   model_options.explore = 0.0;       // the other arms explore
@@ -40,13 +47,34 @@ AutoStrategy::AutoStrategy(const kernels::Space& space, uint64_t seed)
   arms_.push_back({std::make_unique<IlsStrategy>(space, Mix(seed, 2)), "ils"});
   arms_.push_back({std::make_unique<GeneticStrategy>(space, Mix(seed, 3)), "genetic"});
   arms_.push_back({std::make_unique<AnnealStrategy>(space, Mix(seed, 4)), "anneal"});
-  arms_.push_back({nullptr, "random"});
+  arms_.push_back({nullptr, "explore"});
 }
 
 std::vector<std::pair<std::string, int>> AutoStrategy::ArmUsage() const {
   std::vector<std::pair<std::string, int>> usage;
   for (const Arm& arm : arms_) usage.emplace_back(arm.name, arm.proposed);
   return usage;
+}
+
+std::optional<uint64_t> AutoStrategy::ExploreUnseen() {
+  std::uniform_int_distribution<uint64_t> pick(0, space_.size() - 1);
+  std::optional<uint64_t> chosen;
+  double farthest = -1;
+  // Bounded draws: in a sparse valid space fall back to RandomUnseen (which scans).
+  for (int draw = 0, found = 0; draw < 16 * kExploreCandidates && found < kExploreCandidates;
+       ++draw) {
+    uint64_t index = pick(rng_);
+    if (Seen(index) || !space_.Valid(index)) continue;
+    ++found;
+    double closest = std::numeric_limits<double>::infinity();
+    for (const Result& r : history()) closest = std::min(closest, metric_(index, r.index));
+    if (closest > farthest) {
+      farthest = closest;
+      chosen = index;
+    }
+  }
+  if (chosen && Claim(*chosen)) return chosen;
+  return RandomUnseen();
 }
 
 int AutoStrategy::PickArm() {
@@ -72,12 +100,27 @@ void AutoStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
       if (Claim(index)) out.push_back(index);
       continue;
     }
-    if (static_cast<int>(history().size()) + pending() < initial_random_) return;  // base: random
+    if (!design_built_) {
+      design_built_ = true;
+      int n = initial_design_ - static_cast<int>(history().size()) - pending();
+      design_ = SpaceFillingDesign(space_, n, rng_, [this](uint64_t i) { return !Seen(i); });
+      std::reverse(design_.begin(), design_.end());  // next at the back
+    }
+    if (!design_.empty()) {
+      uint64_t index = design_.back();
+      design_.pop_back();
+      if (!Claim(index)) continue;
+      for (Arm& arm : arms_) {
+        if (arm.strategy != nullptr) arm.strategy->MarkSeen(index);
+      }
+      out.push_back(index);
+      continue;
+    }
     int a = PickArm();
     Arm& arm = arms_[a];
     std::optional<uint64_t> index;
     if (arm.strategy == nullptr) {
-      index = RandomUnseen();
+      index = ExploreUnseen();
     } else {
       std::vector<uint64_t> proposal = arm.strategy->ProposeIndex(1);
       if (!proposal.empty() && Claim(proposal[0])) index = proposal[0];
@@ -140,7 +183,7 @@ void AutoStrategy::OnPrior(std::span<const Result> prior) {
   std::vector<uint64_t> starts;  // best last
   for (int i = std::min<int>(3, ok.size()) - 1; i >= 0; --i) starts.push_back(ok[i].index);
   prior_starts_.insert(prior_starts_.begin(), starts.begin(), starts.end());
-  initial_random_ = 0;
+  initial_design_ = 0;
 }
 
 }  // namespace tessel::search

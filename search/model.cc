@@ -193,15 +193,16 @@ void ModelStrategy::Refit() {
   }
   std::vector<int> order(all.size());
   std::iota(order.begin(), order.end(), 0);
-  // Ascending score, ties by index: the best candidate ends up last.
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return scores[a] < scores[b] || (scores[a] == scores[b] && all[a] < all[b]);
-  });
+  // Ascending score, the best candidate last. Trees score whole regions alike, so ties are
+  // common: break them at random (seeded), not by index, which would favour the last values of
+  // the last parameters.
+  std::shuffle(order.begin(), order.end(), rng_);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return scores[a] < scores[b]; });
   ranked_.reserve(order.size());
   for (int k : order) ranked_.push_back(all[k]);
 }
 
-bool ModelStrategy::RankByModel(std::vector<uint64_t>& points) const {
+bool ModelStrategy::RankByModel(std::vector<uint64_t>& points) {
   if (!fitted_) return false;
   std::vector<float> features;
   features.reserve(points.size() * space_.num_params());
@@ -210,9 +211,8 @@ bool ModelStrategy::RankByModel(std::vector<uint64_t>& points) const {
   if (scores.size() != points.size()) return false;
   std::vector<int> order(points.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return scores[a] < scores[b] || (scores[a] == scores[b] && points[a] < points[b]);
-  });
+  std::shuffle(order.begin(), order.end(), rng_);  // random ties, as in Refit
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return scores[a] < scores[b]; });
   std::vector<uint64_t> sorted;
   sorted.reserve(points.size());
   for (int k : order) sorted.push_back(points[k]);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "search/design.h"
 #include "search/space_strategy.h"
 
 namespace tessel::search {
@@ -144,15 +145,16 @@ class ModelStrategy final : public SpaceStrategy {
   double local_credit_ = 0;                          // accumulates local_share per proposal
   void RankLocal();
   // Sorts `points` by predicted score, best last; false without a model.
-  bool RankByModel(std::vector<uint64_t>& points) const;
+  bool RankByModel(std::vector<uint64_t>& points);
   size_t fitted_at_ = 0;  // results in history at the last fit
   bool fitted_ = false;
 };
 
-// The default: a bandit over model, ils, genetic, anneal and random. Every arm sees every result;
-// each proposal slot goes to an arm drawn by Thompson sampling on a discounted record of how
-// often its proposals improved the best (or landed near it), so the budget shifts to whatever
-// keeps finding improvements.
+// The default: a space-filling initial design (SpaceFillingDesign), then a bandit over model,
+// ils, genetic, anneal and explore (the unseen point farthest from everything observed among a
+// few random ones). Every arm sees every result; each proposal slot goes to an arm drawn by
+// Thompson sampling on a discounted record of how often its proposals improved the best (or
+// landed near it), so the budget shifts to whatever keeps finding improvements.
 class AutoStrategy final : public SpaceStrategy {
  public:
   AutoStrategy(const kernels::Space& space, uint64_t seed);
@@ -167,19 +169,24 @@ class AutoStrategy final : public SpaceStrategy {
 
  private:
   struct Arm {
-    std::unique_ptr<SpaceStrategy> strategy;  // nullptr: random
+    std::unique_ptr<SpaceStrategy> strategy;  // nullptr: explore (ExploreUnseen)
     std::string name;
     double wins = 0;   // discounted rewards
     double plays = 0;  // discounted results
     int proposed = 0;
   };
   int PickArm();
+  // Claims the unseen valid point farthest from the observed ones among a few random draws.
+  std::optional<uint64_t> ExploreUnseen();
 
+  DesignMetric metric_;
   std::vector<Arm> arms_;
   absl::flat_hash_map<uint64_t, int> owner_;  // pending point -> arm
   std::vector<double> sorted_times_;          // ok times seen, ascending
   std::vector<uint64_t> prior_starts_;
-  int initial_random_ = 0;
+  int initial_design_ = 0;  // points of the initial design (none after a warm start)
+  bool design_built_ = false;
+  std::vector<uint64_t> design_;  // initial design points not proposed yet, next at the back
 };
 
 }  // namespace tessel::search
