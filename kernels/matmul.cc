@@ -232,6 +232,9 @@ class Generator {
     auto dim_index = [](char c) { return c == 'm' ? 0 : c == 'n' ? 1 : 2; };
     for (int l = 0; l < 3; ++l) d_[l] = dim_index(p_.order[l]);
     nblocks_ = {p_.blocks_m, p_.blocks_n, blocks_k_};
+    // Whether the last block of M / N differs from the others (a partial block or tile).
+    ragged_ = {p_.m % p_.tile_m != 0 || p_.tiles_m % p_.block_m != 0,
+               p_.n % p_.tile_n != 0 || p_.tiles_n % p_.block_n != 0};
     const int64_t split_blocks = p_.split_m ? p_.blocks_m : p_.blocks_n;
     for (int core = 0; core < p_.shards; ++core) {
       core_ = core;
@@ -239,6 +242,14 @@ class Generator {
       const int64_t hi = split_blocks * (core + 1) / p_.shards;
       begin_ = {p_.split_m ? lo : 0, p_.split_m ? 0 : lo, 0};
       end_ = {p_.split_m ? hi : p_.blocks_m, p_.split_m ? p_.blocks_n : hi, blocks_k_};
+      // A core with as many blocks as the previous one, none of them ragged, runs the same
+      // program (every core starts from the same state).
+      const int64_t prev_lo = split_blocks * (core - 1) / p_.shards;
+      if (Emitter::kCompress && core > 0 && hi - lo == lo - prev_lo &&
+          (hi < split_blocks || !ragged_[p_.split_m ? 0 : 1])) {
+        e_.CopyCore(core);
+        continue;
+      }
       e_.BeginCore(core);
       s_ = State{};
       s_.a_loads.assign(p_.bufs, {});
@@ -315,9 +326,8 @@ class Generator {
   // Whether iteration `i` of loop level `l` emits like its regular neighbours.
   bool Regular(int l, int64_t i) const {
     const int d = d_[l];
-    if (i == nblocks_[d] - 1) return false;  // ragged or last K block
-    if (d == 2 && i == 0) return false;      // first K block
-    return true;
+    if (d == 2) return i != 0 && i != nblocks_[d] - 1;  // first and last K blocks differ
+    return i != nblocks_[d] - 1 || !ragged_[d];
   }
 
   void Level(int l) {
@@ -611,6 +621,7 @@ class Generator {
   int64_t tiles_k_ = 0, blocks_k_ = 0;
   std::array<int, 3> d_{};
   std::array<int64_t, 3> nblocks_{}, begin_{}, end_{}, idx_{};
+  std::array<bool, 2> ragged_{};
   int core_ = 0;
   State s_;
 };
@@ -630,6 +641,12 @@ class SimEmitter {
   static constexpr bool kCompress = kCompact;
   SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
       : p_(plan), target_(target), program_(program) {}
+
+  // Core `core` runs the same program as core - 1.
+  void CopyCore(int core) {
+    program_->cores.resize(core + 1);
+    program_->cores[core] = program_->cores[core - 1];
+  }
 
   void BeginCore(int core) {
     program_->cores.resize(core + 1);
@@ -918,6 +935,7 @@ class CpuEmitter {
   void BeginGroups() {}
   void GroupStart() {}
   void EndGroups() {}
+  void CopyCore(int) {}  // not called: every core executes (kCompress is false)
   int64_t Load(int, bool, int64_t, int64_t, int64_t, int64_t, int64_t) { return -1; }
 
   int64_t Matmul(int, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int64_t k0, int64_t ksz,

@@ -82,6 +82,8 @@ struct Allocation {
   int partitions = 128;
   int64_t bytes_per_partition = 0;  // one buffer
   int bufs = 1;
+
+  bool operator==(const Allocation&) const = default;
 };
 
 // One entry of a loop-structured (compact) core program; see CoreProgram::segments.
@@ -91,6 +93,8 @@ struct Segment {
   uint32_t begin = 0, end = 0;  // kInstructions: the instruction templates [begin, end), in order
   int64_t count = 0;            // kBegin: how many times the body (up to the matching kEnd) runs
   uint32_t match = 0;           // kBegin: index of the matching kEnd; kEnd: of its kBegin
+
+  bool operator==(const Segment&) const = default;
 };
 
 // The instructions of one core.
@@ -131,6 +135,9 @@ struct CoreProgram {
   bool compact() const { return !segments.empty(); }
   // Instructions executed (the unrolled length; instructions.size() for a flat program).
   int64_t FlatSize() const;
+
+  // Same instructions, dependencies, allocations and loop structure (so the same schedule).
+  bool operator==(const CoreProgram&) const = default;
 
   std::span<const int32_t> DepsOf(int32_t index) const {
     const Instruction& inst = instructions[index];

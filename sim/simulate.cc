@@ -746,10 +746,19 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   const double chip_gbps = target.HbmGbps(num_cores);
 
   int64_t makespan = 0;
-  double dma_busy = 0;
+  double dma_busy = 0, core_dma_busy = 0;
+  int64_t core_busy[kNumEngines] = {};  // compute busy ticks of the last simulated core
   std::vector<Cost> costs;
   for (int c = 0; c < num_cores; ++c) {
     const CoreProgram& core = program.cores[c];
+    // A core with the same program as the previous one has the same shares of the DMA engines
+    // and of the chip's HBM (both follow its bytes), so the same schedule: reuse it.
+    if (c > 0 && trace == nullptr && core == program.cores[c - 1]) {
+      dma_busy += core_dma_busy;
+      for (int e = 0; e < kNumEngines; ++e) out.engines[e].busy_ticks += core_busy[e];
+      continue;
+    }
+    std::fill(core_busy, core_busy + kNumEngines, 0);
     costs.assign(core.instructions.size(), Cost{});
     for (size_t t = 0; t < core.instructions.size(); ++t) {
       const Instruction& inst = core.instructions[t];
@@ -768,9 +777,7 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
         k.vs = target.port_conflict_vector_scalar_psum &&
                (inst.engine == EngineKind::kVector || inst.engine == EngineKind::kScalar) &&
                TouchesPsum(inst);
-        if (mult[c][t] > 0) {
-          out.engines[int(inst.engine)].busy_ticks += k.dur * mult[c][t];
-        }
+        if (mult[c][t] > 0) core_busy[int(inst.engine)] += k.dur * mult[c][t];
         continue;
       }
       const int q = inst.queue;
@@ -807,10 +814,13 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
     absl::Status status = sim.Run();
     if (!status.ok()) return status;
     makespan = std::max(makespan, sim.makespan());
+    core_dma_busy = 0;
     for (int q = 0; q < nq; ++q) {
       const double share = core_dma[c] > 0 ? dma_bytes[c][q] / core_dma[c] : 0.0;
-      dma_busy += share * double(sim.dma_busy()[q]);
+      core_dma_busy += share * double(sim.dma_busy()[q]);
     }
+    dma_busy += core_dma_busy;
+    for (int e = 0; e < kNumEngines; ++e) out.engines[e].busy_ticks += core_busy[e];
   }
 
   // Results.

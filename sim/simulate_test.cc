@@ -129,6 +129,31 @@ TEST(DmaTest, ShardedCoresShareTheChipHbm) {
   EXPECT_NEAR(r2->time_ns / r1->time_ns, 2.0, 0.1);
 }
 
+// Cores with the same program get one simulated schedule (they have equal shares of the DMA
+// engines and of the chip's HBM); the result equals simulating each core on its own.
+TEST(DmaTest, IdenticalCoresMatchSeparatelySimulatedOnes) {
+  Target t = Load("snc2");
+  Program same = OneCore();
+  CoreProgram& c = same.cores[0];
+  for (int i = 0; i < 16; ++i) {
+    const int32_t load = c.Add(MakeDma(Op::kDmaLoad, 128, 8192, i % 2), {});
+    const int32_t mm = c.Add(MakeMatmul(DType::kBf16, 128, 128, 512), {load});
+    c.Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 512, 128, Mem::kPsum), {mm});
+  }
+  same.cores.push_back(c);
+  // The same schedule written differently (an extra empty allocation), so not reused.
+  Program distinct = same;
+  distinct.cores[1].allocations.push_back({"unused", Mem::kSbuf, 0, 128, 0, 1});
+  absl::StatusOr<SimResult> a = Simulate(t, same);
+  absl::StatusOr<SimResult> b = Simulate(t, distinct);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->ticks, b->ticks);
+  for (int e = 0; e < kNumEngines; ++e) {
+    EXPECT_EQ(a->engines[e].busy_ticks, b->engines[e].busy_ticks) << "engine " << e;
+    EXPECT_EQ(a->engines[e].instructions, b->engines[e].instructions) << "engine " << e;
+  }
+}
+
 TEST(SimulateTest, SixteenBackToBackMatmulsAreTensorBound) {
   Target t = Load("snc2");
   Program p = OneCore();
