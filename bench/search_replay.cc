@@ -3,7 +3,7 @@
 //
 //   search_replay [--data DIR] [--runs 50] [--budgets 50,100,200,400,1600] [--threads 2]
 //                 [--strategies a,b] [--spaces gemm,...] [--protocols constrained,cartesian]
-//                 [--noisy] [--json FILE]
+//                 [--seed 1] [--noisy] [--json FILE] [--help]
 //
 // Each (space, protocol, strategy) is run once per seed at the largest budget; the figures at a
 // smaller budget are read off the same runs (no strategy knows its budget, so a run cut at 200 is
@@ -48,6 +48,15 @@ int Run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (arg == "--help" || arg == "-h") {
+      std::printf(
+          "search_replay [--data DIR] [--runs 50] [--budgets 50,100,200,400,1600] [--threads 2]\n"
+          "              [--strategies a,b] [--spaces gemm_RTX_3090,...] [--seed 1]\n"
+          "              [--protocols constrained,cartesian] [--noisy] [--json FILE]\n"
+          "Every strategy on every recorded space (../shared/datasets/kerneltuner), run once per\n"
+          "seed at the largest budget and read at each budget; prints Markdown tables.\n");
+      return 0;
+    }
     if (arg == "--data")
       data = value();
     else if (arg == "--runs")
