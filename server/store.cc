@@ -310,8 +310,8 @@ absl::StatusOr<int64_t> WorkloadId(Connection& db, const WorkloadRecord& workloa
 constexpr std::string_view kJobSelect =
     "SELECT j.id, w.kernel, w.dims, w.dtype, w.target, j.dims_display, j.kernel_version, "
     "j.target_version, j.strategy, j.budget, j.seed, j.state, j.message, j.default_config, "
-    "j.roofline_ns, j.created_ms, j.finished_ms FROM jobs j JOIN workloads w ON w.id = "
-    "j.workload_id ";
+    "j.roofline_ns, j.created_ms, j.finished_ms, j.time_limit_s, j.stop_after_no_improvement, "
+    "j.target_time_ns FROM jobs j JOIN workloads w ON w.id = j.workload_id ";
 
 JobRecord JobFromRow(const Statement& row) {
   JobRecord job;
@@ -329,6 +329,9 @@ JobRecord JobFromRow(const Statement& row) {
   job.roofline_ns = row.Double(14);
   job.created_ms = row.Int(15);
   if (!row.IsNull(16)) job.finished_ms = row.Int(16);
+  job.time_limit_s = static_cast<int>(row.Int(17));
+  job.stop_after_no_improvement = static_cast<int>(row.Int(18));
+  job.target_time_ns = row.Double(19);
   return job;
 }
 
@@ -631,6 +634,12 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
     return absl::InvalidArgumentError(
         fmt::format("job budget must be positive, got {}", job.budget));
   }
+  if (job.time_limit_s < 0 || job.stop_after_no_improvement < 0 || !(job.target_time_ns >= 0)) {
+    return absl::InvalidArgumentError(
+        fmt::format("job early stops must be >= 0 (0 = none), got time_limit_s {}, "
+                    "stop_after_no_improvement {}, target_time_ns {}",
+                    job.time_limit_s, job.stop_after_no_improvement, job.target_time_ns));
+  }
   const int64_t created_ms = job.created_ms != 0 ? job.created_ms : NowUnixMs();
   int64_t job_id = 0;
   absl::Status status = impl_->Write([&](Connection& db) -> absl::Status {
@@ -639,7 +648,8 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
     TESSEL_PREPARE(insert, db,
                    "INSERT INTO jobs (workload_id, dims_display, kernel_version, target_version, "
                    "strategy, budget, seed, state, message, default_config, roofline_ns, "
-                   "created_ms, finished_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                   "created_ms, finished_ms, time_limit_s, stop_after_no_improvement, "
+                   "target_time_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     insert.BindInt(*workload_id)
         .BindText(job.dims_display)
         .BindInt(job.kernel_version)
@@ -652,7 +662,10 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
         .BindText(job.default_config)
         .BindDouble(job.roofline_ns)
         .BindInt(created_ms)
-        .BindOptionalInt(job.finished_ms);
+        .BindOptionalInt(job.finished_ms)
+        .BindInt(job.time_limit_s)
+        .BindInt(job.stop_after_no_improvement)
+        .BindDouble(job.target_time_ns);
     TESSEL_RETURN_IF_ERROR(insert.Run());
     job_id = db.LastInsertRowId();
     return absl::OkStatus();

@@ -46,6 +46,10 @@ struct JobRecord {
   double roofline_ns = 0;
   int64_t created_ms = 0;
   std::optional<int64_t> finished_ms;
+  // Early stops of the request (schema/sql/002_job_stop_rules.sql); 0 = none, never negative.
+  int time_limit_s = 0;  // wall time since created_ms
+  int stop_after_no_improvement = 0;
+  double target_time_ns = 0;
 };
 
 struct TrialRecord {
