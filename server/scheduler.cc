@@ -37,6 +37,22 @@ bool IsFinalState(const std::string& state) {
   return state == "completed" || state == "cancelled" || state == "failed";
 }
 
+// The tracker of the job's early stops, or nullopt when it has none. The time limit counts wall
+// time since the job was created (server downtime included), so a job resumed after a restart
+// starts with the time it has already used.
+std::optional<search::StopTracker> StopTrackerFor(const JobRecord& record) {
+  if (record.time_limit_s <= 0 && record.stop_after_no_improvement <= 0 &&
+      record.target_time_ns <= 0) {
+    return std::nullopt;
+  }
+  search::StopRule rule;
+  rule.time_limit = std::chrono::seconds(record.time_limit_s);
+  rule.no_improvement = record.stop_after_no_improvement;
+  rule.target_time_ns = record.target_time_ns;
+  const std::chrono::milliseconds elapsed(std::max<int64_t>(0, NowUnixMs() - record.created_ms));
+  return search::StopTracker(rule, search::StopTracker::Clock::now() - elapsed);
+}
+
 }  // namespace
 
 Scheduler::Scheduler(Store* store, const SchedulerOptions& options)
@@ -102,6 +118,7 @@ absl::StatusOr<std::unique_ptr<Scheduler::Job>> Scheduler::BuildJob(const JobRec
   auto strategy = search::MakeStrategy(record.strategy, *job->space, record.seed);
   if (!strategy.ok()) return strategy.status();
   job->strategy = std::move(*strategy);
+  job->stop = StopTrackerFor(record);
   return job;
 }
 
@@ -166,7 +183,9 @@ absl::Status Scheduler::Recover() {
     auto trials = store_->TrialsForJob(record.id);
     if (!trials.ok()) return trials.status();
     Job& j = **job;
-    // Replay what was measured: the search continues where it stopped and never repeats a config.
+    // Replay what was measured: the search continues where it stopped and never repeats a config,
+    // and j.stop (built by BuildJob) counts every charged result again, so the Refill below ends
+    // a job whose early stop was reached, before or during the downtime.
     std::vector<TrialRecord> verify_rows;
     bool default_measured = false;
     for (const TrialRecord& t : *trials) {
@@ -223,7 +242,7 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
   }
 
   if (request.time_limit_s() < 0 || request.stop_after_no_improvement() < 0 ||
-      request.target_time_ns() < 0) {
+      !(request.target_time_ns() >= 0)) {  // NaN too
     return absl::InvalidArgumentError(
         "time_limit_s, stop_after_no_improvement and target_time_ns must be >= 0 (0 = none)");
   }
@@ -254,6 +273,9 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
   record.default_config = resolved->kernel->Default(resolved->problem, resolved->target).ToString();
   record.roofline_ns = kernels::RooflineNs(*resolved->kernel, resolved->problem, resolved->target);
   record.created_ms = NowUnixMs();
+  record.time_limit_s = request.time_limit_s();
+  record.stop_after_no_improvement = request.stop_after_no_improvement();
+  record.target_time_ns = request.target_time_ns();
   auto id = store_->CreateJob(record);
   if (!id.ok()) return id.status();
   record.id = *id;
@@ -264,14 +286,6 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
     return job.status();
   }
   const int neighbours = request.cold_start() ? 0 : WarmStart(**job);
-  if (request.time_limit_s() > 0 || request.stop_after_no_improvement() > 0 ||
-      request.target_time_ns() > 0) {
-    search::StopRule rule;
-    rule.time_limit = std::chrono::seconds(request.time_limit_s());
-    rule.no_improvement = request.stop_after_no_improvement();
-    rule.target_time_ns = request.target_time_ns();
-    (*job)->stop.emplace(rule);
-  }
   Effects effects;
   v1::Job view;
   {

@@ -57,7 +57,8 @@ using JobListener = std::function<bool(const v1::JobEvent&)>;
 class Scheduler {
  public:
   // Recovers jobs the store has as queued or running (replaying their stored trials into a fresh
-  // strategy) and starts the housekeeping thread. `store` must outlive the scheduler.
+  // strategy and early-stop tracker; a job whose early stop was reached finishes) and starts the
+  // housekeeping thread. `store` must outlive the scheduler.
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(Store* store,
                                                            const SchedulerOptions& options);
   ~Scheduler();  // Shutdown()
@@ -141,7 +142,7 @@ class Scheduler {
     bool cancelled = false;
     int rejected = 0;                         // best candidates that failed verification
     std::string default_message;              // why the default config failed, if it did
-    std::optional<search::StopTracker> stop;  // early-stop rules of the request, if any
+    std::optional<search::StopTracker> stop;  // early-stop rules of the record, if any
     std::string stop_reason;                  // set when an early stop ended the search
   };
   struct ParkedLease {
@@ -168,6 +169,8 @@ class Scheduler {
 
   Scheduler(Store* store, const SchedulerOptions& options);
   absl::Status Recover();
+  // A job with nothing measured yet: its space, strategy and early-stop tracker (time limit
+  // counted from record.created_ms).
   absl::StatusOr<std::unique_ptr<Job>> BuildJob(const JobRecord& record);
   // Seeds the job's strategy with the measured trials of recent completed neighbour jobs (same
   // kernel, dtype and kernel version). Returns how many neighbours were used.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -129,20 +130,25 @@ class SchedulerTest : public ::testing::Test {
   // Leases and answers trials until the job is final.
   v1::Job RunToEnd(int64_t job_id, const std::string& worker,
                    const std::set<std::string>& wrong = {}) {
+    return DriveToEnd(job_id, [&] {
+      std::vector<v1::TrialResult> results;
+      for (const auto& spec : Lease(worker, 8)) results.push_back(Measure(spec, wrong));
+      if (!results.empty()) Report(worker, results);
+      return !results.empty();
+    });
+  }
+
+  // Calls `step` (false: nothing was ready) until the job is final.
+  v1::Job DriveToEnd(int64_t job_id, const std::function<bool()>& step) {
     for (int round = 0; round < 10000; ++round) {
       auto job = scheduler_->GetJob(job_id);
       EXPECT_TRUE(job.ok());
+      if (!job.ok()) return {};
       if (job->state() == v1::JOB_COMPLETED || job->state() == v1::JOB_FAILED ||
           job->state() == v1::JOB_CANCELLED) {
         return *job;
       }
-      std::vector<v1::TrialResult> results;
-      for (const auto& spec : Lease(worker, 8)) results.push_back(Measure(spec, wrong));
-      if (!results.empty()) {
-        Report(worker, results);
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
+      if (!step()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     ADD_FAILURE() << "job " << job_id << " never finished";
     return {};
@@ -436,6 +442,127 @@ TEST_F(SchedulerTest, EarlyStopRulesEndTheSearchBeforeTheBudgetAndSaySo) {
   v1::SubmitJobRequest bad = Job(Gemm(1024, 1024, 1024), 10);
   bad.set_time_limit_s(-1);
   EXPECT_EQ(scheduler_->Submit(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tessel::server
+
+namespace tessel::server {
+namespace {
+
+// Early stops are stored with the job: a scheduler restarted on the same store resumes them.
+class SchedulerEarlyStopTest : public SchedulerTest {
+ protected:
+  // A cold-started job of the given budget whose early stops `set` fills in.
+  int64_t SubmitWith(int budget, const std::function<void(v1::SubmitJobRequest&)>& set) {
+    v1::SubmitJobRequest request = Job(Gemm(1024, 1024, 1024), budget, /*seed=*/7);
+    request.set_cold_start(true);
+    set(request);
+    auto job = scheduler_->Submit(request);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->id() : 0;
+  }
+
+  // Leases one trial and reports it; false when none was ready. A charged trial's time depends
+  // only on how many were charged before it (across restarts), not on the config proposed: the
+  // first kImproving each set a new best, every later one is slower. A verification re-measure
+  // repeats its config's time.
+  bool Step(const std::string& worker) {
+    std::vector<v1::TrialSpec> specs = Lease(worker, 1);
+    if (specs.empty()) return false;
+    v1::TrialResult result = Measure(specs[0]);
+    if (specs[0].protocol().verify() == "always") {
+      ++verifications_;
+    } else {
+      times_[specs[0].config()] = charged_ < kImproving ? 1000.0 - charged_ : 2000.0;
+      ++charged_;
+    }
+    result.set_time_ns(times_.at(specs[0].config()));
+    EXPECT_EQ(Report(worker, {result}).accepted(), 1);
+    return true;
+  }
+
+  v1::Job StepToEnd(int64_t job_id, const std::string& worker) {
+    return DriveToEnd(job_id, [&] { return Step(worker); });
+  }
+
+  static constexpr int kImproving = 4;
+  int charged_ = 0;
+  int verifications_ = 0;
+  std::map<std::string, double> times_;
+};
+
+TEST_F(SchedulerEarlyStopTest, ANoImprovementStopInterruptedByARestartStopsAtTheSamePoint) {
+  constexpr int kPatience = 5;
+  constexpr int kBudget = 100;
+  auto patient = [](v1::SubmitJobRequest& r) { r.set_stop_after_no_improvement(kPatience); };
+
+  // Uninterrupted: kImproving new bests, then kPatience charged trials without one.
+  const int64_t straight = SubmitWith(kBudget, patient);
+  v1::Job reference = StepToEnd(straight, RegisterWorker());
+  ASSERT_EQ(reference.state(), v1::JOB_COMPLETED) << reference.message();
+  EXPECT_EQ(reference.trials().total(), kImproving + kPatience);
+  EXPECT_THAT(reference.message(), HasSubstr("stopped early: no_improvement"));
+
+  // Interrupted three trials into the run without improvement: the restarted scheduler must
+  // count those three (a fresh count would stop 3 trials later, no rule would spend the budget).
+  charged_ = 0;
+  times_.clear();
+  const int64_t interrupted = SubmitWith(kBudget, patient);
+  std::string worker = RegisterWorker();
+  for (int i = 0; i < kImproving + 3; ++i) ASSERT_TRUE(Step(worker));
+  Open();
+  auto resumed = scheduler_->GetJob(interrupted);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->trials().total(), kImproving + 3);
+  EXPECT_EQ(resumed->state(), v1::JOB_RUNNING);
+  v1::Job done = StepToEnd(interrupted, RegisterWorker());
+  ASSERT_EQ(done.state(), v1::JOB_COMPLETED) << done.message();
+  EXPECT_EQ(done.trials().total(), reference.trials().total());
+  EXPECT_LT(done.trials().total(), kBudget);
+  EXPECT_THAT(done.message(), HasSubstr("stopped early: no_improvement"));
+  EXPECT_DOUBLE_EQ(done.best().time_ns(), 1000.0 - (kImproving - 1));
+}
+
+TEST_F(SchedulerEarlyStopTest, AJobWhoseTargetWasReachedBeforeARestartOnlyVerifiesAfterIt) {
+  const int64_t job_id =
+      SubmitWith(50, [](v1::SubmitJobRequest& r) { r.set_target_time_ns(1500); });
+  ASSERT_TRUE(Step(RegisterWorker()));  // the default: 1000 ns, the target is reached
+  Open();                               // before its verification ran
+  const std::string worker = RegisterWorker();
+  std::vector<v1::TrialSpec> next = Lease(worker, 8);
+  ASSERT_EQ(next.size(), 1u) << "only the best's verification, no new proposals";
+  EXPECT_EQ(next[0].protocol().verify(), "always");
+  v1::TrialResult verified = Measure(next[0]);
+  verified.set_time_ns(times_.at(next[0].config()));
+  Report(worker, {verified});
+  v1::Job done = StepToEnd(job_id, worker);
+  ASSERT_EQ(done.state(), v1::JOB_COMPLETED) << done.message();
+  EXPECT_EQ(done.trials().total(), 1);
+  EXPECT_THAT(done.message(), HasSubstr("stopped early: target_reached"));
+}
+
+TEST_F(SchedulerEarlyStopTest, ATimeLimitCountsTheDowntimeSinceSubmission) {
+  const int64_t job_id = SubmitWith(100, [](v1::SubmitJobRequest& r) { r.set_time_limit_s(1); });
+  auto submitted = scheduler_->GetJob(job_id);
+  ASSERT_TRUE(submitted.ok());
+  std::string worker = RegisterWorker();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Step(worker));
+  scheduler_.reset();  // the server is down past the job's one second
+  const int64_t wake_ms = submitted->created_unix_ms() + 1100;
+  if (NowUnixMs() < wake_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(wake_ms - NowUnixMs()));
+  }
+  Open();
+  auto resumed = scheduler_->GetJob(job_id);
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(resumed->trials().total(), 3);
+  // A clock started at the restart would still have a second to go and propose more trials.
+  v1::Job done = StepToEnd(job_id, RegisterWorker());
+  ASSERT_EQ(done.state(), v1::JOB_COMPLETED) << done.message();
+  EXPECT_EQ(done.trials().total(), 3);
+  EXPECT_EQ(verifications_, 1);
+  EXPECT_THAT(done.message(), HasSubstr("stopped early: time_limit"));
 }
 
 }  // namespace
