@@ -286,11 +286,34 @@ class Generator {
   };
   struct Mark {  // a boundary between two iterations of a run
     std::vector<int64_t> canon;
+    std::vector<int64_t> abs;      // per canon entry: the absolute handle, or -1 (not a handle)
     std::vector<int64_t> acc_rel;  // live FIFO entries relative to pos
     int64_t pos = 0;
     size_t seg = 0;
+    size_t reads = 0;  // e_.reads() at the boundary
     Counters state;
   };
+
+  // Whether the period from `then` to `now` repeats: every canon entry equal, except handles
+  // that the period did not write (the same instruction at both boundaries, older than `then`)
+  // and that no instruction of the period read. The next periods read and write the same
+  // relative state, so such a handle stays as it is and unread (Advance keeps it).
+  bool Periodic(const Mark& then, const Mark& now) {
+    if (then.canon.size() != now.canon.size()) return false;
+    constants_.clear();
+    for (size_t q = 0; q < now.canon.size(); ++q) {
+      if (then.canon[q] == now.canon[q]) continue;
+      const int64_t h = now.abs[q];
+      if (h < 0 || h != then.abs[q] || h >= then.pos) return false;
+      constants_.push_back(h);
+    }
+    if (constants_.empty()) return true;
+    std::sort(constants_.begin(), constants_.end());
+    for (int64_t target : e_.ReadsSince(then.reads, now.reads)) {
+      if (std::binary_search(constants_.begin(), constants_.end(), target)) return false;
+    }
+    return true;
+  }
   Counters Count() const {
     return {s_.a_count,     s_.b_count,  s_.psum_count, s_.stage_count,
             s_.evict_count, s_.acc_head, s_.AccEnd()};
@@ -361,8 +384,9 @@ class Generator {
       if (!done && i - first >= 1) {
         Mark m;
         idx_[d] = i;
-        Canon(l, &m.canon);
+        Canon(l, &m.canon, &m.abs);
         m.pos = e_.position();
+        m.reads = e_.reads();
         m.seg = e_.Cut();
         m.state = Count();
         for (size_t x = s_.acc_head; x < s_.AccEnd(); ++x) m.acc_rel.push_back(m.pos - s_.Acc(x));
@@ -370,7 +394,7 @@ class Generator {
         const size_t now = marks.size() - 1;
         for (int p = 1; p <= 2 && size_t(p) <= now; ++p) {
           const Mark& then = marks[now - p];
-          if (then.canon != marks[now].canon) continue;
+          if (!Periodic(then, marks[now])) continue;
           const int64_t periods = (last - i) / p;
           if (periods < 1) break;
           if (!AccPeriodic(then, marks[now], periods)) continue;
@@ -401,10 +425,16 @@ class Generator {
   }
 
   // The generator state relative to the current position and loop indices.
-  void Canon(int l, std::vector<int64_t>* out) {
+  void Canon(int l, std::vector<int64_t>* out, std::vector<int64_t>* abs) {
     out->clear();
+    abs->clear();
     const int64_t pos = e_.position();
-    auto rel = [&](int64_t h) { return h < 0 ? int64_t(-1) : pos - h; };
+    // A handle: relative to the position, its absolute value recorded beside it.
+    auto rel = [&](int64_t h) {
+      abs->resize(out->size(), -1);
+      abs->push_back(h);
+      return h < 0 ? int64_t(-1) : pos - h;
+    };
     for (int which = 0; which < 2; ++which) {
       const int64_t count = which == 0 ? s_.a_count : s_.b_count;
       const auto& reader = which == 0 ? s_.a_reader : s_.b_reader;
@@ -436,41 +466,49 @@ class Generator {
     out->push_back(s_.last_stationary.first - next[2] * p_.block_k);
     out->push_back(s_.last_stationary.second -
                    (p_.stationary_b ? next[1] * p_.block_n : next[0] * p_.block_m));
+    abs->resize(out->size(), -1);
   }
 
   // Skips `periods` periods of p iterations of level l: the state moves as it did from `then` to
   // `now`, once per period.
   void Advance(const Mark& then, const Mark& now, int l, int64_t periods, int p) {
     const int64_t shift = (now.pos - then.pos) * periods;
-    auto sh = [&](int64_t h) { return h < 0 ? h : h + shift; };
+    // Handles move with the period, except the constants Periodic allowed: entries of an array
+    // that does not rotate, not written in the period (so older than `then`). In a rotating array
+    // every entry is relative: an entry older than `then` was written in an earlier period.
+    auto sh = [&](int64_t h, bool still) {
+      return h < 0 || (still && h < then.pos) ? h : h + shift;
+    };
     const Counters& a = then.state;
     State n = s_;
-    auto rotate = [&](auto& arr, int64_t delta, auto fix) {
+    // Rotates `arr` by `per` positions per period; `fix` moves each entry.
+    auto rotate = [&](auto& arr, int64_t per, auto fix) {
       const int size = int(arr.size());
+      const bool still = per % size == 0;
+      const int64_t delta = per * periods;
       auto copy = arr;
       for (int j = 0; j < size; ++j) {
-        arr[size_t(((j + delta) % size + size) % size)] = fix(copy[j]);
+        arr[size_t(((j + delta) % size + size) % size)] = fix(copy[j], still);
       }
     };
-    const int64_t da = (s_.a_count - a.a) * periods;
-    const int64_t db = (s_.b_count - a.b) * periods;
-    const int64_t dp = (s_.psum_count - a.psum) * periods;
-    const int64_t ds = (s_.stage_count - a.stage) * periods;
-    n.a_count += da;
-    n.b_count += db;
+    const int64_t pa = s_.a_count - a.a, pb = s_.b_count - a.b;
+    const int64_t pp = s_.psum_count - a.psum, ps = s_.stage_count - a.stage;
+    const int64_t dp = pp * periods;
+    n.a_count += pa * periods;
+    n.b_count += pb * periods;
     n.psum_count += dp;
-    n.stage_count += ds;
+    n.stage_count += ps * periods;
     n.evict_count += (s_.evict_count - a.evict) * periods;
-    rotate(n.a_reader, da, sh);
-    rotate(n.b_reader, db, sh);
-    auto shv = [&](std::vector<int64_t> v) {
-      for (int64_t& h : v) h = sh(h);
+    rotate(n.a_reader, pa, sh);
+    rotate(n.b_reader, pb, sh);
+    auto shv = [&](std::vector<int64_t> v, bool still) {
+      for (int64_t& h : v) h = sh(h, still);
       return v;
     };
-    rotate(n.a_loads, da, shv);
-    rotate(n.b_loads, db, shv);
-    rotate(n.slot_reader, dp, sh);
-    rotate(n.stage_reader, ds, sh);
+    rotate(n.a_loads, pa, shv);
+    rotate(n.b_loads, pb, shv);
+    rotate(n.slot_reader, pp, sh);
+    rotate(n.stage_reader, ps, sh);
     for (int& g : n.group_slot) g = int(((g + dp) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
     n.a_cur = int(((n.a_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
     n.b_cur = int(((n.b_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
@@ -624,6 +662,7 @@ class Generator {
   std::array<bool, 2> ragged_{};
   int core_ = 0;
   State s_;
+  std::vector<int64_t> constants_;  // scratch for Periodic
 };
 
 template <typename Emitter>
@@ -652,6 +691,7 @@ class SimEmitter {
     program_->cores.resize(core + 1);
     core_ = &program_->cores[core];
     pos_ = 0;
+    reads_.clear();
     if (!kCompact) core_->instructions.reserve(4096);
     const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
     const int64_t out_part = p_.stationary_b ? p_.tile_n : p_.tile_m;
@@ -670,6 +710,11 @@ class SimEmitter {
   }
 
   int64_t position() const { return pos_; }
+  // Every dependency emitted on this core, in order (targets, as handles).
+  size_t reads() const { return reads_.size(); }
+  std::span<const int64_t> ReadsSince(size_t from, size_t to) const {
+    return std::span<const int64_t>(reads_.data() + from, to - from);
+  }
   // Starts a new instruction segment and returns its index (a possible repeat start).
   size_t Cut() {
     const uint32_t n = uint32_t(core_->instructions.size());
@@ -746,6 +791,11 @@ class SimEmitter {
 
  private:
   int64_t Add(const sim::Instruction& inst, std::initializer_list<int64_t> deps) {
+    if (kCompact) {
+      for (int64_t h : deps) {
+        if (h >= 0) reads_.push_back(h);
+      }
+    }
     if (kCompact && recording_) {
       Rec& r = rec_.emplace_back();
       r.inst = inst;
@@ -881,6 +931,7 @@ class SimEmitter {
   sim::CoreProgram* core_ = nullptr;
   int64_t pos_ = 0;
   bool recording_ = false;
+  std::vector<int64_t> reads_;
   std::vector<Rec> rec_;
   std::vector<size_t> starts_;
 };
@@ -929,6 +980,8 @@ class CpuEmitter {
   static constexpr bool kCompress = false;
   void BeginCore(int) {}
   int64_t position() const { return 0; }
+  size_t reads() const { return 0; }
+  std::span<const int64_t> ReadsSince(size_t, size_t) const { return {}; }
   size_t Cut() { return 0; }
   void WrapRepeat(size_t, int64_t) {}
   void Advance(int64_t) {}
