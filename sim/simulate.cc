@@ -608,11 +608,19 @@ class CoreSim {
       tmp_[o] = ring_[(pos_ - have + o) & mask_];
     }
     const int64_t new_pos = pos_ + shift_pos;
-    for (int64_t x = new_pos - m; x < new_pos; ++x) {
-      const int64_t off = ((x - pos_) % period_len + period_len) % period_len;  // in the period
-      const int64_t src = pos_ - period_len + off;
-      const int64_t j = (x - src) / period_len;
-      ring_[x & mask_] = tmp_[src - (pos_ - have)] + j * delta;
+    {
+      // Position x repeats src, its offset in the last simulated period, j periods later.
+      int64_t x = new_pos - m;
+      int64_t src = pos_ - period_len + ((x - pos_) % period_len + period_len) % period_len;
+      int64_t add = (x - src) / period_len * delta;
+      const int64_t* from = tmp_.data() - (pos_ - have);
+      for (; x < new_pos; ++x) {
+        ring_[x & mask_] = from[src] + add;
+        if (++src == pos_) {
+          src -= period_len;
+          add += delta;
+        }
+      }
     }
     for (int e = 0; e < 4; ++e) {
       if (!(info.engines >> e & 1)) continue;
