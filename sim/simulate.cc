@@ -238,7 +238,7 @@ class CoreSim {
     } else {
       Prepare();
       AssignPinSlots();
-      tracking_ = true;
+      tracking_ = !exact_;  // in-flight candidates serve the periodicity check only
       Walk(0, core_.segments.size());
     }
     return error_;
@@ -333,7 +333,15 @@ class CoreSim {
     (void)inst;
     ring_[pos & mask_] = result;
     makespan_ = std::max(makespan_, result);
-    if (tracking_) inflight_.push_back(pos);
+    if (tracking_) {
+      inflight_.push_back(pos);
+      // Outside repeats nothing prunes by value: drop what is beyond every dependency's reach
+      // (amortised; the list is sorted).
+      if (int64_t(inflight_.size()) > 2 * window_ + 64) {
+        inflight_.erase(inflight_.begin(),
+                        std::lower_bound(inflight_.begin(), inflight_.end(), pos_ - window_));
+      }
+    }
     ++pos_;
   }
 
