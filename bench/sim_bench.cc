@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/sim_configs.h"
 #include "benchmark/benchmark.h"
 #include "kernels/kernel.h"
 #include "sim/simulate.h"
@@ -41,24 +42,13 @@ void Free(void* p) {
 namespace tessel {
 namespace {
 
-// A fixed, seeded sample of valid configs so runs are comparable.
-std::vector<Config> ValidConfigs(const kernels::Space& space, int count) {
-  std::mt19937_64 rng(2024);
-  std::vector<Config> configs;
-  while (int(configs.size()) < count) {
-    Config c = space.Decode(rng() % space.Size());
-    if (space.Validate(c).ok()) configs.push_back(c);
-  }
-  return configs;
-}
-
 void BM_EvaluateMatmul4096(benchmark::State& state) {
   const bool exact = state.range(0) != 0;
   sim::Target target = *sim::LoadTarget("snc2");
   const kernels::Kernel& kernel = *kernels::FindKernel("matmul");
   kernels::Problem problem{Dims{{"M", 4096}, {"N", 4096}, {"K", 4096}}, "bf16"};
   kernels::Space space = *kernel.SpaceFor(problem, target);
-  std::vector<Config> configs = ValidConfigs(space, 64);
+  std::vector<Config> configs = bench::ValidConfigs(space, 64);
   sim::SimOptions options;
   options.exact = exact;
   size_t i = 0;
