@@ -621,9 +621,9 @@ class CoreSim {
       int64_t x = new_pos - m;
       int64_t src = pos_ - period_len + ((x - pos_) % period_len + period_len) % period_len;
       int64_t add = (x - src) / period_len * delta;
-      const int64_t* from = tmp_.data() - (pos_ - have);
+      const int64_t first = pos_ - have;  // tmp_[0] holds the result of this position
       for (; x < new_pos; ++x) {
-        ring_[x & mask_] = from[src] + add;
+        ring_[x & mask_] = tmp_[size_t(src - first)] + add;
         if (++src == pos_) {
           src -= period_len;
           add += delta;
@@ -677,11 +677,10 @@ class CoreSim {
   // and entry position.
   std::vector<std::vector<int64_t>> pins_;
   int frame_ = 0;
-  std::vector<int32_t> pin_slot_;
+  std::vector<int32_t> pin_slot_;  // per entry of core_.deps (anchored ones)
   size_t pruned_size_ = 0;
   // Entries left out of inflight_ (other than those beyond the window) have results <= this.
-  int64_t pruned_bound_ =
-      std::numeric_limits<int64_t>::min();  // per entry of core_.deps (anchored ones)
+  int64_t pruned_bound_ = std::numeric_limits<int64_t>::min();
   const int64_t* pin_ = nullptr;
   int64_t pin_base_ = 0;
   bool tracking_ = false;
