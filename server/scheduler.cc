@@ -414,8 +414,8 @@ void Scheduler::Refill(Job& job, Effects& effects) {
   }
   for (int round = 0; round < kMaxProposalRounds; ++round) {
     const int in_flight = static_cast<int>(job.queue.size()) + job.leased;
-    const int want = std::min(job.record.budget - job.charged - in_flight,
-                              options_.max_in_flight_per_job - in_flight);
+    const int want =
+        std::min(job.record.budget - job.charged - in_flight, InFlightLimit() - in_flight);
     if (want <= 0) break;
     std::vector<Config> configs = job.strategy->Propose(want);
     if (configs.empty()) {
@@ -432,6 +432,14 @@ void Scheduler::Refill(Job& job, Effects& effects) {
   if (in_flight == 0 && (job.charged >= job.record.budget || job.strategy_exhausted)) {
     Finalize(job, effects);
   }
+}
+
+int Scheduler::InFlightLimit() const {
+  int slots = 0;
+  for (const auto& [id, worker] : workers_) {
+    if (!worker.lost) slots += worker.info.slots();
+  }
+  return std::clamp(2 * slots, 2, std::max(2, options_.max_in_flight_per_job));
 }
 
 void Scheduler::Finalize(Job& job, Effects& effects) {
@@ -527,6 +535,8 @@ std::vector<v1::TrialSpec> Scheduler::TakeTrials(const std::string& worker_id, i
   const int64_t deadline = NowUnixMs() + options_.lease_ms;
   for (auto& [job_id, job_ptr] : jobs_) {
     Job& job = *job_ptr;
+    // The in-flight limit grows with the workers' slots: a new worker gets proposals at once.
+    Refill(job, effects);
     if (job.queue.empty()) continue;
     if (!offered.empty() &&
         std::find(offered.begin(), offered.end(), job.record.workload.target) == offered.end()) {

@@ -40,8 +40,11 @@ namespace tessel::server {
 struct SchedulerOptions {
   int lease_ms = 60000;              // a leased trial not reported by then is WORKER_LOST
   int heartbeat_interval_ms = 1000;  // a worker silent for 3 intervals is lost
-  int max_in_flight_per_job = 64;    // queued + leased trials of one job at a time
-  int repeats = 3;                   // measurement protocol sent to workers
+  // Queued + leased trials of one job at a time: twice the alive workers' slots (one running and
+  // one ready per slot), at least 2, at most this. Proposing further ahead would make the
+  // strategy choose configs without the results it could have had.
+  int max_in_flight_per_job = 64;
+  int repeats = 3;  // measurement protocol sent to workers
   int warmup = 1;
   double noise_sigma = 0;
   std::string verify = "never";  // policy for ordinary trials; the best is always verified
@@ -178,6 +181,8 @@ class Scheduler {
 
   // REQUIRES: mu_ held.
   void Refill(Job& job, Effects& effects);
+  // Trials one job may have queued or leased now (see Options::max_in_flight_per_job).
+  int InFlightLimit() const;
   void Finalize(Job& job, Effects& effects);
   void ServeParked(Effects& effects);
   std::vector<v1::TrialSpec> TakeTrials(const std::string& worker_id, int max_trials,

@@ -72,10 +72,12 @@ class SchedulerTest : public ::testing::Test {
     scheduler_ = std::move(*scheduler);
   }
 
-  std::string RegisterWorker() {
+  // 8 slots by default: a job keeps 2 x slots trials in flight, enough for the batches these
+  // tests lease at once.
+  std::string RegisterWorker(int slots = 8) {
     v1::RegisterRequest r;
     r.set_name("test");
-    r.set_slots(1);
+    r.set_slots(slots);
     auto response = scheduler_->Register(r);
     EXPECT_TRUE(response.ok());
     return response->worker_id();
@@ -337,6 +339,24 @@ TEST_F(SchedulerTest, LookupFallsBackFromExactToNearestToOtherTargetToDefault) {
   v1::LookupResponse fallback = lookup(Gemm(64, 64, 64, "snc3"));
   EXPECT_EQ(fallback.match(), "default");
   EXPECT_FALSE(fallback.config().empty());
+}
+
+TEST_F(SchedulerTest, AJobKeepsTwiceTheWorkersSlotsInFlight) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 40));
+  ASSERT_TRUE(job.ok());
+  // One slot: one trial running and one ready, no more, however many the worker asks for.
+  const std::string small = RegisterWorker(1);
+  std::vector<v1::TrialSpec> first = Lease(small, 8);
+  EXPECT_EQ(first.size(), 2u);
+  // A second worker with 3 slots raises the limit to 2 x 4 = 8 at once.
+  const std::string big = RegisterWorker(3);
+  EXPECT_EQ(Lease(big, 8).size(), 6u);
+  // Results free places: the next proposals are made after the strategy has seen them.
+  std::vector<v1::TrialResult> results;
+  for (const auto& spec : first) results.push_back(Measure(spec));
+  ASSERT_EQ(Report(small, results).accepted(), 2);
+  EXPECT_EQ(Lease(small, 8).size(), 2u);
+  EXPECT_EQ(scheduler_->GetJob(job->id())->trials().total(), 2) << "reported so far";
 }
 
 TEST_F(SchedulerTest, ARestartedSchedulerResumesAJobWithoutRepeatingConfigs) {
