@@ -434,6 +434,10 @@ void Scheduler::Refill(Job& job, Effects& effects) {
   }
 }
 
+bool Scheduler::Faster(const Candidate& a, const Candidate& b) {
+  return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.trial_id < b.trial_id);
+}
+
 int Scheduler::InFlightLimit() const {
   int slots = 0;
   for (const auto& [id, worker] : workers_) {
@@ -445,8 +449,7 @@ int Scheduler::InFlightLimit() const {
 void Scheduler::Finalize(Job& job, Effects& effects) {
   if (job.phase == Phase::kSearching) {
     job.phase = Phase::kVerifying;
-    std::stable_sort(job.candidates.begin(), job.candidates.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.time_ns < b.time_ns; });
+    std::sort(job.candidates.begin(), job.candidates.end(), Faster);
   }
   if (job.phase != Phase::kVerifying) return;
   // A config is published only after its numerics were verified; candidates are tried fastest
@@ -496,7 +499,7 @@ void Scheduler::ApplyResultLocked(Job& job, const PendingTrial& trial,
         if (job.best && job.best->config == trial.config) {
           job.best.reset();
           for (const Candidate& c : job.candidates) {
-            if (!job.best || c.time_ns < job.best->time_ns) job.best = c;
+            if (!job.best || Faster(c, *job.best)) job.best = c;
           }
         }
       }
@@ -511,7 +514,7 @@ void Scheduler::ApplyResultLocked(Job& job, const PendingTrial& trial,
     job.counts.set_ok(job.counts.ok() + 1);
     Candidate candidate{result.time_ns(), trial.config, trial.id, result.verified()};
     job.candidates.push_back(candidate);
-    if (!job.best || candidate.time_ns < job.best->time_ns) job.best = candidate;
+    if (!job.best || Faster(candidate, *job.best)) job.best = candidate;
     if (trial.is_default) job.default_result = candidate;
   } else if (status == v1::TRIAL_INVALID_CONFIG) {
     job.counts.set_invalid(job.counts.invalid() + 1);

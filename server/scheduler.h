@@ -122,6 +122,10 @@ class Scheduler {
     int64_t trial_id = 0;
     bool verified = false;
   };
+  // The order candidates are published in: faster first; of equal times, the one proposed first
+  // (trial ids follow proposal order), so the result does not depend on which worker reported
+  // first.
+  static bool Faster(const Candidate& a, const Candidate& b);
   enum class Phase { kSearching, kVerifying, kDone };
   struct Job {
     JobRecord record;

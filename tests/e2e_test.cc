@@ -306,10 +306,13 @@ TEST_F(Local, BumpingAKernelVersionMakesResultsStaleAndRetuneRestoresThemCheaply
   const json& entry = retune["workloads"][0];
   EXPECT_LE(entry["evaluations"].get<int>(), 9);
   EXPECT_LT(entry["evaluations"].get<int>(), kFreshBudget);
-  EXPECT_EQ(entry["config"], best) << "the re-measured top-k contains the old best";
+  // The re-measured top-k contains the old best: the restored best is it, or a config exactly
+  // as fast (simulated times tie often, e.g. between block sizes that schedule alike).
+  EXPECT_EQ(entry["time_ns"].get<double>(), tune["best"]["time_ns"].get<double>())
+      << entry["config"] << " vs " << best;
   json fresh = CliJson({"lookup", "matmul", "--shape", shape, "--db", db_, "--json"});
   EXPECT_EQ(fresh["stale"], false);
-  EXPECT_EQ(fresh["config"], best);
+  EXPECT_EQ(fresh["config"], entry["config"]);
 }
 
 TEST_F(Local, SnapshotExportAnswersLookupsWithoutAServerAndImportIsIdempotent) {
