@@ -538,8 +538,6 @@ std::vector<v1::TrialSpec> Scheduler::TakeTrials(const std::string& worker_id, i
   const int64_t deadline = NowUnixMs() + options_.lease_ms;
   for (auto& [job_id, job_ptr] : jobs_) {
     Job& job = *job_ptr;
-    // The in-flight limit grows with the workers' slots: a new worker gets proposals at once.
-    Refill(job, effects);
     if (job.queue.empty()) continue;
     if (!offered.empty() &&
         std::find(offered.begin(), offered.end(), job.record.workload.target) == offered.end()) {
@@ -826,6 +824,7 @@ absl::StatusOr<v1::RegisterResponse> Scheduler::Register(const v1::RegisterReque
   }
   WorkerRecord record;
   v1::RegisterResponse response;
+  Effects effects;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = NowUnixMs();
@@ -847,7 +846,12 @@ absl::StatusOr<v1::RegisterResponse> Scheduler::Register(const v1::RegisterReque
     response.set_worker_id(id);
     response.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
     response.set_lease_ms(options_.lease_ms);
+    // The in-flight limit grows with the workers' slots (InFlightLimit): propose for it now, so
+    // this worker's first lease finds work.
+    for (auto& [job_id, job] : jobs_) Refill(*job, effects);
+    ServeParked(effects);
   }
+  Apply(std::move(effects));
   if (absl::Status s = store_->UpsertWorker(record); !s.ok()) {
     spdlog::warn("store: worker {}: {}", record.id, std::string(s.message()));
   }
