@@ -559,7 +559,6 @@ class CoreSim {
         inflight_.clear();
         pruned_bound_ = std::numeric_limits<int64_t>::min();
         Rebuild(std::max<int64_t>(0, pos_ - window_), l);
-        pruned_bound_ = l;
       }
     }
     Level& lv = levels_[depth_];
