@@ -29,10 +29,6 @@ constexpr int kQueueA = 0, kQueueB = 1, kQueueStore = 2;
 MatmulFault g_fault = MatmulFault::kNone;
 MatmulLowering g_lowering = MatmulLowering::kCompact;
 
-absl::StatusOr<int64_t> GetInt(const Config& config, std::string_view name) {
-  return config.GetInt(name);
-}
-
 // A parsed, checked config for one problem and target, with everything the lowering derives.
 struct Plan {
   int64_t m = 0, n = 0, k = 0;
@@ -72,26 +68,24 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.dtype = *dtype;
   p.in_bytes = sim::DTypeBytes(p.dtype);
   p.out_bytes = OutBytes(p.dtype);
-  struct IntParam {
+  struct IntField {
     const char* name;
     int64_t* out;
+    int64_t min;
   };
   int64_t bufs = 0, hoist = 0, shards = 0;
-  for (IntParam ip : {IntParam{"tile_m", &p.tile_m},
-                      {"tile_n", &p.tile_n},
-                      {"tile_k", &p.tile_k},
-                      {"block_m", &p.block_m},
-                      {"block_n", &p.block_n},
-                      {"block_k", &p.block_k},
-                      {"bufs", &bufs},
-                      {"hoist", &hoist},
-                      {"shards", &shards}}) {
-    absl::StatusOr<int64_t> v = GetInt(config, ip.name);
+  for (IntField f : {IntField{"tile_m", &p.tile_m, 1},
+                     {"tile_n", &p.tile_n, 1},
+                     {"tile_k", &p.tile_k, 1},
+                     {"block_m", &p.block_m, 1},
+                     {"block_n", &p.block_n, 1},
+                     {"block_k", &p.block_k, 1},
+                     {"bufs", &bufs, 1},
+                     {"hoist", &hoist, 0},
+                     {"shards", &shards, 1}}) {
+    absl::StatusOr<int64_t> v = IntParam(config, f.name, f.min);
     if (!v.ok()) return v.status();
-    if (*v < (std::string_view(ip.name) == "hoist" ? 0 : 1)) {
-      return absl::InvalidArgumentError(StrCat(ip.name, "=", *v, " is out of range"));
-    }
-    *ip.out = *v;
+    *f.out = *v;
   }
   p.bufs = int(bufs);
   p.hoist = int(hoist);
