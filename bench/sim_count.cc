@@ -5,6 +5,8 @@
 //
 // Run it with `--count 0` too and subtract, to leave out start-up. Prints the sum of the simulated
 // times so the work cannot be optimised away (and so two builds can be checked to agree).
+// `--each` also prints each config's wall time (the cost of a random config is heavy-tailed).
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,14 +20,17 @@ int main(int argc, char** argv) {
   using namespace tessel;
   sim::SimOptions options;
   int count = 64;
+  bool each = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--exact") {
       options.exact = true;
+    } else if (arg == "--each") {
+      each = true;
     } else if (arg == "--count" && i + 1 < argc) {
       count = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: sim_count [--exact] [--count N]\n");
+      std::fprintf(stderr, "usage: sim_count [--exact] [--count N] [--each]\n");
       return 2;
     }
   }
@@ -35,7 +40,13 @@ int main(int argc, char** argv) {
   const kernels::Space space = *kernel.SpaceFor(problem, target);
   double total_ns = 0;
   for (const Config& c : bench::ValidConfigs(space, count)) {
+    const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<sim::SimResult> r = kernels::Evaluate(kernel, problem, c, target, options);
+    if (each) {
+      const std::chrono::duration<double, std::micro> took =
+          std::chrono::steady_clock::now() - start;
+      std::printf("%9.1f us  %s\n", took.count(), c.ToString().c_str());
+    }
     if (!r.ok()) {
       std::fprintf(stderr, "%s: %s\n", c.ToString().c_str(),
                    std::string(r.status().message()).c_str());

@@ -232,13 +232,15 @@ class CoreSim {
     size_t cap = 1;
     while (cap < size_t(w) + 1) cap <<= 1;
     ring_.assign(cap, 0);
+    until_.assign(cap, std::numeric_limits<int64_t>::min());
     mask_ = int64_t(cap - 1);
     if (!compact) {
       for (uint32_t i = 0; i < core_.instructions.size(); ++i) Step<false>(i);
     } else {
       Prepare();
       AssignPinSlots();
-      tracking_ = !exact_;  // in-flight candidates serve the periodicity check only
+      if (!exact_) Liveness();
+      tracking_ = !exact_;  // live results serve the periodicity check and extrapolation only
       Walk(0, core_.segments.size());
     }
     return error_;
@@ -333,10 +335,11 @@ class CoreSim {
     (void)inst;
     ring_[pos & mask_] = result;
     makespan_ = std::max(makespan_, result);
-    if (tracking_) {
+    if (tracking_ && maxread_[t] > 0) {
+      until_[pos & mask_] = pos + maxread_[t];
       inflight_.push_back(pos);
-      // Outside repeats nothing prunes by value: drop what is beyond every dependency's reach
-      // (amortised; the list is sorted).
+      // Outside repeats nothing prunes: drop what is beyond every dependency's reach (amortised;
+      // the list is sorted).
       if (int64_t(inflight_.size()) > 2 * window_ + 64) {
         inflight_.erase(inflight_.begin(),
                         std::lower_bound(inflight_.begin(), inflight_.end(), pos_ - window_));
@@ -401,6 +404,102 @@ class CoreSim {
         }
       }
     }
+  }
+
+  // Liveness: for every template, the longest distance at which any instruction (or repeat entry,
+  // for anchored dependencies) reads one of its results, found by resolving each dependency to the
+  // templates it can name in the loop structure. In-flight tracking, canonical states and
+  // extrapolated result windows then cover only results that are read again. If resolving would
+  // take too long (huge distances over many small iterations), every template is assumed read up
+  // to the window.
+  void Liveness() {
+    const auto& segs = core_.segments;
+    const size_t ns = segs.size();
+    seg_off_.assign(ns, 0);
+    seg_parent_.assign(ns, -1);
+    bodies_.assign(ns + 1, {});
+    std::vector<int32_t> stack;
+    std::vector<int64_t> off = {0};  // running offset in each open body
+    for (size_t i = 0; i < ns; ++i) {
+      const Segment& s = segs[i];
+      if (s.kind == Segment::kEnd) {
+        stack.pop_back();
+        off.pop_back();
+        continue;
+      }
+      const int32_t parent = stack.empty() ? -1 : stack.back();
+      seg_parent_[i] = parent;
+      seg_off_[i] = off.back();
+      const int64_t len =
+          s.kind == Segment::kBegin ? s.count * rep_[i].body_len : int64_t(s.end) - s.begin;
+      if (len > 0) bodies_[parent < 0 ? ns : size_t(parent)].push_back(uint32_t(i));
+      off.back() += len;
+      if (s.kind == Segment::kBegin) {
+        stack.push_back(int32_t(i));
+        off.push_back(0);
+      }
+    }
+    maxread_.assign(core_.instructions.size(), 0);
+    resolve_budget_ = 8 * int64_t(core_.deps.size()) + 4096;
+    bool ok = true;
+    for (size_t i = 0; i < ns && ok; ++i) {
+      const Segment& s = segs[i];
+      if (s.kind != Segment::kInstructions) continue;
+      for (uint32_t u = s.begin; u < s.end && ok; ++u) {
+        for (int32_t d : core_.DepsOf(int32_t(u))) {
+          if (d > 0 && int64_t(u - s.begin) >= d) {  // same segment, same visit
+            maxread_[u - uint32_t(d)] = std::max<int64_t>(maxread_[u - uint32_t(d)], d);
+          } else if (d > 0) {
+            ok = Resolve(seg_parent_[i], seg_off_[i] + (u - s.begin), d, d);
+          } else if (seg_parent_[i] >= 0) {  // anchored: read at the repeat's entry
+            const int32_t r = seg_parent_[i];
+            ok = Resolve(seg_parent_[r], seg_off_[r], -int64_t(d), -int64_t(d));
+          }
+          if (!ok) break;
+        }
+      }
+    }
+    if (!ok) std::fill(maxread_.begin(), maxread_.end(), window_);
+  }
+
+  // The template at offset `rel` (>= 0, inside) of one iteration of body `body` (-1: the top).
+  uint32_t TemplateAt(int32_t body, int64_t rel) const {
+    const auto& segs = core_.segments;
+    for (;;) {
+      const std::vector<uint32_t>& items = bodies_[body < 0 ? segs.size() : size_t(body)];
+      auto it = std::upper_bound(items.begin(), items.end(), rel,
+                                 [&](int64_t r, uint32_t i) { return r < seg_off_[i]; });
+      const uint32_t i = *(it - 1);
+      rel -= seg_off_[i];
+      if (segs[i].kind == Segment::kInstructions) return segs[i].begin + uint32_t(rel);
+      body = int32_t(i);
+      rel %= rep_[i].body_len;
+    }
+  }
+
+  // Records that the instruction at `offset` of body `body` reads `d` positions back (a read at
+  // distance `dist` overall) in every template that position can be, over all iterations of the
+  // enclosing repeats. False when the budget ran out.
+  bool Resolve(int32_t body, int64_t offset, int64_t d, int64_t dist) {
+    if (--resolve_budget_ < 0) return false;
+    const int64_t rel = offset - d;
+    if (rel >= 0) {
+      int64_t& m = maxread_[TemplateAt(body, rel)];
+      m = std::max(m, dist);
+      return true;
+    }
+    if (body < 0) return true;  // before the start of the core: Step reports it
+    const int64_t len = rep_[body].body_len, n = core_.segments[body].count;
+    // Iteration j reads offset j * len + rel of the repeat: inside it from j0 on.
+    const int64_t j0 = CeilDiv(-rel, len);
+    if (j0 < n) {
+      int64_t& m = maxread_[TemplateAt(body, ((rel % len) + len) % len)];
+      m = std::max(m, dist);
+    }
+    for (int64_t j = 0; j < std::min(j0, n); ++j) {
+      if (!Resolve(seg_parent_[body], seg_off_[body], -(j * len + rel), dist)) return false;
+    }
+    return true;
   }
 
   // The pin slot of every anchored dependency: its anchor's index in its repeat's anchors.
@@ -490,7 +589,7 @@ class CoreSim {
          it != inflight_.end(); ++it) {
       const int64_t x = *it;
       const int64_t v = ring_[x & mask_];
-      if (v > l) {
+      if (v > l && until_[x & mask_] >= pos_) {
         out->push_back(pos_ - x);
         out->push_back(v - l);
       }
@@ -498,25 +597,13 @@ class CoreSim {
     return settled;
   }
 
-  // Drops in-flight entries that can no longer matter to any active repeat.
-  void Prune(int64_t lf) {
+  // Drops in-flight entries whose results are never read again.
+  void Prune() {
     size_t o = 0;
     for (int64_t x : inflight_) {
-      if (x >= pos_ - window_ && ring_[x & mask_] > lf) inflight_[o++] = x;
+      if (until_[x & mask_] >= pos_) inflight_[o++] = x;
     }
     inflight_.resize(o);
-    pruned_bound_ = std::max(pruned_bound_, lf);
-  }
-
-  // In-flight candidates after the results of [from, pos_) were (re)written by an extrapolation:
-  // the earlier entries, then the positions of [from, pos_) in reach whose results are above the
-  // top repeat's bound `lf`.
-  void Rebuild(int64_t from, int64_t lf) {
-    while (!inflight_.empty() && inflight_.back() >= from) inflight_.pop_back();
-    for (int64_t x = std::max(from, pos_ - window_); x < pos_; ++x) {
-      if (ring_[x & mask_] > lf) inflight_.push_back(x);
-    }
-    pruned_bound_ = std::max(pruned_bound_, lf);
   }
 
   // Runs the repeat at segment i: pins the results its anchored dependencies name, then the
@@ -550,17 +637,6 @@ class CoreSim {
       return;
     }
     const bool top = depth_ == 0;
-    if (top) {
-      top_info_ = &info;
-      // Entries dropped earlier had results at or below pruned_bound_; if this body's bound is
-      // lower, some may matter again: rebuild from every position in the window.
-      const int64_t l = Bound(info);
-      if (l < pruned_bound_) {
-        inflight_.clear();
-        pruned_bound_ = std::numeric_limits<int64_t>::min();
-        Rebuild(std::max<int64_t>(0, pos_ - window_), l);
-      }
-    }
     Level& lv = levels_[depth_];
     ++depth_;
     int64_t r = 0;
@@ -568,10 +644,10 @@ class CoreSim {
     while (r < n) {
       if (!skipped) {
         const int64_t l = Bound(info);
-        // Pruning is valid at any boundary (every active body's L is at least the top's); do it
-        // at the top's and whenever the list has doubled, so it stays amortised O(1) per step.
+        // Prune at the top's boundaries and whenever the list has doubled, so it stays
+        // amortised O(1) per step.
         if (top || inflight_.size() > 2 * pruned_size_ + 64) {
-          Prune(Bound(*top_info_));
+          Prune();
           pruned_size_ = inflight_.size();
         }
         const int slot = int(r % 3);
@@ -607,28 +683,27 @@ class CoreSim {
     const int64_t period_len = info.body_len * p;
     const int64_t shift_pos = k * period_len;
     const int64_t shift_t = k * delta;
-    // Results: positions within the window of the new end come from the last period.
-    const int64_t m = std::min<int64_t>(window_, shift_pos);
-    const int64_t have = std::min<int64_t>(period_len, window_);
-    tmp_.resize(size_t(have));
-    for (int64_t o = 0; o < have; ++o) {
-      tmp_[o] = ring_[(pos_ - have + o) & mask_];
-    }
+    // Results: a position read after the skip repeats a live result of the last simulated period
+    // (src) j periods later, j <= k; only those still live at the new end are written.
     const int64_t new_pos = pos_ + shift_pos;
-    {
-      // Position x repeats src, its offset in the last simulated period, j periods later.
-      int64_t x = new_pos - m;
-      int64_t src = pos_ - period_len + ((x - pos_) % period_len + period_len) % period_len;
-      int64_t add = (x - src) / period_len * delta;
-      const int64_t first = pos_ - have;  // tmp_[0] holds the result of this position
-      for (; x < new_pos; ++x) {
-        ring_[x & mask_] = tmp_[size_t(src - first)] + add;
-        if (++src == pos_) {
-          src -= period_len;
-          add += delta;
-        }
+    live_src_.clear();
+    for (auto it = std::lower_bound(inflight_.begin(), inflight_.end(), pos_ - period_len);
+         it != inflight_.end(); ++it) {
+      const int64_t x = *it;
+      if (until_[x & mask_] >= pos_) live_src_.push_back({x, ring_[x & mask_], until_[x & mask_]});
+    }
+    const size_t old_size = inflight_.size();
+    for (const LiveResult& src : live_src_) {
+      // Live at new_pos after j periods: until + j * period_len >= new_pos.
+      const int64_t j0 = std::max<int64_t>(1, k - (src.until - pos_) / period_len);
+      for (int64_t j = j0; j <= k; ++j) {
+        const int64_t y = src.pos + j * period_len;
+        ring_[y & mask_] = src.value + j * delta;
+        until_[y & mask_] = src.until + j * period_len;
+        inflight_.push_back(y);
       }
     }
+    std::sort(inflight_.begin() + old_size, inflight_.end());
     for (int e = 0; e < 4; ++e) {
       if (!(info.engines >> e & 1)) continue;
       free_[e] += shift_t;
@@ -648,7 +723,6 @@ class CoreSim {
     }
     makespan_ += shift_t;
     pos_ = new_pos;
-    Rebuild(new_pos - m, Bound(*top_info_));
   }
 
  public:
@@ -678,13 +752,25 @@ class CoreSim {
   int frame_ = 0;
   std::vector<int32_t> pin_slot_;  // per entry of core_.deps (anchored ones)
   size_t pruned_size_ = 0;
-  // Entries left out of inflight_ (other than those beyond the window) have results <= this.
-  int64_t pruned_bound_ = std::numeric_limits<int64_t>::min();
   const int64_t* pin_ = nullptr;
   int64_t pin_base_ = 0;
   bool tracking_ = false;
-  const RepInfo* top_info_ = nullptr;
-  std::vector<int64_t> inflight_, tmp_;
+  // In-flight results: ascending positions whose results may still be read (with dead ones not
+  // yet pruned).
+  std::vector<int64_t> inflight_;
+  struct LiveResult {
+    int64_t pos, value, until;
+  };
+  std::vector<LiveResult> live_src_;  // Skip's scratch
+  // Liveness: the longest distance at which each template's results are read (0: never), and per
+  // ring slot the last position that may read its result (until_; dead slots lie below pos_).
+  std::vector<int64_t> maxread_, until_;
+  // The segment tree for Liveness: per segment, its offset in its enclosing body and that body's
+  // kBegin (-1: the top level); per body, its non-empty children (bodies_.back(): the top level).
+  std::vector<int64_t> seg_off_;
+  std::vector<int32_t> seg_parent_;
+  std::vector<std::vector<uint32_t>> bodies_;
+  int64_t resolve_budget_ = 0;
   absl::Status error_;
 };
 

@@ -210,6 +210,76 @@ TEST(SimulateTest, AnchoredDependenciesNameTheSameInstructionInEveryIteration) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("anchored dependency outside any repeat"));
 }
 
+// Checks that the fast path, the full simulation and the flattened program agree exactly.
+void ExpectFastExactAndFlatAgree(const Target& t, const Program& compact) {
+  ASSERT_TRUE(ValidateProgram(t, compact).ok()) << ValidateProgram(t, compact);
+  absl::StatusOr<Program> flat = Flatten(compact);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  absl::StatusOr<SimResult> fast = Simulate(t, compact);
+  absl::StatusOr<SimResult> exact = Simulate(t, compact, {.exact = true});
+  absl::StatusOr<SimResult> reference = Simulate(t, *flat);
+  ASSERT_TRUE(fast.ok() && exact.ok() && reference.ok());
+  EXPECT_EQ(fast->ticks, reference->ticks);
+  EXPECT_EQ(exact->ticks, reference->ticks);
+  for (int e = 0; e < kNumEngines; ++e) {
+    EXPECT_EQ(fast->engines[e].busy_ticks, reference->engines[e].busy_ticks) << "engine " << e;
+  }
+}
+
+// The fast path keeps only results that something reads again (each template's longest read
+// distance, resolved through the loop structure). A result in an extrapolated range that is read
+// later, from a repeat's first iterations reaching back before it, must still be there: the
+// readers here are long Scalar ops (an otherwise idle engine) that end last, so the time shows
+// the result they waited for.
+TEST(SimulateTest, ResultsReadAfterAnExtrapolatedRepeatAreKept) {
+  Target t = Load("snc2");
+  Program compact = OneCore();
+  CoreProgram& c = compact.cores[0];
+  for (int i = 0; i < 6; ++i) c.AddCompact(MakeDma(Op::kDmaLoad, 128, 4096, 0), {});
+  c.BeginRepeat(6);  // 152 instructions per iteration
+  c.BeginRepeat(50);
+  const int32_t two_back[] = {5};  // two buffers: the matmul that read this one last
+  c.AddCompact(MakeDma(Op::kDmaLoad, 128, 2048, 1), two_back);
+  const int32_t one[] = {1};
+  c.AddCompact(MakeMatmul(DType::kBf16, 128, 128, 512), one);
+  const int32_t evict_deps[] = {1, 3};  // the matmul and the previous evict (or what precedes)
+  c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 512, 128, Mem::kPsum),
+               evict_deps);
+  c.EndRepeat();
+  c.AddCompact(MakeDma(Op::kDmaStore, 128, 1024, 2), one);
+  const int32_t first_evict[] = {149};  // this outer iteration's first evict
+  c.AddCompact(MakeDma(Op::kDmaStore, 128, 1024, 2), first_evict);
+  c.EndRepeat();
+  // The first two iterations reach back before the repeat, to the stores of the last outer
+  // iteration (extrapolated), which nothing else reads that far back.
+  c.BeginRepeat(10);
+  const int32_t back[] = {2};
+  c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kScalar, 65536, 128), back);
+  c.EndRepeat();
+  ExpectFastExactAndFlatAgree(t, compact);
+}
+
+// A read thousands of one-instruction iterations back has too many places to resolve: the fast
+// path then treats every result as read up to the longest distance, and still agrees.
+TEST(SimulateTest, UnresolvableLivenessFallsBackToTheWholeWindow) {
+  Target t = Load("snc2");
+  Program compact = OneCore();
+  CoreProgram& c = compact.cores[0];
+  c.BeginRepeat(5000);
+  c.AddCompact(MakeDma(Op::kDmaLoad, 16, 256, 0), {});
+  c.EndRepeat();
+  c.BeginRepeat(8000);
+  const int32_t back[] = {5000};  // resolving iterations 0-4999 exhausts the budget
+  c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 64, 16), back);
+  c.EndRepeat();
+  // Reads further back than anything above: left unresolved when the budget ran out.
+  c.BeginRepeat(20);
+  const int32_t far[] = {6000};
+  c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kScalar, 65536, 128), far);
+  c.EndRepeat();
+  ExpectFastExactAndFlatAgree(t, compact);
+}
+
 TEST(SimulateTest, LatencyIsExposedOnlyToDependants) {
   Target t = Load("snc2");
   Program independent = OneCore();
