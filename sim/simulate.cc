@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -231,8 +232,10 @@ class CoreSim {
     window_ = w;
     size_t cap = 1;
     while (cap < size_t(w) + 1) cap <<= 1;
-    ring_.assign(cap, 0);
-    until_.assign(cap, std::numeric_limits<int64_t>::min());
+    // Uninitialised: a slot is read only after its position was written (Step writes every
+    // position it simulates, Skip every extrapolated one that is still read).
+    ring_.reset(new int64_t[cap]);
+    until_.reset(new int64_t[cap]);
     mask_ = int64_t(cap - 1);
     if (!compact) {
       for (uint32_t i = 0; i < core_.instructions.size(); ++i) Step<false>(i);
@@ -741,7 +744,7 @@ class CoreSim {
   int64_t last_[4] = {-1, -1, -1, -1};
   int64_t lms_ = 0, lle_ = 0, port_vg_ = 0, port_vs_ = 0;
   std::vector<int64_t> issue_, hbm_free_, vfree_, dma_busy_;
-  std::vector<int64_t> ring_;
+  std::unique_ptr<int64_t[]> ring_;  // result of flat position x at x & mask_
   int64_t mask_ = 0, window_ = 0, pos_ = 0, makespan_ = 0;
   std::vector<RepInfo> rep_;
   std::vector<Level> levels_;
@@ -764,7 +767,8 @@ class CoreSim {
   std::vector<LiveResult> live_src_;  // Skip's scratch
   // Liveness: the longest distance at which each template's results are read (0: never), and per
   // ring slot the last position that may read its result (until_; dead slots lie below pos_).
-  std::vector<int64_t> maxread_, until_;
+  std::vector<int64_t> maxread_;
+  std::unique_ptr<int64_t[]> until_;
   // The segment tree for Liveness: per segment, its offset in its enclosing body and that body's
   // kBegin (-1: the top level); per body, its non-empty children (bodies_.back(): the top level).
   std::vector<int64_t> seg_off_;
