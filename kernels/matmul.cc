@@ -289,9 +289,11 @@ class Generator {
   };
 
   // Whether the period from `then` to `now` repeats: every canon entry equal, except handles
-  // that the period did not write (the same instruction at both boundaries, older than `then`)
-  // and that no instruction of the period read. The next periods read and write the same
-  // relative state, so such a handle stays as it is and unread (Advance keeps it).
+  // that the period did not write (the same instruction at both boundaries, older than `then`:
+  // an operand loaded before the loop). The next periods read and write the same relative state,
+  // so such a handle stays as it is (Advance keeps it). The period may read it only from
+  // instructions outside nested repeats: Run anchors those reads to the repeat's entry
+  // (constants_ holds the handles).
   bool Periodic(const Mark& then, const Mark& now) {
     if (then.canon.size() != now.canon.size()) return false;
     constants_.clear();
@@ -303,10 +305,12 @@ class Generator {
     }
     if (constants_.empty()) return true;
     std::sort(constants_.begin(), constants_.end());
+    constants_.erase(std::unique(constants_.begin(), constants_.end()), constants_.end());
+    size_t reads = 0;
     for (int64_t target : e_.ReadsSince(then.reads, now.reads)) {
-      if (std::binary_search(constants_.begin(), constants_.end(), target)) return false;
+      reads += std::binary_search(constants_.begin(), constants_.end(), target);
     }
-    return true;
+    return reads == 0 || reads == e_.AnchorReads(then.seg, then.pos, constants_, false);
   }
   Counters Count() const {
     return {s_.a_count,     s_.b_count,  s_.psum_count, s_.stage_count,
@@ -392,6 +396,7 @@ class Generator {
           const int64_t periods = (last - i) / p;
           if (periods < 1) break;
           if (!AccPeriodic(then, marks[now], periods)) continue;
+          if (!constants_.empty()) e_.AnchorReads(then.seg, then.pos, constants_, true);
           e_.WrapRepeat(then.seg, 1 + periods);
           Advance(then, marks[now], l, periods, p);
           i += periods * p;
@@ -715,6 +720,34 @@ class SimEmitter {
     core_->segments.push_back({sim::Segment::kInstructions, n, n, 0, 0});
     return core_->segments.size() - 1;
   }
+  // Dependencies of the instructions emitted since segment `seg` (which starts at flat position
+  // `entry`) outside nested repeats on one of `constants` (ascending handles before `entry`).
+  // Returns how many there are; with `rewrite`, makes them anchored to `entry` (sim/program.h),
+  // so they name the same instruction in every iteration once the segments become a repeat.
+  size_t AnchorReads(size_t seg, int64_t entry, std::span<const int64_t> constants, bool rewrite) {
+    const auto& segs = core_->segments;
+    size_t found = 0;
+    int64_t pos = entry;
+    for (size_t i = seg; i < segs.size(); ++i) {
+      const sim::Segment& g = segs[i];
+      if (g.kind == sim::Segment::kBegin) {  // nested: skip it whole
+        pos += FlatLength(i);
+        i = g.match;
+        continue;
+      }
+      for (uint32_t t = g.begin; t < g.end; ++t, ++pos) {
+        const sim::Instruction& inst = core_->instructions[t];
+        for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
+          const int32_t d = core_->deps[j];
+          if (d <= 0 || !std::binary_search(constants.begin(), constants.end(), pos - d)) continue;
+          ++found;
+          if (rewrite) core_->deps[j] = -int32_t(entry - (pos - d));
+        }
+      }
+    }
+    return found;
+  }
+
   // Wraps segments [seg, end) in a repeat of `count` iterations.
   void WrapRepeat(size_t seg, int64_t count) {
     auto& segs = core_->segments;
@@ -809,6 +842,21 @@ class SimEmitter {
       core_->Add(inst, std::span<const int32_t>(buf, size_t(n)));
     }
     return pos_++;
+  }
+
+  // Flat instructions of the repeat whose kBegin is segment `begin`.
+  int64_t FlatLength(size_t begin) const {
+    const auto& segs = core_->segments;
+    int64_t body = 0;
+    for (size_t i = begin + 1; i < segs[begin].match; ++i) {
+      if (segs[i].kind == sim::Segment::kBegin) {
+        body += FlatLength(i);
+        i = segs[i].match;
+      } else {
+        body += int64_t(segs[i].end) - segs[i].begin;
+      }
+    }
+    return body * segs[begin].count;
   }
 
   // Flat instructions a group repeat must save beyond its first three periods (see EmitGroups).
@@ -977,6 +1025,7 @@ class CpuEmitter {
   size_t reads() const { return 0; }
   std::span<const int64_t> ReadsSince(size_t, size_t) const { return {}; }
   size_t Cut() { return 0; }
+  size_t AnchorReads(size_t, int64_t, std::span<const int64_t>, bool) { return 0; }
   void WrapRepeat(size_t, int64_t) {}
   void Advance(int64_t) {}
   void BeginGroups() {}
