@@ -379,7 +379,7 @@ class Generator {
     int64_t i = first;
     bool done = false;
     while (i < last) {
-      if (!done && i - first >= 1) {
+      if (!done) {
         Mark m;
         idx_[d] = i;
         Canon(l, &m.canon, &m.abs);
@@ -404,13 +404,6 @@ class Generator {
           break;
         }
         if (i >= last) break;
-      } else if (!done) {
-        Mark m;
-        idx_[d] = i;
-        m.pos = e_.position();
-        m.seg = e_.Cut();
-        marks.push_back(std::move(m));  // never matched (no canon): keeps indices aligned
-        marks.back().canon = {-7};
       }
       idx_[d] = i;
       if (l == 2) {
