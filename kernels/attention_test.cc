@@ -5,18 +5,16 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/kernel_testing.h"
 #include "sim/simulate.h"
 
 namespace tessel::kernels {
 namespace {
 
-using ::testing::HasSubstr;
+using test_support::Load;
+using test_support::Parse;
 
-sim::Target Load(const std::string& name) {
-  absl::StatusOr<sim::Target> t = sim::LoadTarget(name);
-  EXPECT_TRUE(t.ok()) << t.status();
-  return *t;
-}
+using ::testing::HasSubstr;
 
 // causal: 1 = causal mask, 2 = none.
 Problem Attn(int64_t batch, int64_t heads, int64_t sq, int64_t sk, int64_t d, int64_t causal,
@@ -31,12 +29,6 @@ Problem Attn(int64_t batch, int64_t heads, int64_t sq, int64_t sk, int64_t d, in
 }
 
 const Kernel& Attention() { return *FindKernel("attention"); }
-
-Config Parse(const std::string& text) {
-  absl::StatusOr<Config> c = Config::Parse(text);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
-}
 
 std::optional<Config> RandomValid(const Space& space, std::mt19937_64& rng) {
   for (int attempt = 0; attempt < 5000; ++attempt) {

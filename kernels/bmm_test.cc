@@ -4,30 +4,22 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/kernel_testing.h"
 #include "sim/simulate.h"
 
 namespace tessel::kernels {
 namespace {
 
-using ::testing::HasSubstr;
+using test_support::Load;
+using test_support::Parse;
 
-sim::Target Load(const std::string& name) {
-  absl::StatusOr<sim::Target> t = sim::LoadTarget(name);
-  EXPECT_TRUE(t.ok()) << t.status();
-  return *t;
-}
+using ::testing::HasSubstr;
 
 Problem Batched(int64_t b, int64_t m, int64_t n, int64_t k, std::string dtype = "bf16") {
   return Problem{Dims{{"B", b}, {"M", m}, {"N", n}, {"K", k}}, std::move(dtype)};
 }
 
 const Kernel& Bmm() { return *FindKernel("bmm"); }
-
-Config Parse(const std::string& text) {
-  absl::StatusOr<Config> c = Config::Parse(text);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
-}
 
 // A random valid config of `space`, or nullopt after many misses.
 std::optional<Config> RandomValid(const Space& space, std::mt19937_64& rng) {

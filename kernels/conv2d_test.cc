@@ -4,18 +4,16 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/kernel_testing.h"
 #include "sim/simulate.h"
 
 namespace tessel::kernels {
 namespace {
 
-using ::testing::HasSubstr;
+using test_support::Load;
+using test_support::Parse;
 
-sim::Target Load(const std::string& name) {
-  absl::StatusOr<sim::Target> t = sim::LoadTarget(name);
-  EXPECT_TRUE(t.ok()) << t.status();
-  return *t;
-}
+using ::testing::HasSubstr;
 
 Problem Conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t stride,
              int64_t pad, std::string dtype = "bf16") {
@@ -32,12 +30,6 @@ Problem Conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, i
 }
 
 const Kernel& Conv2d() { return *FindKernel("conv2d"); }
-
-Config Parse(const std::string& text) {
-  absl::StatusOr<Config> c = Config::Parse(text);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
-}
 
 class FaultGuard {
  public:
@@ -97,42 +89,25 @@ TEST(Conv2dTest, ProblemAndConfigErrorsSayWhy) {
 
 TEST(Conv2dTest, TwoHundredRandomValidConfigsMatchTheReference) {
   std::mt19937_64 rng(3);
-  int simulated = 0, verified = 0, sharded = 0, input_stationary = 0, k_outer = 0, strided = 0;
-  for (const char* target : {"snc2", "snc3"}) {
-    sim::Target t = Load(target);
-    while (verified < (std::string(target) == "snc2" ? 110 : 220)) {
-      const int64_t r = std::array<int64_t, 3>{1, 3, 5}[rng() % 3];
-      const int64_t stride = 1 + int64_t(rng() % 2), pad = int64_t(rng() % r);
-      const int64_t h = r + int64_t(rng() % 60), w = r + int64_t(rng() % 60);
-      const char* dtype = std::string(target) == "snc3" && rng() % 4 == 0 ? "fp8"
-                          : rng() % 4 == 0                                ? "fp32"
-                                                                          : "bf16";
-      Problem p = Conv(1 + int64_t(rng() % 8), 1 + int64_t(rng() % 300), h, w,
-                       1 + int64_t(rng() % 600), r, stride, pad, dtype);
-      Space space = *Conv2d().SpaceFor(p, t);
-      for (int attempt = 0; attempt < 300; ++attempt) {
-        Config c = space.Decode(rng() % space.Size());
-        if (!space.Validate(c).ok()) continue;
-        absl::Status v = Conv2d().Verify(p, c, t);
-        EXPECT_TRUE(v.ok()) << p.dims.ToString() << " " << p.dtype << " " << c.ToString() << ": "
-                            << v;
-        if (verified % 5 == 0) {  // valid configs also lower to programs the simulator accepts
-          absl::StatusOr<sim::SimResult> r = Evaluate(Conv2d(), p, c, t);
-          EXPECT_TRUE(r.ok()) << p.dims.ToString() << " " << c.ToString() << ": " << r.status();
-          if (r.ok()) {
-            EXPECT_GE(r->time_ns, RooflineNs(Conv2d(), p, t)) << c.ToString();
-          }
-          ++simulated;
-        }
-        ++verified;
+  int sharded = 0, input_stationary = 0, k_outer = 0, strided = 0;
+  auto shape = [](const std::string& target, std::mt19937_64& rng) {
+    const int64_t r = std::array<int64_t, 3>{1, 3, 5}[rng() % 3];
+    const int64_t stride = 1 + int64_t(rng() % 2), pad = int64_t(rng() % r);
+    const int64_t h = r + int64_t(rng() % 60), w = r + int64_t(rng() % 60);
+    const char* dtype = target == "snc3" && rng() % 4 == 0 ? "fp8"
+                        : rng() % 4 == 0                   ? "fp32"
+                                                           : "bf16";
+    return Conv(1 + int64_t(rng() % 8), 1 + int64_t(rng() % 300), h, w, 1 + int64_t(rng() % 600), r,
+                stride, pad, dtype);
+  };
+  const test_support::SweepCounts n = test_support::VerifyRandomValidConfigs(
+      Conv2d(), rng, shape, [&](const Problem& p, const Config& c) {
         sharded += *c.GetInt("shards") > 1;
         input_stationary += c.Get("stationary") == "input";
         k_outer += c.Get("loop_order") == "k_outer";
-        strided += stride > 1;
-        break;
-      }
-    }
-  }
+        strided += *p.dims.Get("stride") > 1;
+      });
+  const int verified = n.verified, simulated = n.simulated;
   EXPECT_GE(verified, 200);
   EXPECT_GE(simulated, 40);
   EXPECT_GE(sharded, 40);

@@ -4,18 +4,16 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/kernel_testing.h"
 #include "sim/simulate.h"
 
 namespace tessel::kernels {
 namespace {
 
-using ::testing::HasSubstr;
+using test_support::Load;
+using test_support::Parse;
 
-sim::Target Load(const std::string& name) {
-  absl::StatusOr<sim::Target> t = sim::LoadTarget(name);
-  EXPECT_TRUE(t.ok()) << t.status();
-  return *t;
-}
+using ::testing::HasSubstr;
 
 Problem Gemm(int64_t m, int64_t n, int64_t k, std::string dtype = "bf16") {
   return Problem{Dims{{"M", m}, {"N", n}, {"K", k}}, std::move(dtype)};
@@ -26,12 +24,6 @@ const Kernel& Matmul() { return *FindKernel("matmul"); }
 constexpr char kBlocked4096[] =
     "tile_m=128,tile_n=512,tile_k=128,block_m=16,block_n=2,block_k=8,loop_order=mnk,bufs=2,"
     "hoist=1,stationary=a,evict=vector,shards=1";
-
-Config Parse(const std::string& text) {
-  absl::StatusOr<Config> c = Config::Parse(text);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
-}
 
 TEST(MatmulTest, DefaultIsValidForAlignedAndRaggedShapesOnBothTargets) {
   for (const char* target : {"snc2", "snc3"}) {

@@ -4,28 +4,18 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/kernel_testing.h"
 #include "sim/simulate.h"
 
 namespace tessel::kernels {
 namespace {
 
+using test_support::Load;
+using test_support::Parse;
+using test_support::RandomRows;
+using test_support::Rows;
+
 using ::testing::HasSubstr;
-
-sim::Target Load(const std::string& name) {
-  absl::StatusOr<sim::Target> t = sim::LoadTarget(name);
-  EXPECT_TRUE(t.ok()) << t.status();
-  return *t;
-}
-
-Problem Rows(int64_t rows, int64_t cols, std::string dtype = "bf16") {
-  return Problem{Dims{{"rows", rows}, {"cols", cols}}, std::move(dtype)};
-}
-
-Config Parse(const std::string& text) {
-  absl::StatusOr<Config> c = Config::Parse(text);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
-}
 
 class FaultGuard {
  public:
@@ -86,36 +76,15 @@ TEST_P(NormTest, InvalidConfigsSayWhy) {
 
 TEST_P(NormTest, TwoHundredRandomValidConfigsMatchTheReference) {
   std::mt19937_64 rng(std::string(GetParam()) == "rmsnorm" ? 5 : 9);
-  int simulated = 0, verified = 0, sharded = 0, ragged = 0, separate = 0, bn = 0;
-  for (const char* target : {"snc2", "snc3"}) {
-    sim::Target t = Load(target);
-    while (verified < (std::string(target) == "snc2" ? 110 : 220)) {
-      const int64_t rows = 1 + int64_t(rng() % 3000), cols = 1 + int64_t(rng() % 20000);
-      Problem p = Rows(rows, cols, rng() % 3 ? "bf16" : "fp32");
-      Space space = *Norm().SpaceFor(p, t);
-      for (int attempt = 0; attempt < 300; ++attempt) {
-        Config c = space.Decode(rng() % space.Size());
-        if (!space.Validate(c).ok()) continue;
-        absl::Status v = Norm().Verify(p, c, t);
-        EXPECT_TRUE(v.ok()) << p.dims.ToString() << " " << p.dtype << " " << c.ToString() << ": "
-                            << v;
-        if (verified % 5 == 0) {  // valid configs also lower to programs the simulator accepts
-          absl::StatusOr<sim::SimResult> r = Evaluate(Norm(), p, c, t);
-          EXPECT_TRUE(r.ok()) << p.dims.ToString() << " " << c.ToString() << ": " << r.status();
-          if (r.ok()) {
-            EXPECT_GE(r->time_ns, RooflineNs(Norm(), p, t)) << c.ToString();
-          }
-          ++simulated;
-        }
-        ++verified;
+  int sharded = 0, ragged = 0, separate = 0, bn = 0;
+  const test_support::SweepCounts n = test_support::VerifyRandomValidConfigs(
+      Norm(), rng, RandomRows, [&](const Problem& p, const Config& c) {
         sharded += *c.GetInt("shards") > 1;
         separate += c.Get("affine") == "separate";
         bn += c.Get("stats") == "bn_stats";
-        ragged += cols % *c.GetInt("chunk") != 0;
-        break;
-      }
-    }
-  }
+        ragged += *p.dims.Get("cols") % *c.GetInt("chunk") != 0;
+      });
+  const int verified = n.verified, simulated = n.simulated;
   EXPECT_GE(verified, 200);
   EXPECT_GE(simulated, 40);
   EXPECT_GE(sharded, 40);

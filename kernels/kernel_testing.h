@@ -1,0 +1,87 @@
+// Test support shared by the kernel tests (header-only, included by *_test.cc only).
+#ifndef TESSEL_KERNELS_KERNEL_TESTING_H_
+#define TESSEL_KERNELS_KERNEL_TESTING_H_
+
+#include <functional>
+#include <random>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "kernels/kernel.h"
+#include "sim/simulate.h"
+#include "sim/target.h"
+
+namespace tessel::kernels::test_support {
+
+// The target `name`; a failed expectation (and a default target) if it does not load.
+inline sim::Target Load(const std::string& name) {
+  absl::StatusOr<sim::Target> t = sim::LoadTarget(name);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *t : sim::Target{};
+}
+
+// `text` parsed as a config; a failed expectation (and an empty config) if it does not parse.
+inline Config Parse(const std::string& text) {
+  absl::StatusOr<Config> c = Config::Parse(text);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : Config{};
+}
+
+// A rowwise (softmax, norm) problem.
+inline Problem Rows(int64_t rows, int64_t cols, std::string dtype = "bf16") {
+  return Problem{Dims{{"rows", rows}, {"cols", cols}}, std::move(dtype)};
+}
+
+// A random rowwise problem: 1-3000 rows, 1-20000 columns (mostly ragged), bf16 or (a third) fp32.
+inline Problem RandomRows(const std::string& /*target*/, std::mt19937_64& rng) {
+  const int64_t rows = 1 + int64_t(rng() % 3000), cols = 1 + int64_t(rng() % 20000);
+  return Rows(rows, cols, rng() % 3 ? "bf16" : "fp32");
+}
+
+struct SweepCounts {
+  int verified = 0;   // configs verified on the CPU (each must match the reference)
+  int simulated = 0;  // of those, simulated (each must succeed and not beat the roofline)
+};
+
+// The random sweep of issue 4's acceptance: on snc2 until 110 configs are verified, then on snc3
+// until 220, draws a shape (`problem(target, rng)`) and up to 300 random configs of its space; the
+// first valid one is verified on the CPU against the reference and, every fifth, simulated.
+// `tally` sees every verified config (for the test's own coverage counts).
+inline SweepCounts VerifyRandomValidConfigs(
+    const Kernel& kernel, std::mt19937_64& rng,
+    const std::function<Problem(const std::string& target, std::mt19937_64& rng)>& problem,
+    const std::function<void(const Problem&, const Config&)>& tally) {
+  SweepCounts n;
+  for (const std::string target : {"snc2", "snc3"}) {
+    const sim::Target t = Load(target);
+    while (n.verified < (target == "snc2" ? 110 : 220)) {
+      const Problem p = problem(target, rng);
+      absl::StatusOr<Space> space = kernel.SpaceFor(p, t);
+      EXPECT_TRUE(space.ok()) << p.dims.ToString() << ": " << space.status();
+      if (!space.ok()) return n;
+      for (int attempt = 0; attempt < 300; ++attempt) {
+        Config c = space->Decode(rng() % space->Size());
+        if (!space->Validate(c).ok()) continue;
+        absl::Status v = kernel.Verify(p, c, t);
+        EXPECT_TRUE(v.ok()) << p.dims.ToString() << " " << p.dtype << " " << c.ToString() << ": "
+                            << v;
+        if (n.verified % 5 == 0) {  // valid configs also lower to programs the simulator accepts
+          absl::StatusOr<sim::SimResult> r = Evaluate(kernel, p, c, t);
+          EXPECT_TRUE(r.ok()) << p.dims.ToString() << " " << c.ToString() << ": " << r.status();
+          if (r.ok()) {
+            EXPECT_GE(r->time_ns, RooflineNs(kernel, p, t)) << c.ToString();
+          }
+          ++n.simulated;
+        }
+        ++n.verified;
+        tally(p, c);
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+}  // namespace tessel::kernels::test_support
+
+#endif  // TESSEL_KERNELS_KERNEL_TESTING_H_
