@@ -384,6 +384,13 @@ Instruction MakeEngineOp(Op op, EngineKind engine, int free, int partitions, Mem
 }
 
 absl::Status ValidateProgram(const Target& target, const Program& program) {
+  std::vector<bool> copies;
+  return ValidateProgram(target, program, &copies);
+}
+
+absl::Status ValidateProgram(const Target& target, const Program& program,
+                             std::vector<bool>* copies) {
+  copies->assign(program.cores.size(), false);
   if (program.cores.empty()) return absl::InvalidArgumentError("program has no cores");
   if (int(program.cores.size()) > target.cores_per_chip) {
     return absl::InvalidArgumentError(StrCat("program uses ", program.cores.size(), " cores; ",
@@ -393,7 +400,10 @@ absl::Status ValidateProgram(const Target& target, const Program& program) {
   for (size_t c = 0; c < program.cores.size(); ++c) {
     const CoreProgram& core = program.cores[c];
     // A copy of a valid core is valid (sharded kernels often run the same program on every core).
-    if (c > 0 && core == program.cores[c - 1]) continue;
+    if (c > 0 && core == program.cores[c - 1]) {
+      (*copies)[c] = true;
+      continue;
+    }
     const std::string where = StrCat("core ", c);
     if (!target.systolic) {
       absl::Status status = CheckAllocations(target, core, where);

@@ -166,6 +166,10 @@ Instruction MakeEngineOp(Op op, EngineKind engine, int free, int partitions = 12
 // the instruction or allocation, and the violated limit (e.g. "matmul K=256 exceeds the TensorE
 // limit K <= 128") otherwise.
 absl::Status ValidateProgram(const Target& target, const Program& program);
+// As ValidateProgram, and sets (*copies)[c] when core c has the same program as core c - 1 (such a
+// core is valid when the one before it is, so it is checked only once).
+absl::Status ValidateProgram(const Target& target, const Program& program,
+                             std::vector<bool>* copies);
 
 // Peak live SBUF / PSUM bytes per partition of one core (allocations x bufs).
 int64_t SbufBytesPerPartition(const CoreProgram& core);

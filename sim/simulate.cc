@@ -798,7 +798,8 @@ void Multiplicities(const CoreProgram& core, std::vector<int64_t>* mult) {
 
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options, std::vector<TraceEvent>* trace) {
-  absl::Status valid = ValidateProgram(target, program);
+  std::vector<bool> copies;  // core c runs the same program as core c - 1
+  absl::Status valid = ValidateProgram(target, program, &copies);
   if (!valid.ok()) return valid;
   if (trace != nullptr) {
     for (const CoreProgram& core : program.cores) {
@@ -857,7 +858,7 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
     const CoreProgram& core = program.cores[c];
     // A core with the same program as the previous one has the same shares of the DMA engines
     // and of the chip's HBM (both follow its bytes), so the same schedule: reuse it.
-    if (c > 0 && trace == nullptr && core == program.cores[c - 1]) {
+    if (c > 0 && trace == nullptr && copies[c]) {
       dma_busy += core_dma_busy;
       for (int e = 0; e < kNumEngines; ++e) out.engines[e].busy_ticks += core_busy[e];
       continue;
