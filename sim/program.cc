@@ -1,5 +1,7 @@
 #include "sim/program.h"
 
+#include <array>
+
 #include "schema/strings.h"
 
 namespace tessel::sim {
@@ -271,20 +273,26 @@ void CoreProgram::EndRepeat() {
 
 int64_t CoreProgram::FlatSize() const {
   if (segments.empty()) return int64_t(instructions.size());
-  std::vector<int64_t> stack = {0};
+  // Flat length of each open body; a small array, as Simulate validates on every call.
+  constexpr size_t kInline = 32;
+  std::array<int64_t, kInline> inline_stack;
+  std::vector<int64_t> deep;  // only for nesting deeper than kInline
+  size_t depth = 1;
+  inline_stack[0] = 0;
+  auto at = [&](size_t i) -> int64_t& { return i < kInline ? inline_stack[i] : deep[i - kInline]; };
   for (const Segment& s : segments) {
     if (s.kind == Segment::kInstructions) {
-      stack.back() += int64_t(s.end) - s.begin;
+      at(depth - 1) += int64_t(s.end) - s.begin;
     } else if (s.kind == Segment::kBegin) {
-      stack.push_back(0);
+      if (depth >= kInline) deep.resize(depth + 1 - kInline);
+      at(depth++) = 0;
     } else {
-      int64_t body = stack.back();
-      stack.pop_back();
-      if (stack.empty()) return -1;
-      stack.back() += body * segments[s.match].count;
+      const int64_t body = at(--depth);
+      if (depth == 0) return -1;
+      at(depth - 1) += body * segments[s.match].count;
     }
   }
-  return stack.size() == 1 ? stack[0] : -1;
+  return depth == 1 ? inline_stack[0] : -1;
 }
 
 namespace {

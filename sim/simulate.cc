@@ -202,10 +202,28 @@ struct Level {  // boundary history of one active repeat
 // One core's simulation in program order. Every engine and DMA queue executes its instructions in
 // program order, so each start time is a max over earlier results plus constants (a max-plus
 // recurrence): no event queue, and every time is a non-decreasing function of every duration.
+//
+// One instance per thread is reused (Reset), so its buffers keep their capacity and a simulation
+// allocates nothing once its thread has run one of the same size.
 class CoreSim {
  public:
-  CoreSim(const Target& target, const CoreProgram& core, const std::vector<Cost>& costs, bool exact)
-      : t_(target), core_(core), costs_(costs), exact_(exact) {
+  void Reset(const Target& target, const CoreProgram& core, const std::vector<Cost>& costs,
+             bool exact) {
+    core_ptr_ = &core;
+    costs_ptr_ = &costs;
+    exact_ = exact;
+    std::fill(free_, free_ + 4, 0);
+    std::fill(last_, last_ + 4, -1);
+    lms_ = lle_ = port_vg_ = port_vs_ = 0;
+    mask_ = window_ = pos_ = makespan_ = 0;
+    depth_ = frame_ = 0;
+    pruned_size_ = 0;
+    pin_ = nullptr;
+    pin_base_ = 0;
+    tracking_ = false;
+    inflight_.clear();
+    error_ = absl::OkStatus();
+    trace_ = nullptr;
     nq_ = target.dma_queues;
     ne_ = target.dma_engines;
     penalty_[0] = penalty_[1] = penalty_[2] = penalty_[3] = 0;
@@ -219,50 +237,54 @@ class CoreSim {
   }
 
   absl::Status Run() {
-    const bool compact = core_.compact();
+    const bool compact = core().compact();
     // Window: the longest dependency distance.
     int64_t w = 0;
     if (compact) {
-      for (int32_t d : core_.deps) w = std::max<int64_t>(w, d < 0 ? -int64_t(d) : d);
+      for (int32_t d : core().deps) w = std::max<int64_t>(w, d < 0 ? -int64_t(d) : d);
     } else {
-      for (size_t i = 0; i < core_.instructions.size(); ++i) {
-        for (int32_t d : core_.DepsOf(int32_t(i))) w = std::max<int64_t>(w, int64_t(i) - d);
+      for (size_t i = 0; i < core().instructions.size(); ++i) {
+        for (int32_t d : core().DepsOf(int32_t(i))) w = std::max<int64_t>(w, int64_t(i) - d);
       }
     }
     window_ = w;
     size_t cap = 1;
     while (cap < size_t(w) + 1) cap <<= 1;
-    // Uninitialised: a slot is read only after its position was written (Step writes every
+    // Not cleared: a slot is read only after its position was written (Step writes every
     // position it simulates, Skip every extrapolated one that is still read).
-    ring_.reset(new int64_t[cap]);
-    until_.reset(new int64_t[cap]);
+    if (ring_.size() < cap) {
+      ring_.resize(cap);
+      until_.resize(cap);
+    }
     mask_ = int64_t(cap - 1);
     if (!compact) {
-      for (uint32_t i = 0; i < core_.instructions.size(); ++i) Step<false>(i);
+      for (uint32_t i = 0; i < core().instructions.size(); ++i) Step<false>(i);
     } else {
       Prepare();
       AssignPinSlots();
       if (!exact_) Liveness();
       tracking_ = !exact_;  // live results serve the periodicity check and extrapolation only
-      Walk(0, core_.segments.size());
+      Walk(0, core().segments.size());
     }
     return error_;
   }
 
   int64_t makespan() const { return makespan_; }
+  const CoreProgram& core() const { return *core_ptr_; }
+  const std::vector<Cost>& costs() const { return *costs_ptr_; }
   const std::vector<int64_t>& dma_busy() const { return dma_busy_; }
 
  private:
   template <bool kCompact>
   void Step(uint32_t t) {
-    const Cost& c = costs_[t];
-    const Instruction& inst = core_.instructions[t];
+    const Cost& c = costs()[t];
+    const Instruction& inst = core().instructions[t];
     const int64_t pos = pos_;
     int64_t ready = 0;
     bool dep_on_prev = false;
     int64_t prev_result = 0;
     const int64_t prev = c.engine < 4 ? last_[int(c.engine)] : -1;
-    for (const int32_t& d : core_.DepsOf(int32_t(t))) {
+    for (const int32_t& d : core().DepsOf(int32_t(t))) {
       // Flat: absolute index; compact: distance (> 0) or anchor (< 0, from the frame's pins).
       const int64_t dp = !kCompact ? d : d > 0 ? pos - d : pin_base_ + d;
       if (dp < 0 || (kCompact && d < 0 && pin_ == nullptr)) {
@@ -271,7 +293,7 @@ class CoreSim {
         continue;
       }
       const int64_t v =
-          kCompact && d < 0 ? pin_[pin_slot_[size_t(&d - core_.deps.data())]] : ring_[dp & mask_];
+          kCompact && d < 0 ? pin_[pin_slot_[size_t(&d - core().deps.data())]] : ring_[dp & mask_];
       ready = std::max(ready, v);
       if (dp == prev) {
         dep_on_prev = true;
@@ -353,9 +375,17 @@ class CoreSim {
 
   // Per-repeat resource usage and body lengths.
   void Prepare() {
-    const auto& segs = core_.segments;
-    rep_.assign(segs.size(), RepInfo{});
-    std::vector<size_t> stack;
+    const auto& segs = core().segments;
+    rep_.resize(segs.size());
+    for (RepInfo& r : rep_) {
+      r.body_len = r.reach = 0;
+      r.engines = 0;
+      r.queues = 0;
+      r.anchors.clear();
+      r.matmul = r.reload = r.vg = r.vs = false;
+    }
+    std::vector<size_t>& stack = stack_;
+    stack.clear();
     size_t max_depth = 0;
     for (size_t i = 0; i < segs.size(); ++i) {
       const Segment& s = segs[i];
@@ -390,11 +420,11 @@ class CoreSim {
         RepInfo& r = rep_[stack.back()];
         r.body_len += int64_t(s.end) - s.begin;
         for (uint32_t t = s.begin; t < s.end; ++t) {
-          for (int32_t d : core_.DepsOf(int32_t(t))) {
+          for (int32_t d : core().DepsOf(int32_t(t))) {
             if (d > 0) r.reach = std::max<int64_t>(r.reach, d);
             if (d < 0) r.anchors.push_back(-d);
           }
-          const Cost& c = costs_[t];
+          const Cost& c = costs()[t];
           if (c.engine < 4) {
             r.engines |= 1u << c.engine;
           } else {
@@ -416,13 +446,16 @@ class CoreSim {
   // take too long (huge distances over many small iterations), every template is assumed read up
   // to the window.
   void Liveness() {
-    const auto& segs = core_.segments;
+    const auto& segs = core().segments;
     const size_t ns = segs.size();
     seg_off_.assign(ns, 0);
     seg_parent_.assign(ns, -1);
-    bodies_.assign(ns + 1, {});
-    std::vector<int32_t> stack;
-    std::vector<int64_t> off = {0};  // running offset in each open body
+    if (bodies_.size() < ns + 1) bodies_.resize(ns + 1);
+    for (size_t b = 0; b <= ns; ++b) bodies_[b].clear();
+    std::vector<int32_t>& stack = body_stack_;
+    stack.clear();
+    std::vector<int64_t>& off = body_off_;  // running offset in each open body
+    off.assign(1, 0);
     for (size_t i = 0; i < ns; ++i) {
       const Segment& s = segs[i];
       if (s.kind == Segment::kEnd) {
@@ -442,14 +475,14 @@ class CoreSim {
         off.push_back(0);
       }
     }
-    maxread_.assign(core_.instructions.size(), 0);
-    resolve_budget_ = 8 * int64_t(core_.deps.size()) + 4096;
+    maxread_.assign(core().instructions.size(), 0);
+    resolve_budget_ = 8 * int64_t(core().deps.size()) + 4096;
     bool ok = true;
     for (size_t i = 0; i < ns && ok; ++i) {
       const Segment& s = segs[i];
       if (s.kind != Segment::kInstructions) continue;
       for (uint32_t u = s.begin; u < s.end && ok; ++u) {
-        for (int32_t d : core_.DepsOf(int32_t(u))) {
+        for (int32_t d : core().DepsOf(int32_t(u))) {
           if (d > 0 && int64_t(u - s.begin) >= d) {  // same segment, same visit
             maxread_[u - uint32_t(d)] = std::max<int64_t>(maxread_[u - uint32_t(d)], d);
           } else if (d > 0) {
@@ -467,7 +500,7 @@ class CoreSim {
 
   // The template at offset `rel` (>= 0, inside) of one iteration of body `body` (-1: the top).
   uint32_t TemplateAt(int32_t body, int64_t rel) const {
-    const auto& segs = core_.segments;
+    const auto& segs = core().segments;
     for (;;) {
       const std::vector<uint32_t>& items = bodies_[body < 0 ? segs.size() : size_t(body)];
       auto it = std::upper_bound(items.begin(), items.end(), rel,
@@ -492,7 +525,7 @@ class CoreSim {
       return true;
     }
     if (body < 0) return true;  // before the start of the core: Step reports it
-    const int64_t len = rep_[body].body_len, n = core_.segments[body].count;
+    const int64_t len = rep_[body].body_len, n = core().segments[body].count;
     // Iteration j reads offset j * len + rel of the repeat: inside it from j0 on.
     const int64_t j0 = CeilDiv(-rel, len);
     if (j0 < n) {
@@ -507,10 +540,11 @@ class CoreSim {
 
   // The pin slot of every anchored dependency: its anchor's index in its repeat's anchors.
   void AssignPinSlots() {
-    pin_slot_.assign(core_.deps.size(), 0);
-    std::vector<size_t> stack;
-    for (size_t i = 0; i < core_.segments.size(); ++i) {
-      const Segment& s = core_.segments[i];
+    pin_slot_.assign(core().deps.size(), 0);
+    std::vector<size_t>& stack = stack_;
+    stack.clear();
+    for (size_t i = 0; i < core().segments.size(); ++i) {
+      const Segment& s = core().segments[i];
       if (s.kind == Segment::kBegin) {
         stack.push_back(i);
       } else if (s.kind == Segment::kEnd) {
@@ -518,11 +552,12 @@ class CoreSim {
       } else if (!stack.empty()) {
         const std::vector<int32_t>& anchors = rep_[stack.back()].anchors;
         for (uint32_t t = s.begin; t < s.end; ++t) {
-          const Instruction& inst = core_.instructions[t];
+          const Instruction& inst = core().instructions[t];
           for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
-            if (core_.deps[j] >= 0) continue;
-            pin_slot_[j] = int32_t(
-                std::lower_bound(anchors.begin(), anchors.end(), -core_.deps[j]) - anchors.begin());
+            if (core().deps[j] >= 0) continue;
+            pin_slot_[j] =
+                int32_t(std::lower_bound(anchors.begin(), anchors.end(), -core().deps[j]) -
+                        anchors.begin());
           }
         }
       }
@@ -530,7 +565,7 @@ class CoreSim {
   }
 
   void Walk(size_t first, size_t last) {
-    const auto& segs = core_.segments;
+    const auto& segs = core().segments;
     for (size_t i = first; i < last; ++i) {
       const Segment& s = segs[i];
       if (s.kind == Segment::kInstructions) {
@@ -632,7 +667,7 @@ class CoreSim {
   }
 
   void RunIterations(size_t i) {
-    const Segment& seg = core_.segments[i];
+    const Segment& seg = core().segments[i];
     const int64_t n = seg.count;
     const RepInfo& info = rep_[i];
     if (exact_ || n < 3 || !error_.ok()) {
@@ -734,17 +769,19 @@ class CoreSim {
   int64_t fixed_ticks_ = 0;
 
  private:
-  const Target& t_;
-  const CoreProgram& core_;
-  const std::vector<Cost>& costs_;
-  const bool exact_;
+  const CoreProgram* core_ptr_ = nullptr;
+  const std::vector<Cost>* costs_ptr_ = nullptr;
+  bool exact_ = false;
+  std::vector<size_t> stack_;  // scratch of Prepare and AssignPinSlots
+  std::vector<int32_t> body_stack_;
+  std::vector<int64_t> body_off_;
   int nq_ = 0, ne_ = 0;
   int64_t penalty_[4];
   int64_t free_[4] = {0, 0, 0, 0};
   int64_t last_[4] = {-1, -1, -1, -1};
   int64_t lms_ = 0, lle_ = 0, port_vg_ = 0, port_vs_ = 0;
   std::vector<int64_t> issue_, hbm_free_, vfree_, dma_busy_;
-  std::unique_ptr<int64_t[]> ring_;  // result of flat position x at x & mask_
+  std::vector<int64_t> ring_;  // result of flat position x at x & mask_
   int64_t mask_ = 0, window_ = 0, pos_ = 0, makespan_ = 0;
   std::vector<RepInfo> rep_;
   std::vector<Level> levels_;
@@ -753,7 +790,7 @@ class CoreSim {
   // and entry position.
   std::vector<std::vector<int64_t>> pins_;
   int frame_ = 0;
-  std::vector<int32_t> pin_slot_;  // per entry of core_.deps (anchored ones)
+  std::vector<int32_t> pin_slot_;  // per entry of core().deps (anchored ones)
   size_t pruned_size_ = 0;
   const int64_t* pin_ = nullptr;
   int64_t pin_base_ = 0;
@@ -768,7 +805,7 @@ class CoreSim {
   // Liveness: the longest distance at which each template's results are read (0: never), and per
   // ring slot the last position that may read its result (until_; dead slots lie below pos_).
   std::vector<int64_t> maxread_;
-  std::unique_ptr<int64_t[]> until_;
+  std::vector<int64_t> until_;
   // The segment tree for Liveness: per segment, its offset in its enclosing body and that body's
   // kBegin (-1: the top level); per body, its non-empty children (bodies_.back(): the top level).
   std::vector<int64_t> seg_off_;
@@ -778,11 +815,13 @@ class CoreSim {
   absl::Status error_;
 };
 
-// How many times each template of `core` executes.
-void Multiplicities(const CoreProgram& core, std::vector<int64_t>* mult) {
+// How many times each template of `core` executes (`factor`: scratch).
+void Multiplicities(const CoreProgram& core, std::vector<int64_t>* mult,
+                    std::vector<int64_t>* scratch) {
   mult->assign(core.instructions.size(), core.compact() ? 0 : 1);
   if (!core.compact()) return;
-  std::vector<int64_t> factor = {1};
+  std::vector<int64_t>& factor = *scratch;
+  factor.assign(1, 1);
   for (const Segment& s : core.segments) {
     if (s.kind == Segment::kBegin) {
       factor.push_back(factor.back() * s.count);
@@ -794,11 +833,23 @@ void Multiplicities(const CoreProgram& core, std::vector<int64_t>* mult) {
   }
 }
 
+// Buffers of one thread's simulations, reused so that repeated calls do not allocate.
+struct Scratch {
+  std::vector<bool> copies;  // core c runs the same program as core c - 1
+  std::vector<std::vector<int64_t>> mult;
+  std::vector<std::vector<double>> dma_bytes, hbm_bytes;
+  std::vector<double> core_dma, core_hbm;
+  std::vector<int64_t> factor;
+  std::vector<Cost> costs;
+  CoreSim sim;
+};
+
 }  // namespace
 
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options, std::vector<TraceEvent>* trace) {
-  std::vector<bool> copies;  // core c runs the same program as core c - 1
+  thread_local Scratch scratch;
+  std::vector<bool>& copies = scratch.copies;
   absl::Status valid = ValidateProgram(target, program, &copies);
   if (!valid.ok()) return valid;
   if (trace != nullptr) {
@@ -818,16 +869,28 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   const int64_t fixed_ticks = int64_t(std::llround(target.dma_fixed_ns * tick_ghz));
 
   // Static traffic per core and queue: DMA shares are fixed fractions of the engines and HBM.
-  std::vector<std::vector<int64_t>> mult(num_cores);
-  std::vector<std::vector<double>> dma_bytes(num_cores, std::vector<double>(nq, 0.0));
-  std::vector<std::vector<double>> hbm_bytes(num_cores, std::vector<double>(nq, 0.0));
-  std::vector<double> core_dma(num_cores, 0.0), core_hbm(num_cores, 0.0);
+  auto& mult = scratch.mult;
+  auto& dma_bytes = scratch.dma_bytes;
+  auto& hbm_bytes = scratch.hbm_bytes;
+  if (int(mult.size()) < num_cores) {
+    mult.resize(num_cores);
+    dma_bytes.resize(num_cores);
+    hbm_bytes.resize(num_cores);
+  }
+  for (int c = 0; c < num_cores; ++c) {
+    dma_bytes[c].assign(nq, 0.0);
+    hbm_bytes[c].assign(nq, 0.0);
+  }
+  std::vector<double>& core_dma = scratch.core_dma;
+  std::vector<double>& core_hbm = scratch.core_hbm;
+  core_dma.assign(num_cores, 0.0);
+  core_hbm.assign(num_cores, 0.0);
   double chip_hbm = 0;
   SimResult out;
   int64_t flops[kNumDTypes] = {};  // exact, so the sum does not depend on program form
   for (int c = 0; c < num_cores; ++c) {
     const CoreProgram& core = program.cores[c];
-    Multiplicities(core, &mult[c]);
+    Multiplicities(core, &mult[c], &scratch.factor);
     for (size_t t = 0; t < core.instructions.size(); ++t) {
       const Instruction& inst = core.instructions[t];
       const int64_t n = mult[c][t];
@@ -853,7 +916,7 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   int64_t makespan = 0;
   double dma_busy = 0, core_dma_busy = 0;
   int64_t core_busy[kNumEngines] = {};  // compute busy ticks of the last simulated core
-  std::vector<Cost> costs;
+  std::vector<Cost>& costs = scratch.costs;
   for (int c = 0; c < num_cores; ++c) {
     const CoreProgram& core = program.cores[c];
     // A core with the same program as the previous one has the same shares of the DMA engines
@@ -912,7 +975,8 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
         k.hbm_hi = hbm_ticks(lo + 1);
       }
     }
-    CoreSim sim(target, core, costs, options.exact || trace != nullptr);
+    CoreSim& sim = scratch.sim;
+    sim.Reset(target, core, costs, options.exact || trace != nullptr);
     sim.trace_ = trace;
     sim.core_index_ = c;
     sim.fixed_ticks_ = fixed_ticks;

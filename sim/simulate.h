@@ -34,8 +34,8 @@ namespace tessel::sim {
 // Simulates `program` on `target`. Validates first (see ValidateProgram) and returns its
 // InvalidArgument for an invalid program. Deterministic unless options.noise_sigma > 0, in which
 // case time_ns (only) is scaled by a seeded factor 1 + sigma * N(0, 1) (clamped to >= 0.5).
-// Thread-safe: uses thread-local scratch space, so repeated calls on one thread do not allocate
-// once warmed up.
+// Thread-safe: each thread reuses its own buffers, so a call allocates nothing once the thread
+// has simulated a program at least as large (sim/alloc_test.cc).
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options = {});
 
