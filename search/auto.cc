@@ -43,6 +43,8 @@ AutoStrategy::AutoStrategy(const kernels::Space& space, uint64_t seed)
   ModelStrategy::Options model_options;
   model_options.initial_random = 0;  // auto's own random start feeds it
   model_options.explore = 0.0;       // the other arms explore
+  // At a certified local optimum the model looks at points two params away, any values.
+  model_options.widen_at_local_optimum = true;
   arms_.push_back({std::make_unique<ModelStrategy>(space, Mix(seed, 1), model_options), "model"});
   arms_.push_back({std::make_unique<IlsStrategy>(space, Mix(seed, 2)), "ils"});
   arms_.push_back({std::make_unique<GeneticStrategy>(space, Mix(seed, 3)), "genetic"});

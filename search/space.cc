@@ -157,4 +157,25 @@ std::vector<uint64_t> SearchSpace::Neighbours(uint64_t index, int radius) const 
   return out;
 }
 
+std::vector<uint64_t> SearchSpace::Ball(uint64_t index, int radius) const {
+  std::vector<uint64_t> out;
+  const int n = num_params();
+  for (int p = 0; p < n; ++p) {
+    for (int v = 0; v < radix(p); ++v) {
+      if (v == ValueAt(index, p)) continue;
+      const uint64_t mid = WithValue(index, p, v);
+      if (Valid(mid)) out.push_back(mid);
+      if (radius < 2) continue;
+      for (int q = p + 1; q < n; ++q) {
+        for (int w = 0; w < radix(q); ++w) {
+          if (w == ValueAt(index, q)) continue;
+          const uint64_t next = WithValue(mid, q, w);
+          if (Valid(next)) out.push_back(next);
+        }
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace tessel::search

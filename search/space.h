@@ -71,6 +71,11 @@ class SearchSpace {
   // ParamKind). With `radius` 2 also two params changed at once (constraints often tie params
   // together, so single moves can all be invalid). Deterministic order.
   std::vector<uint64_t> Neighbours(uint64_t index, int radius = 1) const;
+  // Valid points that differ from `index` in 1 to `radius` params (at most 2), each changed to any
+  // other of its values: a wider neighbourhood than Neighbours, for jumps that single moves cannot
+  // make (a value several steps away whose intermediate points are invalid or worse).
+  // Deterministic order.
+  std::vector<uint64_t> Ball(uint64_t index, int radius) const;
   // A point one random valid move from `index` for which `accept` holds, trying single moves
   // then pairs; nullopt when there is none.
   template <typename Rng, typename Accept>

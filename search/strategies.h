@@ -118,6 +118,11 @@ class ModelStrategy final : public SpaceStrategy {
     // in model order: a trust region that keeps refining the incumbent where the global ranking
     // would not look.
     double local_share = 0.5;
+    // Once the best point is a certified local optimum (every one-move neighbour evaluated), take
+    // the local share from the wider Ball(best, 2): points with one or two params changed to any
+    // value (the one-step pairs among them), ranked by the model. Without it the local share
+    // takes the best's one-step pairs, then the runners-up's neighbourhoods.
+    bool widen_at_local_optimum = false;
   };
   ModelStrategy(const kernels::Space& space, uint64_t seed);
   ModelStrategy(const kernels::Space& space, uint64_t seed, Options options);
@@ -144,6 +149,9 @@ class ModelStrategy final : public SpaceStrategy {
   absl::flat_hash_set<uint64_t> exhausted_centers_;  // neighbourhoods fully seen
   double local_credit_ = 0;                          // accumulates local_share per proposal
   void RankLocal();
+  // Whether every one-move neighbour (Neighbours(index, 1)) of `index` has been seen.
+  bool AtLocalOptimum(uint64_t index) const;
+  bool local_wide_ = false;  // local_ is the Ball around a certified local optimum
   // Sorts `points` by predicted score, best last; false without a model.
   bool RankByModel(std::vector<uint64_t>& points);
   size_t fitted_at_ = 0;  // results in history at the last fit
@@ -152,9 +160,11 @@ class ModelStrategy final : public SpaceStrategy {
 
 // The default: a space-filling initial design (SpaceFillingDesign), then a bandit over model,
 // ils, genetic, anneal and explore (the unseen point farthest from everything observed among a
-// few random ones). Every arm sees every result; each proposal slot goes to an arm drawn by
-// Thompson sampling on a discounted record of how often its proposals improved the best (or
-// landed near it), so the budget shifts to whatever keeps finding improvements.
+// few random ones); its model arm widens its local neighbourhood to Ball(best, 2) at a certified
+// local optimum (ModelStrategy::Options::widen_at_local_optimum). Every arm sees every result; each
+// proposal slot goes to an arm drawn by Thompson sampling on a discounted record of how often its
+// proposals improved the best (or landed near it), so the budget shifts to whatever keeps finding
+// improvements.
 class AutoStrategy final : public SpaceStrategy {
  public:
   AutoStrategy(const kernels::Space& space, uint64_t seed);

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <set>
 
 #include "search/space.h"
@@ -189,6 +191,83 @@ TEST(SearchSpaceTest, InfersKindsAndMovesOnlyBetweenValidPoints) {
   for (uint64_t n : around) {
     EXPECT_TRUE(view.Valid(n));
     EXPECT_EQ(view.Distance(start, n), 1);
+  }
+}
+
+TEST(SearchSpaceTest, BallIsEveryValidPointOneOrTwoParamsAway) {
+  kernels::Space space = SmallSpace();
+  SearchSpace view(space);
+  const uint64_t start =
+      *view.IndexOf(Config{{"a", "1"}, {"b", "2"}, {"c", "z"}, {"order", "mnk"}});
+  for (int radius = 1; radius <= 2; ++radius) {
+    std::vector<uint64_t> ball = view.Ball(start, radius);
+    std::set<uint64_t> got(ball.begin(), ball.end());
+    EXPECT_EQ(got.size(), ball.size()) << "radius " << radius;  // no repeats
+    std::set<uint64_t> want;
+    for (uint64_t i = 0; i < view.size(); ++i) {
+      int d = view.Distance(start, i);
+      if (d >= 1 && d <= radius && view.Valid(i)) want.insert(i);
+    }
+    EXPECT_EQ(got, want) << "radius " << radius;
+  }
+  // Wider than Neighbours: a = 1 -> 4 skips a value, which single moves cannot.
+  std::vector<uint64_t> near = view.Neighbours(start, 1), pairs = view.Neighbours(start, 2);
+  near.insert(near.end(), pairs.begin(), pairs.end());
+  const uint64_t jump = view.WithValue(start, 0, 2);
+  ASSERT_TRUE(view.Valid(jump));
+  EXPECT_EQ(std::count(near.begin(), near.end(), jump), 0);
+}
+
+// 8^3 points, all valid; p, q and r are quantities (moves go to the next value only).
+kernels::Space CubeSpace() {
+  std::vector<kernels::Param> params;
+  for (const char* name : {"p", "q", "r"}) {
+    params.push_back({name, {"10", "20", "30", "40", "50", "60", "70", "80"}, ""});
+  }
+  return kernels::Space(params, [](const Config&) { return absl::OkStatus(); });
+}
+
+// At a certified local optimum (every single move evaluated and worse), a model with
+// widen_at_local_optimum proposes points two params away with values several steps off, where its
+// data says the fast region is; without it, the model only tries the one-step pairs around the
+// optimum.
+TEST(ModelStrategyTest, WidensItsNeighbourhoodAtACertifiedLocalOptimum) {
+  kernels::Space space = CubeSpace();
+  SearchSpace view(space);
+  const uint64_t trap = *view.IndexOf(Config{{"p", "40"}, {"q", "40"}, {"r", "40"}});
+  std::vector<Observation> seen = {{view.ToConfig(trap), true, 1.0}};
+  for (uint64_t n : view.Neighbours(trap, 1)) seen.push_back({view.ToConfig(n), true, 2.0});
+  // Elsewhere: slow, except with p = 80, which is almost as fast as the trap.
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<uint64_t> pick(0, view.size() - 1);
+  for (int k = 0; k < 40; ++k) {
+    uint64_t i = pick(rng);
+    if (view.Distance(i, trap) <= 1) continue;
+    seen.push_back({view.ToConfig(i), true, view.ValueAt(i, 0) == 7 ? 1.2 : 3.0});
+  }
+  std::vector<uint64_t> one_step = view.Neighbours(trap, 2);
+  auto proposals = [&](bool widen) {
+    ModelStrategy::Options options;
+    options.initial_random = 0;
+    options.explore = 0;
+    options.local_share = 1.0;  // every proposal from the local neighbourhood
+    options.widen_at_local_optimum = widen;
+    ModelStrategy model(space, 3, options);
+    model.Observe(seen);
+    std::vector<uint64_t> out;
+    for (const Config& config : model.Propose(4)) out.push_back(*view.IndexOf(config));
+    return out;
+  };
+  std::vector<uint64_t> wide = proposals(true);
+  ASSERT_EQ(wide.size(), 4u);
+  int jumps = 0;
+  for (uint64_t i : wide) {
+    EXPECT_LE(view.Distance(i, trap), 2);
+    jumps += std::count(one_step.begin(), one_step.end(), i) == 0;
+  }
+  EXPECT_GE(jumps, 1);
+  for (uint64_t i : proposals(false)) {
+    EXPECT_EQ(std::count(one_step.begin(), one_step.end(), i), 1) << view.ToConfig(i).ToString();
   }
 }
 
