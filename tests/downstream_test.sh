@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs tessel from this build into a temporary prefix, tunes and exports a snapshot, then
-# configures, builds and runs examples/downstream against the installed package.
-# Usage: downstream_test.sh SOURCE_DIR BUILD_DIR
+# configures, builds and runs examples/downstream against the installed package; with PYTHON=1
+# also imports the installed Python module.
+# Usage: downstream_test.sh SOURCE_DIR BUILD_DIR [PYTHON]
 set -euo pipefail
 SRC="$1"
 BUILD="$2"
+PYTHON="${3:-0}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/tessel-downstream-XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
@@ -20,3 +22,13 @@ cmake --build "$WORK/example" >"$WORK/build.log" || { cat "$WORK/build.log"; exi
 "$WORK/example/downstream"
 grep -q "tessel_tuned" "$WORK/example/tuned_configs.h"
 echo "downstream example: configured, generated its header, built and ran"
+
+[ "$PYTHON" = 1 ] || exit 0
+# The Python module is installed under the prefix and imports with Debian's python3.
+shopt -s nullglob
+modules=("$WORK"/prefix/lib/python3.*/dist-packages/tessel*.so)
+[ "${#modules[@]}" -eq 1 ] || { echo "expected one installed tessel module, found ${#modules[@]}"; exit 1; }
+PYTHONPATH="$(dirname "${modules[0]}")" /usr/bin/python3 -c \
+  "import tessel, sys; sys.exit(0 if hasattr(tessel, 'Lookup') else 1)" \
+  || { echo "the installed tessel module does not import"; exit 1; }
+echo "python module: installed under the prefix and imports"
