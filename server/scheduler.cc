@@ -325,11 +325,35 @@ absl::StatusOr<v1::Job> Scheduler::GetJob(int64_t job_id) {
 absl::StatusOr<std::vector<v1::Job>> Scheduler::ListJobs(int limit) {
   auto records = store_->ListJobs(limit);
   if (!records.ok()) return records.status();
-  std::vector<v1::Job> jobs;
-  for (const JobRecord& record : *records) {
-    auto job = GetJob(record.id);
-    if (job.ok()) jobs.push_back(std::move(*job));
+  // Jobs in memory answer from there; the others from their stored trials, read in one query.
+  std::vector<std::optional<v1::Job>> views(records->size());
+  std::vector<int64_t> stored;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < records->size(); ++i) {
+      const int64_t id = (*records)[i].id;
+      if (auto it = jobs_.find(id); it != jobs_.end()) {
+        views[i] = JobView(*it->second);
+      } else if (auto done = finished_.find(id); done != finished_.end()) {
+        views[i] = done->second;
+      } else {
+        stored.push_back(id);
+      }
+    }
   }
+  if (!stored.empty()) {
+    auto trials = store_->TrialsForJobs(stored);
+    if (!trials.ok()) return trials.status();
+    static const std::vector<TrialRecord> kNone;
+    for (size_t i = 0; i < records->size(); ++i) {
+      if (views[i]) continue;
+      auto it = trials->find((*records)[i].id);
+      views[i] = StoredJobView((*records)[i], it == trials->end() ? kNone : it->second);
+    }
+  }
+  std::vector<v1::Job> jobs;
+  jobs.reserve(views.size());
+  for (std::optional<v1::Job>& view : views) jobs.push_back(std::move(*view));
   return jobs;
 }
 
@@ -338,11 +362,15 @@ absl::StatusOr<v1::Job> Scheduler::StoredJobView(int64_t job_id) {
   if (!record.ok()) return record.status();
   auto trials = store_->TrialsForJob(job_id);
   if (!trials.ok()) return trials.status();
-  v1::Job view = JobViewFromRecord(*record, *trials);
-  if (const kernels::Kernel* kernel = kernels::FindKernel(record->workload.kernel)) {
-    auto target = sim::LoadTarget(record->workload.target);
-    view.set_stale(kernel->version() != record->kernel_version ||
-                   (target.ok() && target->version != record->target_version));
+  return StoredJobView(*record, *trials);
+}
+
+v1::Job Scheduler::StoredJobView(const JobRecord& record, const std::vector<TrialRecord>& trials) {
+  v1::Job view = JobViewFromRecord(record, trials);
+  if (const kernels::Kernel* kernel = kernels::FindKernel(record.workload.kernel)) {
+    auto target = sim::LoadTarget(record.workload.target);
+    view.set_stale(kernel->version() != record.kernel_version ||
+                   (target.ok() && target->version != record.target_version));
   }
   return view;
 }

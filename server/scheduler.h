@@ -207,7 +207,9 @@ class Scheduler {
   void FinishJob(int64_t job_id);
   void Notify(int64_t job_id, const std::vector<v1::TrialResult>& new_trials);
   void Housekeeping();
+  // A job that is not in memory, as stored (NotFound when absent); from its record and trials.
   absl::StatusOr<v1::Job> StoredJobView(int64_t job_id);
+  static v1::Job StoredJobView(const JobRecord& record, const std::vector<TrialRecord>& trials);
 
   absl::StatusOr<v1::LookupResponse> LookupUncached(const ResolvedWorkload& resolved,
                                                     const WorkloadRecord& workload,

@@ -384,6 +384,36 @@ TEST_F(SchedulerTest, ARestartedSchedulerResumesAJobWithoutRepeatingConfigs) {
   }
 }
 
+// ListJobs answers stored jobs from one batched read of their trials, live ones from memory; both
+// must read as GetJob answers them.
+TEST_F(SchedulerTest, ListJobsShowsStoredAndLiveJobsAsGetJobDoes) {
+  std::vector<int64_t> ids;
+  for (int64_t size : {256, 512}) {
+    auto job = scheduler_->Submit(Job(Gemm(size, size, size), 6));
+    ASSERT_TRUE(job.ok()) << job.status();
+    ids.push_back(job->id());
+    EXPECT_EQ(RunToEnd(job->id(), RegisterWorker()).state(), v1::JOB_COMPLETED);
+  }
+  Open();  // a new scheduler: the finished jobs are only in the store now
+  auto live = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 6));
+  ASSERT_TRUE(live.ok()) << live.status();
+  ids.push_back(live->id());
+
+  auto jobs = scheduler_->ListJobs(10);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const v1::Job& listed = (*jobs)[i];
+    EXPECT_EQ(listed.id(), ids[2 - i]) << "newest first";
+    auto got = scheduler_->GetJob(listed.id());
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(listed.SerializeAsString(), got->SerializeAsString()) << "job " << listed.id();
+  }
+  EXPECT_EQ((*jobs)[1].trials().total(), 6);
+  EXPECT_TRUE((*jobs)[1].has_best());
+  EXPECT_EQ((*jobs)[0].state(), v1::JOB_QUEUED);
+}
+
 TEST_F(SchedulerTest, WorkerCallsFromUnknownWorkersAreRejected) {
   v1::LeaseRequest r;
   r.set_worker_id("ghost");

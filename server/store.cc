@@ -31,6 +31,7 @@
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "schema/migrations.h"
+#include "schema/strings.h"
 
 namespace tessel::server {
 namespace {
@@ -849,32 +850,59 @@ absl::StatusOr<std::vector<JobRecord>> Store::JobsInState(const std::string& sta
   });
 }
 
+namespace {
+
+constexpr const char* kTrialSelect =
+    "SELECT id, job_id, config, status, time_ns, samples_json, message, bound, stats_json, "
+    "verified, is_default, is_verify, worker_id, created_ms FROM trials ";
+
+TrialRecord TrialFromRow(const Statement& row) {
+  TrialRecord trial;
+  trial.id = row.Int(0);
+  trial.job_id = row.Int(1);
+  trial.config = row.Text(2);
+  trial.status = row.Text(3);
+  if (!row.IsNull(4)) trial.time_ns = row.Double(4);
+  trial.samples_ns = SamplesFromJson(row.Text(5));
+  trial.message = row.Text(6);
+  trial.bound = row.Text(7);
+  trial.stats_json = row.Text(8);
+  trial.verified = row.Int(9) != 0;
+  trial.is_default = row.Int(10) != 0;
+  trial.is_verify = row.Int(11) != 0;
+  trial.worker_id = row.Text(12);
+  trial.created_ms = row.Int(13);
+  return trial;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<TrialRecord>> Store::TrialsForJob(int64_t job_id) {
   using Trials = std::vector<TrialRecord>;
   return impl_->Read<Trials>([&](Connection& db) -> absl::StatusOr<Trials> {
-    TESSEL_PREPARE(select, db,
-                   "SELECT id, job_id, config, status, time_ns, samples_json, message, bound, "
-                   "stats_json, verified, is_default, is_verify, worker_id, created_ms FROM trials "
-                   "WHERE job_id = ? ORDER BY id");
+    static const std::string kSql = std::string(kTrialSelect) + "WHERE job_id = ? ORDER BY id";
+    TESSEL_PREPARE(select, db, kSql);
     select.BindInt(job_id);
-    return AllRows<TrialRecord>(select, [](const Statement& row) {
-      TrialRecord trial;
-      trial.id = row.Int(0);
-      trial.job_id = row.Int(1);
-      trial.config = row.Text(2);
-      trial.status = row.Text(3);
-      if (!row.IsNull(4)) trial.time_ns = row.Double(4);
-      trial.samples_ns = SamplesFromJson(row.Text(5));
-      trial.message = row.Text(6);
-      trial.bound = row.Text(7);
-      trial.stats_json = row.Text(8);
-      trial.verified = row.Int(9) != 0;
-      trial.is_default = row.Int(10) != 0;
-      trial.is_verify = row.Int(11) != 0;
-      trial.worker_id = row.Text(12);
-      trial.created_ms = row.Int(13);
-      return trial;
-    });
+    return AllRows<TrialRecord>(select, TrialFromRow);
+  });
+}
+
+absl::StatusOr<std::map<int64_t, std::vector<TrialRecord>>> Store::TrialsForJobs(
+    std::span<const int64_t> job_ids) {
+  using ByJob = std::map<int64_t, std::vector<TrialRecord>>;
+  if (job_ids.empty()) return ByJob{};
+  return impl_->Read<ByJob>([&](Connection& db) -> absl::StatusOr<ByJob> {
+    // The ids as one JSON array parameter (json_each), so one prepared statement serves any count.
+    static const std::string kSql = std::string(kTrialSelect) +
+                                    "WHERE job_id IN (SELECT value FROM json_each(?)) "
+                                    "ORDER BY job_id, id";
+    TESSEL_PREPARE(select, db, kSql);
+    select.BindText(StrCat("[", StrJoin(job_ids, ","), "]"));
+    absl::StatusOr<std::vector<TrialRecord>> rows = AllRows<TrialRecord>(select, TrialFromRow);
+    if (!rows.ok()) return rows.status();
+    ByJob out;
+    for (TrialRecord& trial : *rows) out[trial.job_id].push_back(std::move(trial));
+    return out;
   });
 }
 

@@ -8,6 +8,7 @@
 #define TESSEL_SERVER_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -134,6 +135,10 @@ class Store {
   absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit);  // newest first
   absl::StatusOr<std::vector<JobRecord>> JobsInState(const std::string& state);
   absl::StatusOr<std::vector<TrialRecord>> TrialsForJob(int64_t job_id);  // by id ascending
+  // The trials of every job in `job_ids`, in one query: job id -> its trials by id ascending
+  // (jobs without trials are absent).
+  absl::StatusOr<std::map<int64_t, std::vector<TrialRecord>>> TrialsForJobs(
+      std::span<const int64_t> job_ids);
   // Largest trial id in the store, 0 when none.
   absl::StatusOr<int64_t> MaxTrialId();
   // The newest publication for the workload with snapshot_id <= max_snapshot (0 = no limit), or

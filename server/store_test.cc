@@ -291,6 +291,34 @@ TEST_F(StoreTest, ListJobsIsNewestFirstAndHonoursTheLimit) {
   EXPECT_THAT(*store->ListJobs(0), SizeIs(5));
 }
 
+TEST_F(StoreTest, TrialsForJobsReadsTheListedJobsTrialsGroupedByJob) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const int64_t a = *store->CreateJob(MatmulJob());
+  const int64_t b = *store->CreateJob(MatmulJob());
+  const int64_t c = *store->CreateJob(MatmulJob());
+  const int64_t empty = *store->CreateJob(MatmulJob());
+  std::vector<TrialRecord> trials = {OkTrial(5, a), OkTrial(2, b), OkTrial(3, a), OkTrial(4, c),
+                                     OkTrial(1, b)};
+  ASSERT_TRUE(store->InsertTrials(trials).ok());
+
+  const std::vector<int64_t> listed = {b, a, empty};  // not c
+  auto got = store->TrialsForJobs(listed);
+  ASSERT_TRUE(got.ok()) << got.status();
+  auto ids = [&](int64_t job) {
+    std::vector<int64_t> out;
+    for (const TrialRecord& t : got->at(job)) out.push_back(t.id);
+    return out;
+  };
+  EXPECT_THAT(ids(a), ElementsAre(3, 5));
+  EXPECT_THAT(ids(b), ElementsAre(1, 2));
+  EXPECT_FALSE(got->contains(c));
+  EXPECT_FALSE(got->contains(empty));
+  // Same rows as the one-job read.
+  EXPECT_EQ(got->at(a).front().samples_ns, store->TrialsForJob(a)->front().samples_ns);
+  EXPECT_TRUE(store->TrialsForJobs({})->empty());
+}
+
 TEST_F(StoreTest, UpdateJobStateSetsFinishedMsOnlyForFinalStates) {
   std::unique_ptr<Store> store = OpenStore();
   ASSERT_NE(store, nullptr);
