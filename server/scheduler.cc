@@ -94,8 +94,6 @@ void Scheduler::Shutdown() {
 // Jobs
 
 absl::StatusOr<std::unique_ptr<Scheduler::Job>> Scheduler::BuildJob(const JobRecord& record) {
-  auto job = std::make_unique<Job>();
-  job->record = record;
   v1::Workload workload;
   workload.set_kernel(record.workload.kernel);
   workload.set_dtype(record.workload.dtype);
@@ -109,9 +107,16 @@ absl::StatusOr<std::unique_ptr<Scheduler::Job>> Scheduler::BuildJob(const JobRec
   }
   auto resolved = ResolveWorkload(workload);
   if (!resolved.ok()) return resolved.status();
-  job->kernel = resolved->kernel;
-  job->target = std::move(resolved->target);
-  job->problem = std::move(resolved->problem);
+  return BuildJob(record, std::move(*resolved));
+}
+
+absl::StatusOr<std::unique_ptr<Scheduler::Job>> Scheduler::BuildJob(const JobRecord& record,
+                                                                    ResolvedWorkload resolved) {
+  auto job = std::make_unique<Job>();
+  job->record = record;
+  job->kernel = resolved.kernel;
+  job->target = std::move(resolved.target);
+  job->problem = std::move(resolved.problem);
   auto space = job->kernel->SpaceFor(job->problem, job->target);
   if (!space.ok()) return space.status();
   job->space = std::make_unique<kernels::Space>(std::move(*space));
@@ -280,7 +285,7 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
   if (!id.ok()) return id.status();
   record.id = *id;
 
-  auto job = BuildJob(record);
+  auto job = BuildJob(record, *std::move(resolved));
   if (!job.ok()) {
     (void)store_->UpdateJobState(record.id, "failed", std::string(job.status().message()));
     return job.status();

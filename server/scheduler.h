@@ -179,6 +179,8 @@ class Scheduler {
   // A job with nothing measured yet: its space, strategy and early-stop tracker (time limit
   // counted from record.created_ms).
   absl::StatusOr<std::unique_ptr<Job>> BuildJob(const JobRecord& record);
+  // As BuildJob(record), with the workload already resolved (Submit resolved it to check it).
+  absl::StatusOr<std::unique_ptr<Job>> BuildJob(const JobRecord& record, ResolvedWorkload resolved);
   // Seeds the job's strategy with the measured trials of recent completed neighbour jobs (same
   // kernel, dtype and kernel version). Returns how many neighbours were used.
   int WarmStart(Job& job);
