@@ -378,25 +378,19 @@ absl::StatusOr<Space> NormKernel::SpaceFor(const Problem& problem,
 }
 
 Config NormKernel::Default(const Problem& problem, const sim::Target&) const {
-  const int64_t rows = problem.dims.Get("rows").value_or(1);
-  const int64_t cols = problem.dims.Get("cols").value_or(1);
-  // A plain compiler: one row per partition, 512-column chunks streamed twice, the textbook
-  // statistics (bn_stats for layernorm, x*x then a sum for rmsnorm), Vector normalisation, fused
-  // affine, one core.
-  int64_t tile_rows = 128;
-  while (tile_rows > 32 && tile_rows / 2 >= rows) tile_rows /= 2;
-  int64_t chunk = 512;
-  while (chunk > 128 && chunk / 2 >= cols) chunk /= 2;
-  const bool one_chunk = chunk >= cols;
-  return Config{{"tile_rows", std::to_string(tile_rows)},
-                {"rows_per_partition", "1"},
-                {"chunk", std::to_string(chunk)},
-                {"resident", one_chunk ? "1" : "0"},
+  // A plain compiler: the plain row tiling (chunks streamed twice), the textbook statistics
+  // (bn_stats for layernorm, x*x then a sum for rmsnorm), Vector normalisation, fused affine, one
+  // core.
+  const rowwise::RowTiling t = rowwise::PlainTiling(problem);
+  return Config{{"tile_rows", std::to_string(t.tile_rows)},
+                {"rows_per_partition", std::to_string(t.g)},
+                {"chunk", std::to_string(t.chunk)},
+                {"resident", t.resident ? "1" : "0"},
                 {"stats", rms_ ? "sum_vector_sq" : "bn_stats"},
                 {"apply", "vector"},
                 {"affine", "fused"},
-                {"bufs", one_chunk && CeilDiv(rows, tile_rows) < 2 ? "1" : "2"},
-                {"shards", "1"}};
+                {"bufs", std::to_string(t.bufs)},
+                {"shards", std::to_string(t.shards)}};
 }
 
 absl::StatusOr<sim::Program> NormKernel::Lower(const Problem& problem, const Config& config,

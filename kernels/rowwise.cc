@@ -300,6 +300,18 @@ absl::Status ParseRowTiling(const Problem& problem, const Config& config, RowTil
   return absl::OkStatus();
 }
 
+RowTiling PlainTiling(const Problem& problem) {
+  RowTiling t;
+  t.rows = problem.dims.Get("rows").value_or(1);
+  t.cols = problem.dims.Get("cols").value_or(1);
+  while (t.tile_rows > 32 && t.tile_rows / 2 >= t.rows) t.tile_rows /= 2;
+  while (t.chunk > 128 && t.chunk / 2 >= t.cols) t.chunk /= 2;
+  t.resident = t.chunk >= t.cols;
+  t.bufs = t.resident && CeilDiv(t.rows, t.tile_rows) < 2 ? 1 : 2;
+  DeriveTiling(t);
+  return t;
+}
+
 void DeriveTiling(RowTiling& t) {
   t.rows_per_tile = t.tile_rows * t.g;
   t.tiles = CeilDiv(t.rows, t.rows_per_tile);

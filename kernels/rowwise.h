@@ -50,6 +50,12 @@ struct RowTiling {
 absl::Status ParseRowTiling(const Problem& problem, const Config& config, RowTiling& tiling);
 // Sets rows_per_tile, tiles and chunks from the other fields.
 void DeriveTiling(RowTiling& tiling);
+// The tiling a plain compiler picks for `problem` (rows, cols): one row per partition, 128-row
+// tiles (halved while half still covers the rows, down to 32), 512-column chunks (halved while half
+// still covers the columns, down to 128), resident when one chunk covers a row, double-buffered
+// unless there is a single tile of a single chunk, one core. Kernels' Default configs start from
+// it.
+RowTiling PlainTiling(const Problem& problem);
 // The rules every row-wise tiling obeys on `target` (partitions, free-size cap, resident needs
 // more than one chunk, shards within the chip's cores); with `strict`, also rejects redundant
 // choices (a tile, row group or chunk twice as large as needed, more shards than row tiles, more

@@ -365,24 +365,18 @@ absl::StatusOr<Space> SoftmaxKernel::SpaceFor(const Problem& problem,
 }
 
 Config SoftmaxKernel::Default(const Problem& problem, const sim::Target&) const {
-  const int64_t rows = problem.dims.Get("rows").value_or(1);
-  const int64_t cols = problem.dims.Get("cols").value_or(1);
-  // A plain compiler: one row per partition, 512-column chunks (or the smallest covering chunk),
-  // three streaming passes, Vector normalisation, fp32 intermediates, one core.
-  int64_t tile_rows = 128;
-  while (tile_rows > 32 && tile_rows / 2 >= rows) tile_rows /= 2;
-  int64_t chunk = 512;
-  while (chunk > 128 && chunk / 2 >= cols) chunk /= 2;
-  const bool one_chunk = chunk >= cols;
-  return Config{{"tile_rows", std::to_string(tile_rows)},
-                {"rows_per_partition", "1"},
-                {"chunk", std::to_string(chunk)},
+  // A plain compiler: the plain row tiling, three streaming passes, Vector normalisation, fp32
+  // intermediates, one core.
+  const rowwise::RowTiling t = rowwise::PlainTiling(problem);
+  return Config{{"tile_rows", std::to_string(t.tile_rows)},
+                {"rows_per_partition", std::to_string(t.g)},
+                {"chunk", std::to_string(t.chunk)},
                 {"algorithm", "multi_pass"},
-                {"resident", one_chunk ? "1" : "0"},
+                {"resident", t.resident ? "1" : "0"},
                 {"scale_engine", "vector"},
                 {"exp_dtype", "fp32"},
-                {"bufs", one_chunk && CeilDiv(rows, tile_rows) < 2 ? "1" : "2"},
-                {"shards", "1"}};
+                {"bufs", std::to_string(t.bufs)},
+                {"shards", std::to_string(t.shards)}};
 }
 
 absl::StatusOr<sim::Program> SoftmaxKernel::Lower(const Problem& problem, const Config& config,
