@@ -338,6 +338,8 @@ void Generate(const Plan& p, Emitter& e) {
                   all_masked = tile.j0 > first_row_sees;
                 }
                 if (all_masked && p.skip) continue;
+                // Skipping also drops the tile's columns that no query of the member sees.
+                if (p.skip) tile.size = std::min(tile.size, last_row_sees - tile.j0 + 1);
                 tile.masked = tile.j0 + tile.size - 1 > first_row_sees;
               }
               st.tiles[g].push_back(tile);
