@@ -72,24 +72,18 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.in_bytes = sim::DTypeBytes(p.dtype);
   p.out_bytes = OutBytes(p.dtype);
   int64_t interleave = 0, bufs = 0, shards = 0;
-  struct IntField {
-    const char* name;
-    int64_t* out;
-    int64_t min;
-  };
-  for (IntField f : {IntField{"tile_m", &p.tile_m, 1},
-                     {"tile_n", &p.tile_n, 1},
-                     {"tile_k", &p.tile_k, 1},
-                     {"block_m", &p.block_m, 1},
-                     {"block_n", &p.block_n, 1},
-                     {"block_k", &p.block_k, 1},
-                     {"batch_group", &p.group, 1},
-                     {"interleave", &interleave, 0},
-                     {"bufs", &bufs, 1},
-                     {"shards", &shards, 1}}) {
-    absl::StatusOr<int64_t> v = IntParam(config, f.name, f.min);
-    if (!v.ok()) return v.status();
-    *f.out = *v;
+  if (absl::Status ints = IntParams(config, {{"tile_m", &p.tile_m},
+                                             {"tile_n", &p.tile_n},
+                                             {"tile_k", &p.tile_k},
+                                             {"block_m", &p.block_m},
+                                             {"block_n", &p.block_n},
+                                             {"block_k", &p.block_k},
+                                             {"batch_group", &p.group},
+                                             {"interleave", &interleave, 0},
+                                             {"bufs", &bufs},
+                                             {"shards", &shards}});
+      !ints.ok()) {
+    return ints;
   }
   if (interleave > 1) return absl::InvalidArgumentError("interleave must be 0 or 1");
   p.interleave = interleave == 1;

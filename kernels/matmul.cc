@@ -68,24 +68,18 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.dtype = *dtype;
   p.in_bytes = sim::DTypeBytes(p.dtype);
   p.out_bytes = OutBytes(p.dtype);
-  struct IntField {
-    const char* name;
-    int64_t* out;
-    int64_t min;
-  };
   int64_t bufs = 0, hoist = 0, shards = 0;
-  for (IntField f : {IntField{"tile_m", &p.tile_m, 1},
-                     {"tile_n", &p.tile_n, 1},
-                     {"tile_k", &p.tile_k, 1},
-                     {"block_m", &p.block_m, 1},
-                     {"block_n", &p.block_n, 1},
-                     {"block_k", &p.block_k, 1},
-                     {"bufs", &bufs, 1},
-                     {"hoist", &hoist, 0},
-                     {"shards", &shards, 1}}) {
-    absl::StatusOr<int64_t> v = IntParam(config, f.name, f.min);
-    if (!v.ok()) return v.status();
-    *f.out = *v;
+  if (absl::Status ints = IntParams(config, {{"tile_m", &p.tile_m},
+                                             {"tile_n", &p.tile_n},
+                                             {"tile_k", &p.tile_k},
+                                             {"block_m", &p.block_m},
+                                             {"block_n", &p.block_n},
+                                             {"block_k", &p.block_k},
+                                             {"bufs", &bufs},
+                                             {"hoist", &hoist, 0},
+                                             {"shards", &shards}});
+      !ints.ok()) {
+    return ints;
   }
   p.bufs = int(bufs);
   p.hoist = int(hoist);

@@ -49,6 +49,15 @@ absl::StatusOr<int64_t> IntParam(const Config& config, std::string_view name, in
   return *v;
 }
 
+absl::Status IntParams(const Config& config, std::initializer_list<IntField> fields) {
+  for (const IntField& f : fields) {
+    absl::StatusOr<int64_t> v = IntParam(config, f.name, f.min);
+    if (!v.ok()) return v.status();
+    *f.out = *v;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ChoiceParam(const Config& config, std::string_view name,
                                         const std::vector<std::string>& allowed) {
   std::optional<std::string_view> v = config.Get(name);

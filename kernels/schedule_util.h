@@ -5,7 +5,9 @@
 #define TESSEL_KERNELS_SCHEDULE_UTIL_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,6 +29,14 @@ absl::Status CheckProblem(std::string_view kernel, const std::vector<std::string
 
 // The integer value of `name`, InvalidArgument when missing, malformed or below `min`.
 absl::StatusOr<int64_t> IntParam(const Config& config, std::string_view name, int64_t min = 1);
+// One integer param for IntParams: where its value goes and its smallest allowed value.
+struct IntField {
+  std::string_view name;
+  int64_t* out;
+  int64_t min = 1;
+};
+// Reads every field with IntParam, in order; the first error.
+absl::Status IntParams(const Config& config, std::initializer_list<IntField> fields);
 // The value of `name` when it is one of `allowed`; InvalidArgument listing them otherwise.
 absl::StatusOr<std::string> ChoiceParam(const Config& config, std::string_view name,
                                         const std::vector<std::string>& allowed);
