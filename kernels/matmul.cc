@@ -718,7 +718,7 @@ class SimEmitter {
     for (size_t i = seg; i < segs.size(); ++i) {
       const sim::Segment& g = segs[i];
       if (g.kind == sim::Segment::kBegin) {  // nested: skip it whole
-        pos += FlatLength(i);
+        pos += core_->RepeatFlatSize(i);
         i = g.match;
         continue;
       }
@@ -829,21 +829,6 @@ class SimEmitter {
       core_->Add(inst, std::span<const int32_t>(buf, size_t(n)));
     }
     return pos_++;
-  }
-
-  // Flat instructions of the repeat whose kBegin is segment `begin`.
-  int64_t FlatLength(size_t begin) const {
-    const auto& segs = core_->segments;
-    int64_t body = 0;
-    for (size_t i = begin + 1; i < segs[begin].match; ++i) {
-      if (segs[i].kind == sim::Segment::kBegin) {
-        body += FlatLength(i);
-        i = segs[i].match;
-      } else {
-        body += int64_t(segs[i].end) - segs[i].begin;
-      }
-    }
-    return body * segs[begin].count;
   }
 
   // Flat instructions a group repeat must save beyond its first three periods (see EmitGroups).

@@ -271,6 +271,19 @@ void CoreProgram::EndRepeat() {
   }
 }
 
+int64_t CoreProgram::RepeatFlatSize(size_t begin) const {
+  int64_t body = 0;
+  for (size_t i = begin + 1; i < segments[begin].match; ++i) {
+    if (segments[i].kind == Segment::kBegin) {
+      body += RepeatFlatSize(i);
+      i = segments[i].match;
+    } else {
+      body += int64_t(segments[i].end) - segments[i].begin;
+    }
+  }
+  return body * segments[begin].count;
+}
+
 int64_t CoreProgram::FlatSize() const {
   if (segments.empty()) return int64_t(instructions.size());
   // Flat length of each open body; a small array, as Simulate validates on every call.

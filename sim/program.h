@@ -135,6 +135,8 @@ struct CoreProgram {
   bool compact() const { return !segments.empty(); }
   // Instructions executed (the unrolled length; instructions.size() for a flat program).
   int64_t FlatSize() const;
+  // Instructions executed by the repeat whose kBegin is segments[begin] (all its iterations).
+  int64_t RepeatFlatSize(size_t begin) const;
 
   // Same instructions, dependencies, allocations and loop structure (so the same schedule).
   bool operator==(const CoreProgram&) const = default;
