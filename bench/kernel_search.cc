@@ -1,13 +1,14 @@
 // Searches one kernel's space for one workload and reports default time, best time found, the
 // best config and its share of the Tensor roofline. Not a ctest: a budgeted experiment.
 //
-//   [START=config] kernel_search KERNEL SHAPE [DTYPE] [TARGET] [SECONDS] [SEED]
+//   [START=config] [FIX=params] kernel_search KERNEL SHAPE [DTYPE] [TARGET] [SECONDS] [SEED]
 //   kernel_search attention batch=1,heads=16,seq_q=4096,seq_k=4096,head_dim=128,causal=1 bf16 snc3
 //   60
 //
 // Method: random valid samples for the first third of the budget, then first-improvement
 // coordinate descent (every other value of every parameter) from the best, restarted from the
-// next-best sample when a local optimum is reached. Deterministic for a seed, except where the
+// next-best sample when a local optimum is reached. FIX=name=value,... searches only the configs
+// with those values (e.g. FIX=softmax=two_pass). Deterministic for a seed, except where the
 // time budget cuts it.
 #include <algorithm>
 #include <chrono>
@@ -66,14 +67,32 @@ int Run(int argc, char** argv) {
               def.ToString().c_str());
   std::fflush(stdout);
 
+  // FIX: the pinned values; a config with another value counts as invalid.
+  Config fixed;
+  if (const char* fix = std::getenv("FIX"); fix != nullptr) {
+    absl::StatusOr<Config> c = Config::Parse(fix);
+    if (!c.ok()) {
+      std::fprintf(stderr, "FIX: %s\n", std::string(c.status().message()).c_str());
+      return 2;
+    }
+    fixed = *c;
+  }
+  auto valid = [&](const Config& c) {
+    for (const auto& [name, value] : fixed.items()) {
+      if (c.Get(name) != value) return false;
+    }
+    return space->Validate(c).ok();
+  };
+
   std::mt19937_64 rng(seed);
-  std::vector<std::pair<double, Config>> samples = {{def_ns, def}};
+  std::vector<std::pair<double, Config>> samples;
+  if (valid(def)) samples.push_back({def_ns, def});
   // START=config seeds the search with a hand-written config (reported on its own).
   if (const char* start = std::getenv("START"); start != nullptr) {
     absl::StatusOr<Config> c = Config::Parse(start);
-    absl::Status valid = c.ok() ? space->Validate(*c) : c.status();
-    if (!valid.ok()) {
-      std::printf("START invalid: %s\n", std::string(valid.message()).c_str());
+    absl::Status status = c.ok() ? space->Validate(*c) : c.status();
+    if (!status.ok()) {
+      std::printf("START invalid: %s\n", std::string(status.message()).c_str());
     } else {
       const double ns = evaluate(*c);
       std::printf("start %.0f ns (%.1f%% of roofline)\n", ns, 100 * roofline / ns);
@@ -82,7 +101,7 @@ int Run(int argc, char** argv) {
   }
   while (elapsed() < seconds / 3) {
     Config c = space->Decode(rng() % space->Size());
-    if (!space->Validate(c).ok()) continue;
+    if (!valid(c)) continue;
     samples.push_back({evaluate(c), c});
   }
   std::sort(samples.begin(), samples.end(),
@@ -100,7 +119,7 @@ int Run(int argc, char** argv) {
           if (elapsed() >= seconds) break;
           Config next = cur;
           next.Set(param.name, value);
-          if (next == cur || !space->Validate(next).ok()) continue;
+          if (next == cur || !valid(next)) continue;
           const double ns = evaluate(next);
           if (ns < cur_ns) {
             cur_ns = ns, cur = next, improved = true;
