@@ -21,6 +21,9 @@ constexpr int kStagingBufs = 2;
 // Per-tile bookkeeping slots: two phases (step parity) of at most kv_block <= 16 tiles.
 constexpr int kSlots = 32;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// What mask=matmul adds to a masked score (exact in bf16): far enough below any score that its exp
+// underflows to 0, finite so that a row max stays finite.
+constexpr float kMaskValue = -32768.0f;
 
 AttentionFault g_fault = AttentionFault::kNone;
 
@@ -41,6 +44,14 @@ struct Plan {
   int pipeline = 0;           // stage order of the step stream, see Generate
   bool stats_scalar = false;  // small running-statistics ops on ScalarE (else VectorE)
   bool step_ops = false;      // one max and one exp instruction per softmax step (else per tile)
+  // softmax=two_pass: a first pass over a query tile's keys forms its row max (QK^T, max); a
+  // second recomputes QK^T and runs exp and PV with that final max, so the output accumulates in
+  // PSUM with no rescaling and no step waits for the previous step's statistics.
+  bool two_pass = false;
+  // mask=matmul: a masked score tile gets kMaskValue added above the diagonal by a TensorE
+  // matmul (identity x a constant triangle) into its PSUM bank, instead of an eviction and a
+  // GpSimd affine_select (mask=select).
+  bool mask_matmul = false;
   std::string evict;
   int bufs = 2;
   int shards = 1;
@@ -58,6 +69,17 @@ struct Plan {
     kv_blocks = CeilDiv(kv_tiles, kv_block);
     scale = float(1.0 / std::sqrt(double(d)));
   }
+  // Per query tile: a step's tile maxima and sums plus the running statistics, or with
+  // two_pass every tile's row max and row sums (each reduced once).
+  static int64_t StatsBytes(const Plan& p) {
+    return ((p.two_pass ? 2 * p.kv_tiles : p.kv_block) + 8) * 4;
+  }
+  // Q^T buffers per group member: the two groups in flight, and with two_pass a third so that
+  // the next group's Q^T loads while its buffer's previous group is still in its exp pass.
+  int q_sets() const { return two_pass ? 3 : 2; }
+  // Columns of the mask=matmul constant: [r, x] = kMaskValue where x > r; every masked window of
+  // a tile (at most kv_tile columns) starts at x <= 128.
+  int64_t mask_width() const { return 128 + kv_tile; }
   // Offset of the bottom-right aligned causal diagonal: query i sees keys j <= i + offset.
   int64_t offset() const { return sk - sq; }
 };
@@ -126,7 +148,11 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                    {"softmax_src", "sbuf", "psum", &p.src_sbuf},
                    {"sum_engine", "vector", "scalar", &p.sum_vector},
                    {"stats_engine", "scalar", "vector", &p.stats_scalar},
-                   {"softmax_ops", "step", "tile", &p.step_ops}}) {
+                   {"softmax_ops", "step", "tile", &p.step_ops},
+                   {"softmax", "two_pass", "online", &p.two_pass},
+                   {"mask", "matmul", "select", &p.mask_matmul}}) {
+    // Configs from before softmax and mask existed (stored bests) mean online and select.
+    if ((c.out == &p.two_pass || c.out == &p.mask_matmul) && !config.Get(c.name)) continue;
     absl::StatusOr<bool> v = GetChoice(config, c.name, c.yes, c.no);
     if (!v.ok()) return v.status();
     *c.out = *v;
@@ -166,6 +192,10 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   if (p.skip && !p.causal) {
     return absl::InvalidArgumentError(
         "causal_skip=1 needs a causal problem (causal=1): nothing is masked");
+  }
+  if (p.mask_matmul && !p.causal) {
+    return absl::InvalidArgumentError(
+        "mask=matmul needs a causal problem (causal=1): nothing is masked");
   }
   if (p.shards > target.cores_per_chip) {
     return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",
@@ -253,13 +283,15 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   } else {
     sbuf += (p.kv_tile * p.in_bytes + chunks * p.d * p.in_bytes) * p.kv_ring;
   }
-  if (!p.qk_dma) sbuf += chunks * p.d * p.in_bytes * 2;                             // raw K chunks
-  sbuf += (p.bq * p.in_bytes + (p.qk_dma ? 0 : p.d * p.in_bytes)) * 2 * p.q_group;  // Q^T (+ raw Q)
-  sbuf += p.s_slots * p.kv_tile * 4;               // scores evicted to SBUF
-  if (p.qk_k) sbuf += chunks * p.bq * 4;           // S^T chunks
-  sbuf += p.p_slots * p.kv_tile * p.in_bytes;      // P
-  sbuf += p.p_slots * chunks * p.bq * p.in_bytes;  // P^T
-  sbuf += (p.kv_block + 8) * 4 * 2 * p.q_group;    // running stats (two groups in flight)
+  if (!p.qk_dma) sbuf += chunks * p.d * p.in_bytes * 2;  // raw K chunks
+  sbuf += (p.bq * p.in_bytes + (p.qk_dma ? 0 : p.d * p.in_bytes)) * p.q_sets() *
+          p.q_group;                                       // Q^T (+ raw Q)
+  sbuf += p.s_slots * p.kv_tile * 4;                       // scores evicted to SBUF
+  if (p.qk_k) sbuf += chunks * p.bq * 4;                   // S^T chunks
+  sbuf += p.p_slots * p.kv_tile * p.in_bytes;              // P
+  sbuf += p.p_slots * chunks * p.bq * p.in_bytes;          // P^T
+  sbuf += Plan::StatsBytes(p) * 2 * p.q_group;             // running stats (two groups in flight)
+  if (p.mask_matmul) sbuf += (p.mask_width() + p.bq) * 2;  // bf16 triangle and identity
   sbuf += (p.pv_v ? p.bq : p.d) *
           (4 * 2 * p.q_group + p.out_bytes * kStagingBufs);  // O accumulators, staging
   if (sbuf > target.UsableSbufPerPartition()) {
@@ -301,6 +333,10 @@ void Generate(const Plan& p, Emitter& e) {
     int64_t kb = 0;
     std::vector<std::vector<KvTile>> tiles;  // per member (may be empty)
     bool first = false, last = false;        // the group's first / last step
+    // softmax=two_pass: 1 = the max pass (scores, row max), 2 = the exp pass (scores, exp, P^T,
+    // PV); 0 = online softmax (all of it). exp_first: the group's first step of pass 2.
+    int pass = 0;
+    bool exp_first = false;
   };
   for (int core = 0; core < p.shards; ++core) {
     e.BeginCore(core);
@@ -350,8 +386,44 @@ void Generate(const Plan& p, Emitter& e) {
         }
         // Every query sees key 0, so every group has at least one step.
         steps[first_step].first = true;
+        if (p.two_pass) {
+          // The max pass, then the same steps again as the exp pass.
+          const size_t n = steps.size() - first_step;
+          for (size_t x = 0; x < n; ++x) {
+            steps.push_back(steps[first_step + x]);
+            steps[first_step + x].pass = 1;
+            steps.back().pass = 2;
+            steps.back().first = false;
+          }
+          steps[first_step + n].exp_first = true;
+        }
         steps.back().last = true;
         groups.push_back(std::move(grp));
+      }
+      if (p.two_pass) {
+        // The stream alternates group g's exp pass with group g + 1's max pass, so that the
+        // engines of one (TensorE, ScalarE, P^T) and of the other (TensorE, VectorE) overlap.
+        std::vector<Step> order;
+        order.reserve(steps.size());
+        size_t at = 0;  // start of the current group's steps (its max pass, then its exp pass)
+        auto half = [&](size_t start) {
+          size_t n = 0;
+          while (start + n < steps.size() && steps[start + n].pass == 1) ++n;
+          return n;
+        };
+        size_t n = half(0);
+        for (size_t x = 0; x < n; ++x) order.push_back(steps[x]);
+        while (at < steps.size()) {
+          const size_t next = at + 2 * n;  // the next group's first step
+          const size_t n_next = next < steps.size() ? half(next) : 0;
+          for (size_t x = 0; x < std::max(n, n_next); ++x) {
+            if (x < n) order.push_back(steps[at + n + x]);
+            if (x < n_next) order.push_back(steps[next + x]);
+          }
+          at = next;
+          n = n_next;
+        }
+        steps = std::move(order);
       }
       const int slots = int(2 * p.q_group);
       std::vector<char> first_mid(slots, 1), first_back(slots, 1);
@@ -369,11 +441,11 @@ void Generate(const Plan& p, Emitter& e) {
       // step's scores and probabilities are made while this step's P is still being read.
       auto slot = [&](size_t k, size_t i) { return int((k % 2) * p.kv_block + i); };
       // softmax_ops=step: one max and one exp over a member's whole step when all its tiles
-      // are read from the same memory (a masked tile is evicted for the mask, so with
+      // are read from the same memory (mask=select evicts a masked tile for the mask, so with
       // softmax_src=psum a step holding one keeps per-tile instructions).
       auto step_wide = [&](const std::vector<KvTile>& ts) {
         if (!p.step_ops || ts.size() < 2) return false;
-        if (p.src_sbuf) return true;
+        if (p.src_sbuf || p.mask_matmul) return true;
         return std::none_of(ts.begin(), ts.end(), [](const KvTile& t) { return t.masked; });
       };
       // Front: the group's queries (first step), the step's key tiles (once for the group),
@@ -400,21 +472,29 @@ void Generate(const Plan& p, Emitter& e) {
           }
         }
         each(k, [&](int, int64_t qsz, int64_t i0, const std::vector<KvTile>& ts) {
+          const bool max = st.pass != 2;
           for (size_t i = 0; i < ts.size(); ++i) {
             e.Scores(slot(k, i), ts[i], i0, qsz);
             e.Prepare(slot(k, i), ts[i], i0, qsz);
-            if (!step_wide(ts)) e.RowMax(slot(k, i), ts[i], qsz);
+            if (max && !step_wide(ts)) e.RowMax(slot(k, i), ts[i], qsz);
           }
+          if (!max) return;
           if (step_wide(ts)) e.RowMaxStep(slot(k, 0), ts, qsz);
-          e.CombineMax(int(k % 2), slot(k, 0), step_wide(ts) ? 1 : int(ts.size()), qsz);
+          e.CombineMax(int(k % 2), slot(k, 0), step_wide(ts) ? 1 : int(ts.size()), st.pass == 1,
+                       qsz);
         });
       };
       // Middle: the exp bias and rescale factor, probabilities, running sum.
       auto middle = [&](size_t k) {
         const int phase = int(k % 2);
-        each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>&) {
-          e.CombineStats(phase, qsz);
-        });
+        const int pass = steps[k].pass;
+        if (pass == 1) return;
+        if (pass == 0 || steps[k].exp_first) {
+          each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>&) {
+            if (pass == 2) e.FinalMax(qsz);
+            e.CombineStats(phase, pass == 0, qsz);
+          });
+        }
         each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
           if (step_wide(ts)) {
             e.ExpStep(slot(k, 0), ts, qsz);
@@ -422,13 +502,14 @@ void Generate(const Plan& p, Emitter& e) {
             for (size_t i = 0; i < ts.size(); ++i) e.Exp(slot(k, i), ts[i], qsz);
           }
           const int partials = step_wide(ts) ? 1 : int(ts.size());
-          e.UpdateSum(phase, slot(k, 0), partials, first_mid[m], qsz);
+          e.UpdateSum(phase, slot(k, 0), partials, first_mid[m], pass == 0, qsz);
           first_mid[m] = 0;
         });
       };
       // Back: P^T (transpose), then PV accumulation and the rescaled output accumulator
       // (accumulate); the group's outputs after its last step.
       auto transpose = [&](size_t k) {
+        if (steps[k].pass == 1) return;
         each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
           if (step_wide(ts)) {
             e.TransposePStep(slot(k, 0), ts, qsz);
@@ -437,27 +518,43 @@ void Generate(const Plan& p, Emitter& e) {
           }
         });
       };
+      // With softmax=two_pass, PV accumulates in the output bank over all the exp pass's steps.
+      int64_t finishing = -1;  // the group whose outputs are due (see finish)
       auto accumulate = [&](size_t k) {
         const int phase = int(k % 2);
-        each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
+        const int pass = steps[k].pass;
+        if (pass == 1) return;
+        each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
           for (size_t i = 0; i < ts.size(); ++i) {
             for (int64_t c0 = 0; c0 < ts[i].size; c0 += 128) {
               const int64_t csz = std::min<int64_t>(128, ts[i].size - c0);
-              e.Pv(slot(k, i), ts[i], c0, csz, qsz, i == 0 && c0 == 0);
+              e.Pv(slot(k, i), ts[i], c0, csz, qsz,
+                   i == 0 && c0 == 0 && (pass == 0 || first_back[m]));
             }
           }
+          if (pass == 2) first_back[m] = 0;
         });
-        each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>&) {
-          e.Rescale(phase, first_back[m], g_fault != AttentionFault::kSkipRescale, qsz);
-          first_back[m] = 0;
-        });
-        if (steps[k].last) {
-          const Group& grp = groups[steps[k].group];
-          for (int g = 0; g < grp.members; ++g) {
-            e.Select(member(steps[k].group, g));
-            e.Finish(grp.i0[g], grp.qsz[g]);
-          }
+        if (pass == 0) {
+          each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>&) {
+            e.Rescale(phase, first_back[m], g_fault != AttentionFault::kSkipRescale, qsz);
+            first_back[m] = 0;
+          });
         }
+        if (steps[k].last) finishing = int64_t(steps[k].group);
+      };
+      // A group's outputs (1/l, O / l, store). With softmax=two_pass they are emitted one step
+      // late, just before the next step's PV: the engines' queues then hold the following steps'
+      // work ahead of the chain from the last exp to the reciprocal, and the output bank is
+      // released before the next group reuses it. (The online softmax's outputs read the SBUF
+      // accumulator and are emitted at once: deferring them made its best config 1% slower.)
+      auto finish = [&] {
+        if (finishing < 0) return;
+        const Group& grp = groups[size_t(finishing)];
+        for (int g = 0; g < grp.members; ++g) {
+          e.Select(member(size_t(finishing), g));
+          e.Finish(grp.i0[g], grp.qsz[g]);
+        }
+        finishing = -1;
       };
       // Software pipelining over the head's step stream (each engine runs its instructions in
       // program order, so the order decides what overlaps). pipeline=1 issues the next step's
@@ -475,8 +572,11 @@ void Generate(const Plan& p, Emitter& e) {
         if (p.pipeline == 3) transpose(k);
         if (p.pipeline >= 2 && next) middle(k + 1);
         if (p.pipeline != 3) transpose(k);
+        finish();
         accumulate(k);
+        if (!p.two_pass) finish();
       }
+      finish();
     }
   }
 }
@@ -505,16 +605,16 @@ class SimEmitter {
     }
     if (!p_.qk_dma) {
       add("k_raw", Mem::kSbuf, kvp, chunks * p_.d * p_.in_bytes, 2);
-      add("q_raw", Mem::kSbuf, bq, p_.d * p_.in_bytes, 2 * int(p_.q_group));
+      add("q_raw", Mem::kSbuf, bq, p_.d * p_.in_bytes, p_.q_sets() * int(p_.q_group));
     }
     const int group = int(p_.q_group);
-    add("q_t", Mem::kSbuf, d, p_.bq * p_.in_bytes, 2 * group);
+    add("q_t", Mem::kSbuf, d, p_.bq * p_.in_bytes, p_.q_sets() * group);
     add("s_sbuf", Mem::kSbuf, bq, p_.kv_tile * 4, p_.s_slots);
     if (p_.qk_k) add("s_t", Mem::kSbuf, kvp, chunks * p_.bq * 4, 1);
     add("p", Mem::kSbuf, bq, p_.kv_tile * p_.in_bytes, p_.p_slots);
     add("p_t", Mem::kSbuf, kvp, chunks * p_.bq * p_.in_bytes, p_.p_slots);
     // Member slots: two groups may be in flight (see Generate).
-    add("stats", Mem::kSbuf, bq, (p_.kv_block + 8) * 4, 2 * group);
+    add("stats", Mem::kSbuf, bq, Plan::StatsBytes(p_), 2 * group);
     const int o_part = p_.pv_v ? d : bq;
     const int64_t o_free = p_.pv_v ? p_.bq : p_.d;
     add("o_acc", Mem::kSbuf, o_part, o_free * 4, 2 * group);
@@ -523,6 +623,14 @@ class SimEmitter {
     if (p_.pt_bank) add("pt_psum", Mem::kPsum, kvp, chunks * p_.bq * 4, 1);
     add("o_psum", Mem::kPsum, o_part, o_free * 4, group);
     if (p_.tr_bank) add("tr_psum", Mem::kPsum, 128, target_.psum_bank_bytes_per_partition, 1);
+    mask_ready_ = -1;
+    if (p_.mask_matmul) {
+      // The constants, made once per core: the triangle and the identity (GpSimd iota and
+      // affine_select).
+      add("mask", Mem::kSbuf, bq, (p_.mask_width() + p_.bq) * 2, 1);
+      mask_ready_ = c_->Add(
+          sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, int(p_.mask_width() + p_.bq), bq), {});
+    }
     kv_reader_.assign(p_.kv_ring, -1);
     kv_buf_of_tile_.assign(p_.kv_tiles, 0);
     k_ready_.assign(kv_reader_.size(), -1);
@@ -530,7 +638,7 @@ class SimEmitter {
     s_reader_.assign(p_.s_slots, -1);
     p_reader_.assign(p_.p_slots, -1);
     stage_reader_.fill(-1);
-    q_reader_.assign(2 * p_.q_group, -1);
+    q_reader_.assign(p_.q_sets() * p_.q_group, -1);
     tr_reader_ = pt_reader_ = st_reader_ = -1;
     members_.assign(2 * p_.q_group, Member{});
     o_reader_.assign(p_.q_group, -1);
@@ -575,7 +683,7 @@ class SimEmitter {
   }
 
   void LoadQ(int64_t, int64_t qsz) {
-    const int buf = int(q_count_++ % (2 * p_.q_group));
+    const int buf = int(q_count_++ % (p_.q_sets() * p_.q_group));
     const int32_t war = q_reader_[buf];
     if (p_.qk_dma) {
       sim::Instruction q = sim::MakeDma(Op::kDmaLoad, int(p_.d), qsz * p_.in_bytes, kQueueQ);
@@ -589,9 +697,13 @@ class SimEmitter {
     }
     q_buf_ = buf;
     // Running max and sum start at -inf and 0.
+    // (With two_pass and O in PSUM, the member's previous output is no longer in SBUF.)
+    const int32_t o_war = p_.two_pass && !p_.pv_v ? -1 : oacc_;
     stats_ =
-        c_->Add(sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, 2, int(qsz)), {stats_, oacc_});
+        c_->Add(sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, 2, int(qsz)), {stats_, o_war});
     ids_.m = ids_.l = stats_;
+    ids_.sum_last = -1, ids_.sums = 0;
+    ids_.max_last = -1, ids_.maxes = 0;
   }
 
   void Scores(int i, const KvTile& tile, int64_t, int64_t qsz) {
@@ -629,12 +741,22 @@ class SimEmitter {
     src_bf16_[i] = false;
   }
 
-  void Prepare(int i, const KvTile& tile, int64_t, int64_t qsz) {
-    if (!p_.src_sbuf && !tile.masked) return;
+  void Prepare(int i, const KvTile& tile, int64_t i0, int64_t qsz) {
+    if (tile.masked && p_.mask_matmul) {
+      // Identity (stationary) x the triangle's window (moving) accumulates into the scores,
+      // over the columns from the first one any query of the tile masks. It follows QK^T on
+      // TensorE into the same accumulation group, so it needs no result of it: readers wait
+      // for this last accumulation.
+      const int64_t first = std::max<int64_t>(0, i0 + p_.offset() - tile.j0 + 1);
+      sim::Instruction mm =
+          sim::MakeMatmul(DType::kBf16, int(qsz), int(qsz), int(tile.size - first));
+      s_ready_[i] = c_->Add(mm, {mask_ready_});
+    }
+    if (!p_.src_sbuf && (!tile.masked || p_.mask_matmul)) return;
     int32_t ev = Evict(int(qsz), int(tile.size), s_ready_[i], -1);
     src_[i] = Mem::kSbuf;
     src_bf16_[i] = p_.src_sbuf && p_.dtype != DType::kFp32;
-    if (tile.masked) {
+    if (tile.masked && !p_.mask_matmul) {
       // affine_select on GpSimd writes -inf above the diagonal.
       ev = c_->Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, int(tile.size), int(qsz)),
                    {ev});
@@ -652,8 +774,15 @@ class SimEmitter {
     if (src_[i] == Mem::kPsum) s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], max_[i]);
   }
 
-  // The new running max of the step (right after its row maxima).
-  void CombineMax(int, int base, int n, int64_t qsz) {
+  // The new running max of the step (right after its row maxima). With `deferred` (the two-pass
+  // max pass) the tile maxima stay in their columns of the stats tile and FinalMax reduces them
+  // all at once.
+  void CombineMax(int, int base, int n, bool deferred, int64_t qsz) {
+    if (deferred) {
+      for (int i = base; i < base + n; ++i) ids_.max_last = std::max(ids_.max_last, max_[i]);
+      ids_.maxes += n;
+      return;
+    }
     std::vector<int32_t> deps(max_.begin() + base, max_.begin() + base + n);
     deps.push_back(ids_.m);
     deps.push_back(ids_.m_reader);
@@ -662,12 +791,24 @@ class SimEmitter {
     stats_ = std::max(stats_, ids_.m);
   }
 
-  // The running max's scaled negation (the exp bias) and alpha = exp(scale (m_old - m)), whose
-  // phase slot the step two back may still be reading.
-  void CombineStats(int phase, int64_t qsz) {
+  // The deferred maxima's reduction (two_pass: at the start of the exp pass).
+  void FinalMax(int64_t qsz) {
+    if (ids_.maxes == 0) return;
+    ids_.m =
+        c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.maxes, int(qsz)),
+                {ids_.max_last, ids_.m, ids_.m_reader});
+    stats_ = std::max(stats_, ids_.m);
+    ids_.max_last = -1, ids_.maxes = 0;
+  }
+
+  // The running max's scaled negation (the exp bias) and, with `alpha` (online softmax),
+  // alpha = exp(scale (m_old - m)), whose phase slot the step two back may still be reading.
+  void CombineStats(int phase, bool alpha, int64_t qsz) {
     const int32_t neg = c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), 1, int(qsz)),
                                 {ids_.m, ids_.neg_reader});
     ids_.m_reader = ids_.neg = neg;
+    stats_ = std::max(stats_, neg);
+    if (!alpha) return;
     alpha_[phase] = c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)),
                             {neg, ids_.alpha_reader[phase]});
     stats_ = std::max(stats_, alpha_[phase]);
@@ -748,9 +889,17 @@ class SimEmitter {
     }
   }
 
-  void UpdateSum(int phase, int base, int n, bool, int64_t qsz) {
+  // l = l * alpha + the step's row sums (rescale: online softmax), else l + the row sums.
+  void UpdateSum(int phase, int base, int n, bool, bool rescale, int64_t qsz) {
+    if (!rescale) {
+      // Two-pass softmax: each exp's row sums stay in their own column of the stats tile; Finish
+      // adds them all with one reduction (so no per-step op waits for ScalarE's exp).
+      for (int i = base; i < base + n; ++i) ids_.sum_last = std::max(ids_.sum_last, sum_[i]);
+      ids_.sums += n;
+      return;
+    }
     std::vector<int32_t> deps(sum_.begin() + base, sum_.begin() + base + n);
-    deps.push_back(alpha_[phase]);
+    if (rescale) deps.push_back(alpha_[phase]);
     deps.push_back(ids_.l);
     // l = l * alpha + sum of the tiles' row sums: one fused op (Vector scalar_tensor_tensor, or
     // a Scalar activation with per-partition scale and bias) after summing several tiles' sums.
@@ -764,7 +913,7 @@ class SimEmitter {
     update.dtype = DType::kFp32;
     deps.push_back(partial);
     ids_.l = c_->Add(update, deps);
-    ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], ids_.l);
+    if (rescale) ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], ids_.l);
     stats_ = std::max(stats_, ids_.l);
   }
 
@@ -835,16 +984,32 @@ class SimEmitter {
     oacc_ = o_reader_[OBank()] = c_->Add(add, {last_pv_, scaled});
   }
 
+  // O / l into the staging buffer and the store. With softmax=two_pass, O is still in its PSUM
+  // bank: ScalarE scales it from there (O layout), or it is evicted first (O^T layout, whose
+  // broadcast of 1/l is in PSUM too).
   void Finish(int64_t, int64_t qsz) {
+    if (ids_.sums > 0) {
+      ids_.l =
+          c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.sums, int(qsz)),
+                  {ids_.sum_last, ids_.l});
+    }
     const int32_t inv =
         c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)), {ids_.l});
     const int stage = stage_count_++ % kStagingBufs;
     int32_t out;
+    if (p_.two_pass && p_.pv_v) {
+      oacc_ = o_reader_[OBank()] = Evict(int(p_.d), int(qsz), last_pv_, oacc_);
+    }
     if (!p_.pv_v) {
       sim::Instruction mul =
           sim::MakeEngineOp(Op::kTensorScalar, EngineKind::kScalar, int(p_.d), int(qsz));
       mul.dtype = DType::kFp32;
-      out = c_->Add(mul, {inv, oacc_, stage_reader_[stage]});
+      if (p_.two_pass) {
+        mul.in0 = Mem::kPsum;
+        out = o_reader_[OBank()] = c_->Add(mul, {inv, last_pv_, oacc_, stage_reader_[stage]});
+      } else {
+        out = c_->Add(mul, {inv, oacc_, stage_reader_[stage]});
+      }
       sim::Instruction store =
           sim::MakeDma(Op::kDmaStore, int(qsz), p_.d * p_.out_bytes, kQueueStore);
       stage_reader_[stage] = c_->Add(store, {out});
@@ -938,6 +1103,11 @@ class SimEmitter {
   // pipelined steps).
   struct StatIds {
     int32_t m = -1, m_reader = -1, neg = -1, neg_reader = -1, l = -1;
+    // Two-pass softmax: the row-sum columns written so far and the last writer (one engine
+    // writes them all, in order).
+    int32_t sum_last = -1, sums = 0;
+    // Two-pass softmax: likewise the tile maxima of the max pass (VectorE writes them all).
+    int32_t max_last = -1, maxes = 0;
     std::array<int32_t, 2> alpha_reader{-1, -1};
   };
   // The per-query-tile state of a group member.
@@ -978,6 +1148,7 @@ class SimEmitter {
   int64_t q_count_ = 0;
   int q_buf_ = 0, stage_count_ = 0;
   int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, st_reader_ = -1;
+  int32_t mask_ready_ = -1;                        // mask=matmul: the constants
   std::vector<int32_t> o_reader_;                  // per output PSUM bank: its last reader
   int32_t stats_ = -1, oacc_ = -1, last_pv_ = -1;  // stats_: the last op touching the stats
   std::array<int32_t, 2> alpha_{-1, -1};           // per phase
@@ -1070,8 +1241,10 @@ class CpuEmitter {
     for (int64_t r = 0; r < qsz; ++r) {
       for (int64_t c = 0; c < tile.size; ++c) {
         float& s = s_[i][r * p_.kv_tile + c];
+        const bool masked = tile.masked && tile.j0 + c > i0 + r + p_.offset();
+        if (masked && p_.mask_matmul) s += kMaskValue;  // fp32 PSUM accumulation
         if (round) s = RoundBf16(s);
-        if (tile.masked && tile.j0 + c > i0 + r + p_.offset()) s = kNegInf;
+        if (masked && !p_.mask_matmul) s = kNegInf;
       }
     }
   }
@@ -1096,8 +1269,10 @@ class CpuEmitter {
     }
   }
 
-  void CombineStats(int, int64_t) {}
-  void CombineMax(int phase, int base, int n, int64_t qsz) {
+  void CombineStats(int, bool, int64_t) {}
+  // The max is exact, so combining per step or once (deferred) gives the same m.
+  void FinalMax(int64_t) {}
+  void CombineMax(int phase, int base, int n, bool, int64_t qsz) {
     for (int64_t r = 0; r < qsz; ++r) {
       float mx = m_[r];
       for (int i = base; i < base + n; ++i) mx = std::max(mx, tile_max_[i][r]);
@@ -1111,11 +1286,11 @@ class CpuEmitter {
     ExpTiles(base, tiles.data(), tiles.size(), qsz);
   }
 
-  void UpdateSum(int phase, int base, int n, bool first, int64_t qsz) {
+  void UpdateSum(int phase, int base, int n, bool first, bool rescale, int64_t qsz) {
     for (int64_t r = 0; r < qsz; ++r) {
       float partial = 0;
       for (int i = base; i < base + n; ++i) partial += tile_sum_[i][r];
-      l_[r] = (first ? 0.0f : l_[r] * alpha_[phase * p_.bq + r]) + partial;
+      l_[r] = (first ? 0.0f : rescale ? l_[r] * alpha_[phase * p_.bq + r] : l_[r]) + partial;
     }
   }
 
@@ -1165,8 +1340,10 @@ class CpuEmitter {
   void Finish(int64_t i0, int64_t qsz) {
     for (int64_t r = 0; r < qsz; ++r) {
       const float inv = 1.0f / l_[r];
+      // softmax=two_pass: O was accumulated in PSUM over the whole exp pass.
+      const std::vector<float>& o = p_.two_pass ? o_psum_ : o_acc_;
       for (int64_t x = 0; x < p_.d; ++x) {
-        float out = o_acc_[r * p_.d + x] * inv;
+        float out = o[r * p_.d + x] * inv;
         if (p_.dtype != DType::kFp32) out = RoundBf16(out);
         (*o_)[(h_ * p_.sq + i0 + r) * p_.d + x] = out;
       }
@@ -1265,8 +1442,8 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
   if (!valid.ok()) return valid;
   std::vector<std::string> shards;
   for (int s = 1; s <= target.cores_per_chip; s *= 2) shards.push_back(std::to_string(s));
-  std::vector<std::string> skip = {"0"};
-  if (*problem.dims.Get("causal") == 1) skip.push_back("1");
+  std::vector<std::string> skip = {"0"}, mask = {"select"};
+  if (*problem.dims.Get("causal") == 1) skip.push_back("1"), mask.push_back("matmul");
   std::vector<Param> params = {
       {"block_q", {"32", "64", "128"}, "query rows per tile"},
       {"kv_tile", {"128", "256", "512"}, "key columns per score tile"},
@@ -1289,6 +1466,10 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
        {"0", "1", "2", "3"},
        "1: next QK^T before this PV; 2: next softmax too; 3: this P^T, then next softmax"},
       {"softmax_ops", {"tile", "step"}, "max and exp per score tile or per softmax step"},
+      {"mask", mask, "causal mask: select (evict, GpSimd affine_select) or matmul (into PSUM)"},
+      {"softmax",
+       {"online", "two_pass"},
+       "online: running max, rescaled output; two_pass: a max pass, then exp and PV (QK^T twice)"},
       {"shards", shards, "cores the batch x heads pairs are split over"},
   };
   Problem p = problem;
@@ -1312,7 +1493,8 @@ Config AttentionKernel::Default(const Problem& problem, const sim::Target& targe
            {"stats_engine", "vector"}, {"evict", "vector"},
            {"kv_resident", "0"},       {"bufs", "2"},
            {"causal_skip", "0"},       {"pipeline", "0"},
-           {"softmax_ops", "tile"},    {"shards", "1"}};
+           {"softmax_ops", "tile"},    {"softmax", "online"},
+           {"mask", "select"},         {"shards", "1"}};
   absl::StatusOr<Space> space = SpaceFor(problem, target);
   if (!space.ok()) return c;
   for (const char* bq : {"128", "64", "32"}) {

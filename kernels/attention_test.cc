@@ -170,18 +170,23 @@ TEST(AttentionTest, BrokenLoweringsAreCaughtAsDataLoss) {
       "block_q=64,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,p_"
       "transpose=tensor,"
       "softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=split,kv_resident=0,bufs=1,"
-      "causal_skip=1,pipeline=1,softmax_ops=tile,shards=2");
-  // The same with the deepest pipeline and step-wide softmax instructions.
+      "causal_skip=1,pipeline=1,softmax_ops=tile,softmax=online,mask=select,shards=2");
+  // The same with the deepest pipeline and step-wide softmax instructions, and with the
+  // two-pass softmax (which has no rescale to skip) masking by matmul.
   Config deep = c;
   deep.Set("pipeline", "3");
   deep.Set("softmax_ops", "step");
   deep.Set("p_transpose", "half");
-  for (const Config& config : {c, deep}) {
+  Config two_pass = deep;
+  two_pass.Set("softmax", "two_pass");
+  two_pass.Set("mask", "matmul");
+  for (const Config& config : {c, deep, two_pass}) {
     ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(config).ok())
         << Attention().SpaceFor(p, t)->Validate(config);
     ASSERT_TRUE(Attention().Verify(p, config, t).ok());
     for (AttentionFault fault : {AttentionFault::kDropRaggedKvTile, AttentionFault::kSkipRescale,
                                  AttentionFault::kCausalSkipOffByOne}) {
+      if (fault == AttentionFault::kSkipRescale && config == two_pass) continue;
       SetAttentionFaultForTesting(fault);
       absl::Status status = Attention().Verify(p, config, t);
       SetAttentionFaultForTesting(AttentionFault::kNone);
@@ -192,8 +197,9 @@ TEST(AttentionTest, BrokenLoweringsAreCaughtAsDataLoss) {
   }
 }
 
-// Every pipeline order, with per-tile and per-step softmax instructions and every P^T split,
-// computes the right answer on ragged causal and non-causal problems with two groups in flight.
+// Every pipeline order, with per-tile and per-step softmax instructions, every P^T split, both
+// softmax forms and both causal masks, computes the right answer on ragged causal and non-causal
+// problems with two groups in flight.
 TEST(AttentionTest, PipelineOrdersAndStepOpsVerify) {
   for (const char* target : {"snc2", "snc3"}) {
     sim::Target t = Load(target);
@@ -202,11 +208,17 @@ TEST(AttentionTest, PipelineOrdersAndStepOpsVerify) {
           "block_q=64,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
           "p_transpose=tensor,softmax_src=psum,sum_engine=scalar,stats_engine=vector,"
           "evict=scalar,kv_resident=1,bufs=1,causal_skip=0,pipeline=0,softmax_ops=tile,"
-          "shards=2");
+          "softmax=online,mask=select,shards=2");
+      int combination = 0;
       for (const char* pipeline : {"0", "1", "2", "3"}) {
         for (const char* ops : {"tile", "step"}) {
           for (const char* pt : {"tensor", "dma", "half", "two_thirds"}) {
             for (const char* src : {"psum", "sbuf"}) {
+              // The two-pass softmax on every third combination (the test's time; 3 is prime to
+              // every loop length, so it meets every value of each).
+              c.Set("softmax", ++combination % 3 == 0 ? "two_pass" : "online");
+              const bool causal = *p.dims.Get("causal") == 1;
+              c.Set("mask", causal && combination % 2 == 0 ? "matmul" : "select");
               c.Set("pipeline", pipeline);
               c.Set("softmax_ops", ops);
               c.Set("p_transpose", pt);
@@ -233,7 +245,8 @@ TEST(AttentionTest, Issue4TunedConfigBeatsTheFirstLowering) {
   Config c = Parse(
       "block_q=128,kv_tile=512,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
       "p_transpose=half,softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=scalar,"
-      "kv_resident=1,bufs=1,causal_skip=1,pipeline=3,softmax_ops=step,shards=8");
+      "kv_resident=1,bufs=1,causal_skip=1,pipeline=3,softmax_ops=step,softmax=online,"
+      "mask=select,shards=8");
   ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok());
   absl::StatusOr<sim::SimResult> r = Evaluate(Attention(), p, c, t);
   ASSERT_TRUE(r.ok()) << r.status();
