@@ -52,6 +52,10 @@ struct Plan {
   // matmul (identity x a constant triangle) into its PSUM bank, instead of an eviction and a
   // GpSimd affine_select (mask=select).
   bool mask_matmul = false;
+  // exp_layout=st (two_pass only): the exp pass computes S^T (keys on partitions, K^T chunks
+  // stationary) with -m added by a K=1 matmul per chunk, so exp writes P^T directly (no
+  // transposes) and a ones column appended to V makes PV also produce the row sums.
+  bool st = false;
   std::string evict;
   int bufs = 2;
   int shards = 1;
@@ -77,6 +81,8 @@ struct Plan {
   // Q^T buffers per group member: the two groups in flight, and with two_pass a third so that
   // the next group's Q^T loads while its buffer's previous group is still in its exp pass.
   int q_sets() const { return two_pass ? 3 : 2; }
+  // Columns of a V chunk in SBUF: head_dim, plus the ones column with exp_layout=st.
+  int64_t v_cols() const { return d + (st ? 1 : 0); }
   // Columns of the mask=matmul constant: [r, x] = kMaskValue where x > r; every masked window of
   // a tile (at most kv_tile columns) starts at x <= 128.
   int64_t mask_width() const { return 128 + kv_tile; }
@@ -150,9 +156,12 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                    {"stats_engine", "scalar", "vector", &p.stats_scalar},
                    {"softmax_ops", "step", "tile", &p.step_ops},
                    {"softmax", "two_pass", "online", &p.two_pass},
-                   {"mask", "matmul", "select", &p.mask_matmul}}) {
-    // Configs from before softmax and mask existed (stored bests) mean online and select.
-    if ((c.out == &p.two_pass || c.out == &p.mask_matmul) && !config.Get(c.name)) continue;
+                   {"mask", "matmul", "select", &p.mask_matmul},
+                   {"exp_layout", "st", "s", &p.st}}) {
+    // Configs from before softmax, mask and exp_layout existed (stored bests) mean online,
+    // select and s.
+    const bool added = c.out == &p.two_pass || c.out == &p.mask_matmul || c.out == &p.st;
+    if (added && !config.Get(c.name)) continue;
     absl::StatusOr<bool> v = GetChoice(config, c.name, c.yes, c.no);
     if (!v.ok()) return v.status();
     *c.out = *v;
@@ -192,6 +201,15 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   if (p.skip && !p.causal) {
     return absl::InvalidArgumentError(
         "causal_skip=1 needs a causal problem (causal=1): nothing is masked");
+  }
+  if (p.st && !p.two_pass) {
+    return absl::InvalidArgumentError(
+        "exp_layout=st needs softmax=two_pass: the online softmax rescales P by rows");
+  }
+  if (p.st && p.pv_v) {
+    return absl::InvalidArgumentError(
+        "exp_layout=st needs pv_role=p: P^T is the stationary operand, V (with its ones column) "
+        "the moving one");
   }
   if (p.mask_matmul && !p.causal) {
     return absl::InvalidArgumentError(
@@ -243,6 +261,11 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                                                " is redundant: ", p.q_group / 2,
                                                " already covers all ", p.q_tiles, " query tiles"));
     }
+    if (p.st && (p.p_dma_num > 0 || p.sum_vector)) {
+      return absl::InvalidArgumentError(
+          "exp_layout=st makes no P^T and takes row sums from PV: p_transpose and sum_engine are "
+          "redundant (use tensor and scalar)");
+    }
     if (p.resident && p.q_tiles == 1) {
       return absl::InvalidArgumentError(
           "kv_resident=1 is redundant with one query tile: K and V are read once anyway");
@@ -255,8 +278,9 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   // P of step s is read (P^T, PV) after step s+1's exp with pipeline=2: two steps of buffers.
   p.p_slots = int(p.kv_block * p.q_group * (p.bufs > 1 || p.pipeline >= 2 ? 2 : 1));
   p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * (p.bufs + (p.pipeline > 0 ? 1 : 0)));
-  p.pt_bank = p.p_dma_num < p.p_dma_den;
-  p.tr_bank = !p.qk_dma || p.qk_k || p.pv_v;
+  p.pt_bank = p.p_dma_num < p.p_dma_den && !p.st;
+  // (exp_layout=st transposes each query tile's -m column into a row.)
+  p.tr_bank = !p.qk_dma || p.qk_k || p.pv_v || p.st;
   const int groups = p.s_slots + (p.pt_bank ? 1 : 0) + int(p.q_group) + (p.tr_bank ? 1 : 0);
   const int max_groups = std::min(target.psum_banks, target.max_accumulation_groups);
   if (groups > max_groups) {
@@ -278,10 +302,10 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   const int64_t chunks = CeilDiv(p.kv_tile, 128);
   int64_t sbuf = 0;
   if (p.resident) {
-    sbuf += p.kv_tiles * p.kv_tile * p.in_bytes;     // K^T of a head
-    sbuf += p.kv_tiles * chunks * p.d * p.in_bytes;  // V of a head
+    sbuf += p.kv_tiles * p.kv_tile * p.in_bytes;            // K^T of a head
+    sbuf += p.kv_tiles * chunks * p.v_cols() * p.in_bytes;  // V of a head
   } else {
-    sbuf += (p.kv_tile * p.in_bytes + chunks * p.d * p.in_bytes) * p.kv_ring;
+    sbuf += (p.kv_tile * p.in_bytes + chunks * p.v_cols() * p.in_bytes) * p.kv_ring;
   }
   if (!p.qk_dma) sbuf += chunks * p.d * p.in_bytes * 2;  // raw K chunks
   sbuf += (p.bq * p.in_bytes + (p.qk_dma ? 0 : p.d * p.in_bytes)) * p.q_sets() *
@@ -292,6 +316,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   sbuf += p.p_slots * chunks * p.bq * p.in_bytes;          // P^T
   sbuf += Plan::StatsBytes(p) * 2 * p.q_group;             // running stats (two groups in flight)
   if (p.mask_matmul) sbuf += (p.mask_width() + p.bq) * 2;  // bf16 triangle and identity
+  if (p.st) sbuf += p.bq * 2 * 2 * p.q_group;              // bf16 -m rows
   sbuf += (p.pv_v ? p.bq : p.d) *
           (4 * 2 * p.q_group + p.out_bytes * kStagingBufs);  // O accumulators, staging
   if (sbuf > target.UsableSbufPerPartition()) {
@@ -452,6 +477,7 @@ void Generate(const Plan& p, Emitter& e) {
       // scores, masks, row maxima and the new running max.
       auto front = [&](size_t k) {
         const Step& st = steps[k];
+        e.SetPass(st.pass);
         if (st.first) {
           const Group& grp = groups[st.group];
           for (int g = 0; g < grp.members; ++g) {
@@ -471,6 +497,14 @@ void Generate(const Plan& p, Emitter& e) {
             if (needed[x]) e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
           }
         }
+        if (st.exp_first) {
+          // The exp pass's bias from the final max, before its first scores (which read it
+          // with exp_layout=st).
+          each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>&) {
+            e.FinalMax(qsz);
+            e.CombineStats(int(k % 2), false, qsz);
+          });
+        }
         each(k, [&](int, int64_t qsz, int64_t i0, const std::vector<KvTile>& ts) {
           const bool max = st.pass != 2;
           for (size_t i = 0; i < ts.size(); ++i) {
@@ -488,11 +522,11 @@ void Generate(const Plan& p, Emitter& e) {
       auto middle = [&](size_t k) {
         const int phase = int(k % 2);
         const int pass = steps[k].pass;
+        e.SetPass(pass);
         if (pass == 1) return;
-        if (pass == 0 || steps[k].exp_first) {
+        if (pass == 0) {
           each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>&) {
-            if (pass == 2) e.FinalMax(qsz);
-            e.CombineStats(phase, pass == 0, qsz);
+            e.CombineStats(phase, true, qsz);
           });
         }
         each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
@@ -510,6 +544,7 @@ void Generate(const Plan& p, Emitter& e) {
       // (accumulate); the group's outputs after its last step.
       auto transpose = [&](size_t k) {
         if (steps[k].pass == 1) return;
+        e.SetPass(steps[k].pass);
         each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
           if (step_wide(ts)) {
             e.TransposePStep(slot(k, 0), ts, qsz);
@@ -524,6 +559,7 @@ void Generate(const Plan& p, Emitter& e) {
         const int phase = int(k % 2);
         const int pass = steps[k].pass;
         if (pass == 1) return;
+        e.SetPass(pass);
         each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
           for (size_t i = 0; i < ts.size(); ++i) {
             for (int64_t c0 = 0; c0 < ts[i].size; c0 += 128) {
@@ -598,10 +634,10 @@ class SimEmitter {
     };
     if (p_.resident) {
       add("k_t", Mem::kSbuf, d, p_.kv_tiles * p_.kv_tile * p_.in_bytes, 1);
-      add("v", Mem::kSbuf, kvp, p_.kv_tiles * chunks * p_.d * p_.in_bytes, 1);
+      add("v", Mem::kSbuf, kvp, p_.kv_tiles * chunks * p_.v_cols() * p_.in_bytes, 1);
     } else {
       add("k_t", Mem::kSbuf, d, p_.kv_tile * p_.in_bytes, p_.kv_ring);
-      add("v", Mem::kSbuf, kvp, chunks * p_.d * p_.in_bytes, p_.kv_ring);
+      add("v", Mem::kSbuf, kvp, chunks * p_.v_cols() * p_.in_bytes, p_.kv_ring);
     }
     if (!p_.qk_dma) {
       add("k_raw", Mem::kSbuf, kvp, chunks * p_.d * p_.in_bytes, 2);
@@ -630,6 +666,14 @@ class SimEmitter {
       add("mask", Mem::kSbuf, bq, (p_.mask_width() + p_.bq) * 2, 1);
       mask_ready_ = c_->Add(
           sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, int(p_.mask_width() + p_.bq), bq), {});
+    }
+    ones_ready_ = -1;
+    if (p_.st) {
+      add("m_rows", Mem::kSbuf, 1, p_.bq * 2, 2 * group);
+      // The ones column of every V buffer, set once (V loads write only the head_dim columns).
+      const int64_t v_bufs = p_.resident ? p_.kv_tiles : p_.kv_ring;
+      ones_ready_ = c_->Add(
+          sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, int(v_bufs * chunks), kvp), {});
     }
     kv_reader_.assign(p_.kv_ring, -1);
     kv_buf_of_tile_.assign(p_.kv_tiles, 0);
@@ -706,6 +750,9 @@ class SimEmitter {
     ids_.max_last = -1, ids_.maxes = 0;
   }
 
+  // The pass the following calls belong to (softmax=two_pass: 1 max, 2 exp; 0 online).
+  void SetPass(int pass) { st_ = p_.st && pass == 2; }
+
   void Scores(int i, const KvTile& tile, int64_t, int64_t qsz) {
     // A step's score tiles take adjacent banks (one group of kv_block), so one instruction can
     // read them all (softmax_ops=step).
@@ -714,7 +761,18 @@ class SimEmitter {
     slot_[i] = slot;
     const int buf = kv_buf_of_tile_[tile.index];
     const int64_t chunks = CeilDiv(tile.size, 128);
-    if (!p_.qk_k) {
+    if (st_) {
+      // S^T chunks [keys, queries] side by side in the bank, each followed in its accumulation
+      // group by ones x the -m row (K=1), which needs no result of the chunk's matmul.
+      int32_t last = -1;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+        c_->Add(sim::MakeMatmul(p_.dtype, int(p_.d), csz, int(qsz)),
+                {q_ready_, k_ready_[buf], s_reader_[slot]});
+        last = c_->Add(sim::MakeMatmul(DType::kBf16, 1, csz, int(qsz)), {ids_.m_row});
+      }
+      s_ready_[i] = ids_.m_row_reader = last;
+    } else if (!p_.qk_k) {
       sim::Instruction mm = sim::MakeMatmul(p_.dtype, int(p_.d), int(qsz), int(tile.size));
       s_ready_[i] = c_->Add(mm, {q_ready_, k_ready_[buf], s_reader_[slot]});
     } else {
@@ -742,24 +800,32 @@ class SimEmitter {
   }
 
   void Prepare(int i, const KvTile& tile, int64_t i0, int64_t qsz) {
+    const int64_t chunks = CeilDiv(tile.size, 128);
+    const int parts = ScoreParts(tile, qsz), free = int(ScoreFree(tile, qsz));
+    const int64_t first = std::max<int64_t>(0, i0 + p_.offset() - tile.j0 + 1);
     if (tile.masked && p_.mask_matmul) {
       // Identity (stationary) x the triangle's window (moving) accumulates into the scores,
-      // over the columns from the first one any query of the tile masks. It follows QK^T on
-      // TensorE into the same accumulation group, so it needs no result of it: readers wait
-      // for this last accumulation.
-      const int64_t first = std::max<int64_t>(0, i0 + p_.offset() - tile.j0 + 1);
-      sim::Instruction mm =
-          sim::MakeMatmul(DType::kBf16, int(qsz), int(qsz), int(tile.size - first));
-      s_ready_[i] = c_->Add(mm, {mask_ready_});
+      // over the columns from the first one any query of the tile masks (S^T: each chunk
+      // holding such a key). It follows QK^T on TensorE into the same accumulation group, so it
+      // needs no result of it: readers wait for this last accumulation.
+      if (!st_) {
+        sim::Instruction mm =
+            sim::MakeMatmul(DType::kBf16, int(qsz), int(qsz), int(tile.size - first));
+        s_ready_[i] = c_->Add(mm, {mask_ready_});
+      } else {
+        for (int64_t c = first / 128; c < chunks; ++c) {
+          const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+          s_ready_[i] = c_->Add(sim::MakeMatmul(DType::kBf16, csz, csz, int(qsz)), {mask_ready_});
+        }
+      }
     }
     if (!p_.src_sbuf && (!tile.masked || p_.mask_matmul)) return;
-    int32_t ev = Evict(int(qsz), int(tile.size), s_ready_[i], -1);
+    int32_t ev = Evict(parts, free, s_ready_[i], -1);
     src_[i] = Mem::kSbuf;
     src_bf16_[i] = p_.src_sbuf && p_.dtype != DType::kFp32;
     if (tile.masked && !p_.mask_matmul) {
       // affine_select on GpSimd writes -inf above the diagonal.
-      ev = c_->Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, int(tile.size), int(qsz)),
-                   {ev});
+      ev = c_->Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, free, parts), {ev});
     }
     s_reader_[slot_[i]] = ev;
     s_ready_[i] = ev;
@@ -808,6 +874,11 @@ class SimEmitter {
                                 {ids_.m, ids_.neg_reader});
     ids_.m_reader = ids_.neg = neg;
     stats_ = std::max(stats_, neg);
+    if (p_.st) {
+      // -m as a bf16 row (the K=1 matmuls' moving operand): transpose and eviction.
+      const int32_t tr = Transpose(int(qsz), 1, {neg, tr_reader_});
+      ids_.m_row = tr_reader_ = Evict(1, int(qsz), tr, ids_.m_row_reader);
+    }
     if (!alpha) return;
     alpha_[phase] = c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)),
                             {neg, ids_.alpha_reader[phase]});
@@ -844,12 +915,12 @@ class SimEmitter {
       const int i = base + int(t);
       if (t == 0) p_base_ = int(p_count_++ % (p_.p_slots / p_.kv_block) * p_.kv_block);
       p_buf_[i] = p_base_ + int(t);
-      total += tiles[t].size;
+      total += ScoreFree(tiles[t], qsz);
       deps.push_back(s_ready_[i]);
       deps.push_back(p_reader_[p_buf_[i]]);
     }
     sim::Instruction exp = sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(total),
-                                             int(qsz), src_[base], Mem::kSbuf);
+                                             ScoreParts(tiles[0], qsz), src_[base], Mem::kSbuf);
     exp.dtype = src_bf16_[base] ? DType::kBf16 : DType::kFp32;
     const int32_t id = c_->Add(exp, deps);
     ids_.neg_reader = std::max(ids_.neg_reader, id);
@@ -873,8 +944,9 @@ class SimEmitter {
     if (i % p_.kv_block == 0) p_base_ = int(p_count_++ % (p_.p_slots / p_.kv_block) * p_.kv_block);
     const int buf = p_base_ + int(i % p_.kv_block);
     p_buf_[i] = buf;
-    sim::Instruction exp = sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(tile.size),
-                                             int(qsz), src_[i], Mem::kSbuf);
+    sim::Instruction exp =
+        sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(ScoreFree(tile, qsz)),
+                          ScoreParts(tile, qsz), src_[i], Mem::kSbuf);
     exp.dtype = src_bf16_[i] ? DType::kBf16 : DType::kFp32;
     p_ready_[i] = c_->Add(exp, {s_ready_[i], ids_.neg, p_reader_[buf], max_[i]});
     ids_.neg_reader = std::max(ids_.neg_reader, p_ready_[i]);
@@ -891,6 +963,7 @@ class SimEmitter {
 
   // l = l * alpha + the step's row sums (rescale: online softmax), else l + the row sums.
   void UpdateSum(int phase, int base, int n, bool, bool rescale, int64_t qsz) {
+    if (st_) return;  // the row sums accumulate in PV's ones column
     if (!rescale) {
       // Two-pass softmax: each exp's row sums stay in their own column of the stats tile; Finish
       // adds them all with one reduction (so no per-step op waits for ScalarE's exp).
@@ -918,6 +991,10 @@ class SimEmitter {
   }
 
   void TransposeP(int i, const KvTile& tile, int64_t qsz) {
+    if (st_) {  // exp wrote P^T
+      pt_ready_[i] = p_ready_[i];
+      return;
+    }
     if (pt_count_++ % p_.p_dma_den < p_.p_dma_num) {
       DmaTransposeP(i, 1, tile.size, qsz);
     } else {
@@ -928,6 +1005,10 @@ class SimEmitter {
   // P^T of a whole step: one transposing DMA of the step's adjacent P buffers, or per-tile
   // TensorE transposes (p_transpose splits count steps).
   void TransposePStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+    if (st_) {
+      for (size_t t = 0; t < tiles.size(); ++t) pt_ready_[base + t] = p_ready_[base + t];
+      return;
+    }
     if (pt_count_++ % p_.p_dma_den < p_.p_dma_num) {
       int64_t total = 0;
       for (const KvTile& t : tiles) total += t.size;
@@ -939,10 +1020,12 @@ class SimEmitter {
 
   void Pv(int i, const KvTile& tile, int64_t, int64_t csz, int64_t qsz, bool start) {
     const int buf = kv_buf_of_tile_[tile.index];
+    // (exp_layout=st: V's ones column makes column head_dim the row sums.)
     sim::Instruction mm = p_.pv_v ? sim::MakeMatmul(p_.dtype, int(csz), int(p_.d), int(qsz))
-                                  : sim::MakeMatmul(p_.dtype, int(csz), int(qsz), int(p_.d));
+                                  : sim::MakeMatmul(p_.dtype, int(csz), int(qsz), int(p_.v_cols()));
     // The member's output bank is shared with the same member of the other group in flight.
-    last_pv_ = c_->Add(mm, {pt_ready_[i], v_ready_[buf], start ? o_reader_[OBank()] : -1});
+    last_pv_ =
+        c_->Add(mm, {pt_ready_[i], v_ready_[buf], start ? o_reader_[OBank()] : -1, ones_ready_});
     p_reader_[p_buf_[i]] = std::max(p_reader_[p_buf_[i]], last_pv_);
     kv_reader_[buf] = std::max(kv_reader_[buf], last_pv_);
   }
@@ -993,8 +1076,13 @@ class SimEmitter {
           c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.sums, int(qsz)),
                   {ids_.sum_last, ids_.l});
     }
+    // (exp_layout=st: l is the output bank's last column.)
     const int32_t inv =
-        c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)), {ids_.l});
+        p_.st ? c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz),
+                                          Mem::kPsum, Mem::kSbuf),
+                        {last_pv_})
+              : c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)),
+                        {ids_.l});
     const int stage = stage_count_++ % kStagingBufs;
     int32_t out;
     if (p_.two_pass && p_.pv_v) {
@@ -1031,6 +1119,15 @@ class SimEmitter {
   }
 
  private:
+  // A score tile's [partitions, free] shape: [queries, keys], or in the S^T layout [keys,
+  // chunks x queries].
+  int ScoreParts(const KvTile& tile, int64_t qsz) const {
+    return st_ ? int(std::min<int64_t>(128, tile.size)) : int(qsz);
+  }
+  int64_t ScoreFree(const KvTile& tile, int64_t qsz) const {
+    return st_ ? CeilDiv(tile.size, 128) * qsz : tile.size;
+  }
+
   EngineKind NextEvictEngine() {
     const bool scalar = p_.evict == "scalar" || (p_.evict == "split" && evict_count_ % 2 == 1);
     ++evict_count_;
@@ -1108,6 +1205,8 @@ class SimEmitter {
     int32_t sum_last = -1, sums = 0;
     // Two-pass softmax: likewise the tile maxima of the max pass (VectorE writes them all).
     int32_t max_last = -1, maxes = 0;
+    // exp_layout=st: the -m row and its last reader.
+    int32_t m_row = -1, m_row_reader = -1;
     std::array<int32_t, 2> alpha_reader{-1, -1};
   };
   // The per-query-tile state of a group member.
@@ -1148,8 +1247,10 @@ class SimEmitter {
   int64_t q_count_ = 0;
   int q_buf_ = 0, stage_count_ = 0;
   int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, st_reader_ = -1;
-  int32_t mask_ready_ = -1;                        // mask=matmul: the constants
-  std::vector<int32_t> o_reader_;                  // per output PSUM bank: its last reader
+  int32_t mask_ready_ = -1;        // mask=matmul: the constants
+  int32_t ones_ready_ = -1;        // exp_layout=st: V's ones columns
+  bool st_ = false;                // emitting the exp pass in the S^T layout (SetPass)
+  std::vector<int32_t> o_reader_;  // per output PSUM bank: its last reader
   int32_t stats_ = -1, oacc_ = -1, last_pv_ = -1;  // stats_: the last op touching the stats
   std::array<int32_t, 2> alpha_{-1, -1};           // per phase
   StatIds ids_;
@@ -1223,14 +1324,20 @@ class CpuEmitter {
     std::fill(l_.begin(), l_.end(), 0.0f);
   }
 
+  void SetPass(int pass) { st_ = p_.st && pass == 2; }
+
   void Scores(int i, const KvTile& tile, int64_t i0, int64_t qsz) {
     const float* q = &q_[(h_ * p_.sq + i0) * p_.d];
     const float* k = &k_[(h_ * p_.sk + tile.j0) * p_.d];
-    const bool round = p_.qk_k && p_.dtype != DType::kFp32;  // S^T evicted as bf16
+    // S^T evicted as bf16 (qk_role=k), except in the exp pass's S^T layout, which accumulates
+    // the bf16 -m row onto the fp32 scores instead.
+    const bool round = p_.qk_k && p_.dtype != DType::kFp32 && !st_;
     for (int64_t r = 0; r < qsz; ++r) {
+      const float bias = st_ ? RoundBf16(-m_[r]) : 0.0f;
       for (int64_t c = 0; c < tile.size; ++c) {
         float acc = 0;
         for (int64_t x = 0; x < p_.d; ++x) acc += q[r * p_.d + x] * k[c * p_.d + x];
+        if (st_) acc += bias;
         s_[i][r * p_.kv_tile + c] = round ? RoundBf16(acc) : acc;
       }
     }
@@ -1301,14 +1408,17 @@ class CpuEmitter {
   // order one instruction accumulates it.
   void ExpTiles(int base, const KvTile* tiles, size_t n, int64_t qsz) {
     for (int64_t r = 0; r < qsz; ++r) {
-      const float bias = m_[r] == kNegInf ? 0.0f : -p_.scale * m_[r];
+      // (S^T layout: -m is already in the scores; the row sums come from PV with a ones
+      // column, so they add the rounded P.)
+      const float bias = st_ || m_[r] == kNegInf ? 0.0f : -p_.scale * m_[r];
+      const bool sum_rounded = p_.sum_vector || st_;
       float sum = 0;
       for (size_t t = 0; t < n; ++t) {
         for (int64_t c = 0; c < tiles[t].size; ++c) {
           const float e = std::exp(p_.scale * s_[base + t][r * p_.kv_tile + c] + bias);
           const float rounded = RoundInput(e, p_.dtype);
           pm_[base + t][r * p_.kv_tile + c] = rounded;
-          sum += p_.sum_vector ? rounded : e;  // the activation accumulates before rounding
+          sum += sum_rounded ? rounded : e;  // the activation accumulates before rounding
         }
       }
       tile_sum_[base][r] = sum;
@@ -1372,6 +1482,7 @@ class CpuEmitter {
   std::vector<float> m_, l_, alpha_, o_psum_, o_acc_;
   std::vector<Member> members_;
   int current_ = 0;
+  bool st_ = false;  // the exp pass in the S^T layout (SetPass)
 };
 
 // The reduced dimension Verify runs: the full dim when it is at most `keep` tiles, else `keep - 1`
@@ -1467,6 +1578,9 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
        "1: next QK^T before this PV; 2: next softmax too; 3: this P^T, then next softmax"},
       {"softmax_ops", {"tile", "step"}, "max and exp per score tile or per softmax step"},
       {"mask", mask, "causal mask: select (evict, GpSimd affine_select) or matmul (into PSUM)"},
+      {"exp_layout",
+       {"s", "st"},
+       "two_pass exp pass: S then P^T by transposes, or S^T (P^T directly, a K=1 matmul for -m)"},
       {"softmax",
        {"online", "two_pass"},
        "online: running max, rescaled output; two_pass: a max pass, then exp and PV (QK^T twice)"},
@@ -1485,16 +1599,27 @@ Config AttentionKernel::Default(const Problem& problem, const sim::Target& targe
   // stationary), DMA transposes for Q/K, TensorE for P, separate reductions on Vector, every
   // eviction on Vector, masking instead of skipping, one core. Smaller tiles only where the
   // problem is smaller than a tile (the redundancy rules would reject the full one).
-  Config c{{"block_q", "128"},         {"q_group", "1"},
-           {"kv_tile", "512"},         {"kv_block", "1"},
-           {"qk_role", "q"},           {"pv_role", "p"},
-           {"qk_transpose", "dma"},    {"p_transpose", "tensor"},
-           {"softmax_src", "psum"},    {"sum_engine", "vector"},
-           {"stats_engine", "vector"}, {"evict", "vector"},
-           {"kv_resident", "0"},       {"bufs", "2"},
-           {"causal_skip", "0"},       {"pipeline", "0"},
-           {"softmax_ops", "tile"},    {"softmax", "online"},
-           {"mask", "select"},         {"shards", "1"}};
+  Config c{{"block_q", "128"},
+           {"q_group", "1"},
+           {"kv_tile", "512"},
+           {"kv_block", "1"},
+           {"qk_role", "q"},
+           {"pv_role", "p"},
+           {"qk_transpose", "dma"},
+           {"p_transpose", "tensor"},
+           {"softmax_src", "psum"},
+           {"sum_engine", "vector"},
+           {"stats_engine", "vector"},
+           {"evict", "vector"},
+           {"kv_resident", "0"},
+           {"bufs", "2"},
+           {"causal_skip", "0"},
+           {"pipeline", "0"},
+           {"softmax_ops", "tile"},
+           {"softmax", "online"},
+           {"mask", "select"},
+           {"exp_layout", "s"},
+           {"shards", "1"}};
   absl::StatusOr<Space> space = SpaceFor(problem, target);
   if (!space.ok()) return c;
   for (const char* bq : {"128", "64", "32"}) {

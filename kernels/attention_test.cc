@@ -170,7 +170,7 @@ TEST(AttentionTest, BrokenLoweringsAreCaughtAsDataLoss) {
       "block_q=64,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,p_"
       "transpose=tensor,"
       "softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=split,kv_resident=0,bufs=1,"
-      "causal_skip=1,pipeline=1,softmax_ops=tile,softmax=online,mask=select,shards=2");
+      "causal_skip=1,pipeline=1,softmax_ops=tile,softmax=online,mask=select,exp_layout=s,shards=2");
   // The same with the deepest pipeline and step-wide softmax instructions, and with the
   // two-pass softmax (which has no rescale to skip) masking by matmul.
   Config deep = c;
@@ -180,13 +180,16 @@ TEST(AttentionTest, BrokenLoweringsAreCaughtAsDataLoss) {
   Config two_pass = deep;
   two_pass.Set("softmax", "two_pass");
   two_pass.Set("mask", "matmul");
-  for (const Config& config : {c, deep, two_pass}) {
+  Config st = two_pass;  // P^T straight from exp, row sums from PV
+  st.Set("exp_layout", "st");
+  st.Set("p_transpose", "tensor");
+  for (const Config& config : {c, deep, two_pass, st}) {
     ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(config).ok())
         << Attention().SpaceFor(p, t)->Validate(config);
     ASSERT_TRUE(Attention().Verify(p, config, t).ok());
     for (AttentionFault fault : {AttentionFault::kDropRaggedKvTile, AttentionFault::kSkipRescale,
                                  AttentionFault::kCausalSkipOffByOne}) {
-      if (fault == AttentionFault::kSkipRescale && config == two_pass) continue;
+      if (fault == AttentionFault::kSkipRescale && config.Get("softmax") == "two_pass") continue;
       SetAttentionFaultForTesting(fault);
       absl::Status status = Attention().Verify(p, config, t);
       SetAttentionFaultForTesting(AttentionFault::kNone);
@@ -208,7 +211,7 @@ TEST(AttentionTest, PipelineOrdersAndStepOpsVerify) {
           "block_q=64,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
           "p_transpose=tensor,softmax_src=psum,sum_engine=scalar,stats_engine=vector,"
           "evict=scalar,kv_resident=1,bufs=1,causal_skip=0,pipeline=0,softmax_ops=tile,"
-          "softmax=online,mask=select,shards=2");
+          "softmax=online,mask=select,exp_layout=s,shards=2");
       int combination = 0;
       for (const char* pipeline : {"0", "1", "2", "3"}) {
         for (const char* ops : {"tile", "step"}) {
@@ -219,6 +222,9 @@ TEST(AttentionTest, PipelineOrdersAndStepOpsVerify) {
               c.Set("softmax", ++combination % 3 == 0 ? "two_pass" : "online");
               const bool causal = *p.dims.Get("causal") == 1;
               c.Set("mask", causal && combination % 2 == 0 ? "matmul" : "select");
+              // The S^T exp pass where it applies (it makes no P^T).
+              const bool st = combination % 3 == 0 && std::string_view(pt) == "tensor";
+              c.Set("exp_layout", st ? "st" : "s");
               c.Set("pipeline", pipeline);
               c.Set("softmax_ops", ops);
               c.Set("p_transpose", pt);
@@ -246,7 +252,7 @@ TEST(AttentionTest, Issue4TunedConfigBeatsTheFirstLowering) {
       "block_q=128,kv_tile=512,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
       "p_transpose=half,softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=scalar,"
       "kv_resident=1,bufs=1,causal_skip=1,pipeline=3,softmax_ops=step,softmax=online,"
-      "mask=select,shards=8");
+      "mask=select,exp_layout=s,shards=8");
   ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok());
   absl::StatusOr<sim::SimResult> r = Evaluate(Attention(), p, c, t);
   ASSERT_TRUE(r.ok()) << r.status();
