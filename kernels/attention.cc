@@ -279,8 +279,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.p_slots = int(p.kv_block * p.q_group * (p.bufs > 1 || p.pipeline >= 2 ? 2 : 1));
   p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * (p.bufs + (p.pipeline > 0 ? 1 : 0)));
   p.pt_bank = p.p_dma_num < p.p_dma_den && !p.st;
-  // (exp_layout=st transposes each query tile's -m column into a row.)
-  p.tr_bank = !p.qk_dma || p.qk_k || p.pv_v || p.st;
+  p.tr_bank = !p.qk_dma || p.qk_k || p.pv_v;
   const int groups = p.s_slots + (p.pt_bank ? 1 : 0) + int(p.q_group) + (p.tr_bank ? 1 : 0);
   const int max_groups = std::min(target.psum_banks, target.max_accumulation_groups);
   if (groups > max_groups) {
@@ -316,7 +315,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   sbuf += p.p_slots * chunks * p.bq * p.in_bytes;          // P^T
   sbuf += Plan::StatsBytes(p) * 2 * p.q_group;             // running stats (two groups in flight)
   if (p.mask_matmul) sbuf += (p.mask_width() + p.bq) * 2;  // bf16 triangle and identity
-  if (p.st) sbuf += p.bq * 2 * 2 * p.q_group;              // bf16 -m rows
+  if (p.st) sbuf += p.bq * 2 * (2 * p.q_group + 2);        // bf16 diag(-m) tiles, identity, ones
   sbuf += (p.pv_v ? p.bq : p.d) *
           (4 * 2 * p.q_group + p.out_bytes * kStagingBufs);  // O accumulators, staging
   if (sbuf > target.UsableSbufPerPartition()) {
@@ -669,7 +668,10 @@ class SimEmitter {
     }
     ones_ready_ = -1;
     if (p_.st) {
-      add("m_rows", Mem::kSbuf, 1, p_.bq * 2, 2 * group);
+      add("m_diag", Mem::kSbuf, bq, p_.bq * 2, 2 * group);
+      // The identity and a ones tile (GpSimd iota), made once per core.
+      add("identity_ones", Mem::kSbuf, bq, 2 * p_.bq * 2, 1);
+      ident_ready_ = c_->Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, 2 * bq, bq), {});
       // The ones column of every V buffer, set once (V loads write only the head_dim columns).
       const int64_t v_bufs = p_.resident ? p_.kv_tiles : p_.kv_ring;
       ones_ready_ = c_->Add(
@@ -763,15 +765,17 @@ class SimEmitter {
     const int64_t chunks = CeilDiv(tile.size, 128);
     if (st_) {
       // S^T chunks [keys, queries] side by side in the bank, each followed in its accumulation
-      // group by ones x the -m row (K=1), which needs no result of the chunk's matmul.
+      // group by ones[queries, keys] x diag(-m) (every key row gets -m), which needs no result
+      // of the chunk's matmul.
       int32_t last = -1;
       for (int64_t c = 0; c < chunks; ++c) {
         const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
         c_->Add(sim::MakeMatmul(p_.dtype, int(p_.d), csz, int(qsz)),
                 {q_ready_, k_ready_[buf], s_reader_[slot]});
-        last = c_->Add(sim::MakeMatmul(DType::kBf16, 1, csz, int(qsz)), {ids_.m_row});
+        last = c_->Add(sim::MakeMatmul(DType::kBf16, int(qsz), csz, int(qsz)),
+                       {ids_.m_diag, ident_ready_});
       }
-      s_ready_[i] = ids_.m_row_reader = last;
+      s_ready_[i] = ids_.m_diag_reader = last;
     } else if (!p_.qk_k) {
       sim::Instruction mm = sim::MakeMatmul(p_.dtype, int(p_.d), int(qsz), int(tile.size));
       s_ready_[i] = c_->Add(mm, {q_ready_, k_ready_[buf], s_reader_[slot]});
@@ -870,15 +874,19 @@ class SimEmitter {
   // The running max's scaled negation (the exp bias) and, with `alpha` (online softmax),
   // alpha = exp(scale (m_old - m)), whose phase slot the step two back may still be reading.
   void CombineStats(int phase, bool alpha, int64_t qsz) {
+    if (p_.st) {
+      // exp_layout=st: diag(-m) in bf16 (the identity times -m per partition), the moving
+      // operand that adds -m to the scores; the exp itself then needs no bias.
+      ids_.m_diag = c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), int(qsz), int(qsz)),
+                            {ids_.m, ids_.m_diag_reader, ident_ready_});
+      ids_.m_reader = ids_.neg = ids_.m_diag;
+      stats_ = std::max(stats_, ids_.m_diag);
+      return;
+    }
     const int32_t neg = c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), 1, int(qsz)),
                                 {ids_.m, ids_.neg_reader});
     ids_.m_reader = ids_.neg = neg;
     stats_ = std::max(stats_, neg);
-    if (p_.st) {
-      // -m as a bf16 row (the K=1 matmuls' moving operand): transpose and eviction.
-      const int32_t tr = Transpose(int(qsz), 1, {neg, tr_reader_});
-      ids_.m_row = tr_reader_ = Evict(1, int(qsz), tr, ids_.m_row_reader);
-    }
     if (!alpha) return;
     alpha_[phase] = c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)),
                             {neg, ids_.alpha_reader[phase]});
@@ -1205,8 +1213,8 @@ class SimEmitter {
     int32_t sum_last = -1, sums = 0;
     // Two-pass softmax: likewise the tile maxima of the max pass (VectorE writes them all).
     int32_t max_last = -1, maxes = 0;
-    // exp_layout=st: the -m row and its last reader.
-    int32_t m_row = -1, m_row_reader = -1;
+    // exp_layout=st: diag(-m) and its last reader.
+    int32_t m_diag = -1, m_diag_reader = -1;
     std::array<int32_t, 2> alpha_reader{-1, -1};
   };
   // The per-query-tile state of a group member.
@@ -1249,6 +1257,7 @@ class SimEmitter {
   int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, st_reader_ = -1;
   int32_t mask_ready_ = -1;        // mask=matmul: the constants
   int32_t ones_ready_ = -1;        // exp_layout=st: V's ones columns
+  int32_t ident_ready_ = -1;       // exp_layout=st: the identity and ones tiles
   bool st_ = false;                // emitting the exp pass in the S^T layout (SetPass)
   std::vector<int32_t> o_reader_;  // per output PSUM bank: its last reader
   int32_t stats_ = -1, oacc_ = -1, last_pv_ = -1;  // stats_: the last op touching the stats
