@@ -56,6 +56,12 @@ struct Plan {
   // stationary) with -m added by a K=1 matmul per chunk, so exp writes P^T directly (no
   // transposes) and a ones column appended to V makes PV also produce the row sums.
   bool st = false;
+  // max_dtype=fp8 (two_pass): the max pass's QK^T runs on fp8 copies of Q^T and K^T (made on
+  // GpSimd). The max it finds is approximate, which the two-pass softmax allows: the exp pass
+  // uses that same m in P and in l, so the result is exact up to rounding (P may exceed 1 by
+  // the fp8 error, far from overflow).
+  bool max_fp8 = false;
+
   std::string evict;
   int bufs = 2;
   int shards = 1;
@@ -127,7 +133,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                       {"kv_resident", &resident, 0, 1},
                       {"bufs", &bufs, 1, 4},
                       {"causal_skip", &skip, 0, 1},
-                      {"pipeline", &pipeline, 0, 3},
+                      {"pipeline", &pipeline, 0, 4},
                       {"shards", &shards, 1, 1024}}) {
     absl::StatusOr<int64_t> v = config.GetInt(ip.name);
     if (!v.ok()) return v.status();
@@ -157,10 +163,12 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                    {"softmax_ops", "step", "tile", &p.step_ops},
                    {"softmax", "two_pass", "online", &p.two_pass},
                    {"mask", "matmul", "select", &p.mask_matmul},
-                   {"exp_layout", "st", "s", &p.st}}) {
-    // Configs from before softmax, mask and exp_layout existed (stored bests) mean online,
-    // select and s.
-    const bool added = c.out == &p.two_pass || c.out == &p.mask_matmul || c.out == &p.st;
+                   {"exp_layout", "st", "s", &p.st},
+                   {"max_dtype", "fp8", "input", &p.max_fp8}}) {
+    // Configs from before softmax, mask, exp_layout and max_dtype existed (stored bests) mean
+    // online, select, s and input.
+    const bool added =
+        c.out == &p.two_pass || c.out == &p.mask_matmul || c.out == &p.st || c.out == &p.max_fp8;
     if (added && !config.Get(c.name)) continue;
     absl::StatusOr<bool> v = GetChoice(config, c.name, c.yes, c.no);
     if (!v.ok()) return v.status();
@@ -205,6 +213,22 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   if (p.st && !p.two_pass) {
     return absl::InvalidArgumentError(
         "exp_layout=st needs softmax=two_pass: the online softmax rescales P by rows");
+  }
+  if (p.pipeline == 4 && !p.two_pass) {
+    return absl::InvalidArgumentError(
+        "pipeline=4 needs softmax=two_pass: with the online softmax, the scores two steps ahead "
+        "would move the running max past the step being exponentiated");
+  }
+  if (p.max_fp8 && !p.two_pass) {
+    return absl::InvalidArgumentError(
+        "max_dtype=fp8 needs softmax=two_pass: the online softmax's scores feed exp too");
+  }
+  if (p.max_fp8 && !target.SupportsDType(DType::kFp8)) {
+    return absl::InvalidArgumentError(
+        StrCat("max_dtype=fp8: TensorE on ", target.name, " does not support fp8"));
+  }
+  if (p.max_fp8 && p.dtype == DType::kFp8) {
+    return absl::InvalidArgumentError("max_dtype=fp8 is redundant with fp8 inputs");
   }
   if (p.st && p.pv_v) {
     return absl::InvalidArgumentError(
@@ -277,7 +301,9 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.s_slots = int(p.kv_block * (p.bufs > 1 ? 2 : 1) * p.q_group);
   // P of step s is read (P^T, PV) after step s+1's exp with pipeline=2: two steps of buffers.
   p.p_slots = int(p.kv_block * p.q_group * (p.bufs > 1 || p.pipeline >= 2 ? 2 : 1));
-  p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * (p.bufs + (p.pipeline > 0 ? 1 : 0)));
+  // (K/V tiles of the steps whose scores are issued ahead of this step's PV stay live.)
+  const int ahead = p.pipeline == 4 ? 2 : p.pipeline > 0 ? 1 : 0;
+  p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * (p.bufs + ahead));
   p.pt_bank = p.p_dma_num < p.p_dma_den && !p.st;
   p.tr_bank = !p.qk_dma || p.qk_k || p.pv_v;
   const int groups = p.s_slots + (p.pt_bank ? 1 : 0) + int(p.q_group) + (p.tr_bank ? 1 : 0);
@@ -316,6 +342,9 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   sbuf += Plan::StatsBytes(p) * 2 * p.q_group;             // running stats (two groups in flight)
   if (p.mask_matmul) sbuf += (p.mask_width() + p.bq) * 2;  // bf16 triangle and identity
   if (p.st) sbuf += p.bq * 2 * (2 * p.q_group + 2);        // bf16 diag(-m) tiles, identity, ones
+  if (p.max_fp8) {                                         // fp8 copies of K^T and Q^T
+    sbuf += (p.resident ? p.kv_tiles : p.kv_ring) * p.kv_tile + p.bq * p.q_sets() * p.q_group;
+  }
   sbuf += (p.pv_v ? p.bq : p.d) *
           (4 * 2 * p.q_group + p.out_bytes * kStagingBufs);  // O accumulators, staging
   if (sbuf > target.UsableSbufPerPartition()) {
@@ -596,7 +625,23 @@ void Generate(const Plan& p, Emitter& e) {
       // scores before this step's P^T and PV (TensorE computes QK^T of step s+1 while the
       // softmax of step s runs); pipeline=2 also issues the next step's softmax before them;
       // pipeline=3 issues this step's P^T between the next step's scores and its softmax (the
-      // P^T evictions fill the gap while the next running max is being formed).
+      // P^T evictions fill the gap while the next running max is being formed). pipeline=4
+      // (two_pass only: its exp pass's max is final) issues the scores two steps ahead and the
+      // next step's softmax before this step's P^T and PV, so TensorE's in-order queue holds
+      // two steps of QK^T while each PV waits for its exp.
+      if (p.pipeline == 4) {
+        for (size_t k = 0; k < 2 && k < steps.size(); ++k) front(k);
+        middle(0);
+        for (size_t k = 0; k < steps.size(); ++k) {
+          if (k + 2 < steps.size()) front(k + 2);
+          if (k + 1 < steps.size()) middle(k + 1);
+          transpose(k);
+          finish();
+          accumulate(k);
+        }
+        finish();
+        continue;
+      }
       if (p.pipeline > 0) front(0);
       if (p.pipeline >= 2) middle(0);
       for (size_t k = 0; k < steps.size(); ++k) {
@@ -680,6 +725,9 @@ class SimEmitter {
     kv_reader_.assign(p_.kv_ring, -1);
     kv_buf_of_tile_.assign(p_.kv_tiles, 0);
     k_ready_.assign(kv_reader_.size(), -1);
+    k8_ready_.assign(kv_reader_.size(), -1);
+    k8_war_.assign(kv_reader_.size(), -1);
+    k8_size_.assign(kv_reader_.size(), 0);
     v_ready_.assign(kv_reader_.size(), -1);
     s_reader_.assign(p_.s_slots, -1);
     p_reader_.assign(p_.p_slots, -1);
@@ -723,6 +771,9 @@ class SimEmitter {
       }
       tr_reader_ = k_ready_[buf] = Evict(int(p_.d), int(tsz), last, war);
     }
+    // (max_dtype=fp8: the fp8 copy is made when the max pass first reads the tile, so that
+    // GpSimd does not convert all of a head's resident tiles ahead of its first Q^T.)
+    if (p_.max_fp8) k8_ready_[buf] = -1, k8_war_[buf] = war, k8_size_[buf] = int(tsz);
     sim::Instruction v = sim::MakeDma(Op::kDmaLoad, kvp, chunks * p_.d * p_.in_bytes, kQueueV);
     v.chunk_bytes = int32_t(p_.d * p_.in_bytes);
     v_ready_[buf] = c_->Add(v, {war});
@@ -741,6 +792,7 @@ class SimEmitter {
       const int32_t tr = Transpose(int(qsz), int(p_.d), {load, tr_reader_});
       tr_reader_ = q_ready_ = Evict(int(p_.d), int(qsz), tr, war);
     }
+    if (p_.max_fp8) q8_ready_ = ToFp8(int(qsz), q_ready_, war);
     q_buf_ = buf;
     // Running max and sum start at -inf and 0.
     // (With two_pass and O in PSUM, the member's previous output is no longer in SBUF.)
@@ -753,7 +805,10 @@ class SimEmitter {
   }
 
   // The pass the following calls belong to (softmax=two_pass: 1 max, 2 exp; 0 online).
-  void SetPass(int pass) { st_ = p_.st && pass == 2; }
+  void SetPass(int pass) {
+    st_ = p_.st && pass == 2;
+    fp8_ = p_.max_fp8 && pass == 1;
+  }
 
   void Scores(int i, const KvTile& tile, int64_t, int64_t qsz) {
     // A step's score tiles take adjacent banks (one group of kv_block), so one instruction can
@@ -777,15 +832,15 @@ class SimEmitter {
       }
       s_ready_[i] = ids_.m_diag_reader = last;
     } else if (!p_.qk_k) {
-      sim::Instruction mm = sim::MakeMatmul(p_.dtype, int(p_.d), int(qsz), int(tile.size));
-      s_ready_[i] = c_->Add(mm, {q_ready_, k_ready_[buf], s_reader_[slot]});
+      sim::Instruction mm = sim::MakeMatmul(QkDType(), int(p_.d), int(qsz), int(tile.size));
+      s_ready_[i] = c_->Add(mm, {QReady(), KReady(buf), s_reader_[slot]});
     } else {
       // S^T chunks with K^T stationary, evicted, then transposed back into the score bank.
       int32_t last = -1;
       for (int64_t c = 0; c < chunks; ++c) {
         const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
-        sim::Instruction mm = sim::MakeMatmul(p_.dtype, int(p_.d), csz, int(qsz));
-        last = c_->Add(mm, {q_ready_, k_ready_[buf], tr_reader_});
+        sim::Instruction mm = sim::MakeMatmul(QkDType(), int(p_.d), csz, int(qsz));
+        last = c_->Add(mm, {QReady(), KReady(buf), tr_reader_});
       }
       const int32_t ev =
           Evict(int(std::min<int64_t>(128, tile.size)), int(chunks * qsz), last, st_reader_);
@@ -1127,6 +1182,23 @@ class SimEmitter {
   }
 
  private:
+  // The max pass's QK^T operands with max_dtype=fp8: the fp8 copies.
+  DType QkDType() const { return fp8_ ? DType::kFp8 : p_.dtype; }
+  int32_t QReady() const { return fp8_ ? q8_ready_ : q_ready_; }
+  int32_t KReady(int buf) {
+    if (!fp8_) return k_ready_[buf];
+    if (k8_ready_[buf] < 0) k8_ready_[buf] = ToFp8(k8_size_[buf], k_ready_[buf], k8_war_[buf]);
+    return k8_ready_[buf];
+  }
+  // An fp8 copy of a [head_dim, free] tile on GpSimd (SBUF to SBUF), after `dep`, once the
+  // copy's previous readers (`war`) are done.
+  int32_t ToFp8(int free, int32_t dep, int32_t war) {
+    sim::Instruction copy =
+        sim::MakeEngineOp(Op::kTensorCopy, EngineKind::kGpSimd, free, int(p_.d));
+    copy.dtype = p_.dtype;
+    return c_->Add(copy, {dep, war});
+  }
+
   // A score tile's [partitions, free] shape: [queries, keys], or in the S^T layout [keys,
   // chunks x queries].
   int ScoreParts(const KvTile& tile, int64_t qsz) const {
@@ -1219,7 +1291,7 @@ class SimEmitter {
   };
   // The per-query-tile state of a group member.
   struct Member {
-    int32_t q_ready = -1, stats = -1, oacc = -1, last_pv = -1;
+    int32_t q_ready = -1, q8_ready = -1, stats = -1, oacc = -1, last_pv = -1;
     std::array<int32_t, 2> alpha{-1, -1};
     StatIds ids;
     int q_buf = 0;
@@ -1229,11 +1301,11 @@ class SimEmitter {
     std::array<bool, kSlots> src_bf16{};
   };
   void Save(Member& m) const {
-    m = Member{q_ready_, stats_,   oacc_, last_pv_, alpha_, ids_,      q_buf_, slot_,
-               p_buf_,   s_ready_, max_,  p_ready_, sum_,   pt_ready_, src_,   src_bf16_};
+    m = Member{q_ready_, q8_ready_, stats_, oacc_,    last_pv_, alpha_,    ids_, q_buf_,   slot_,
+               p_buf_,   s_ready_,  max_,   p_ready_, sum_,     pt_ready_, src_, src_bf16_};
   }
   void Load(const Member& m) {
-    q_ready_ = m.q_ready, stats_ = m.stats, alpha_ = m.alpha, ids_ = m.ids;
+    q_ready_ = m.q_ready, q8_ready_ = m.q8_ready, stats_ = m.stats, alpha_ = m.alpha, ids_ = m.ids;
     oacc_ = m.oacc, last_pv_ = m.last_pv, q_buf_ = m.q_buf, slot_ = m.slot, p_buf_ = m.p_buf;
     s_ready_ = m.s_ready, max_ = m.max, p_ready_ = m.p_ready, sum_ = m.sum;
     pt_ready_ = m.pt_ready, src_ = m.src, src_bf16_ = m.src_bf16;
@@ -1255,11 +1327,16 @@ class SimEmitter {
   int64_t q_count_ = 0;
   int q_buf_ = 0, stage_count_ = 0;
   int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, st_reader_ = -1;
-  int32_t mask_ready_ = -1;        // mask=matmul: the constants
-  int32_t ones_ready_ = -1;        // exp_layout=st: V's ones columns
-  int32_t ident_ready_ = -1;       // exp_layout=st: the identity and ones tiles
-  bool st_ = false;                // emitting the exp pass in the S^T layout (SetPass)
-  std::vector<int32_t> o_reader_;  // per output PSUM bank: its last reader
+  int32_t q8_ready_ = -1;     // max_dtype=fp8: the member's fp8 Q^T
+  int32_t mask_ready_ = -1;   // mask=matmul: the constants
+  int32_t ones_ready_ = -1;   // exp_layout=st: V's ones columns
+  int32_t ident_ready_ = -1;  // exp_layout=st: the identity and ones tiles
+  bool st_ = false;           // emitting the exp pass in the S^T layout (SetPass)
+  bool fp8_ = false;          // emitting the max pass with max_dtype=fp8 (SetPass)
+  // max_dtype=fp8, per K buffer: its fp8 copy (-1: not made yet), the copy's WAR dependency and
+  // the tile's keys.
+  std::vector<int32_t> k8_ready_, k8_war_, k8_size_;
+  std::vector<int32_t> o_reader_;                  // per output PSUM bank: its last reader
   int32_t stats_ = -1, oacc_ = -1, last_pv_ = -1;  // stats_: the last op touching the stats
   std::array<int32_t, 2> alpha_{-1, -1};           // per phase
   StatIds ids_;
@@ -1333,7 +1410,10 @@ class CpuEmitter {
     std::fill(l_.begin(), l_.end(), 0.0f);
   }
 
-  void SetPass(int pass) { st_ = p_.st && pass == 2; }
+  void SetPass(int pass) {
+    st_ = p_.st && pass == 2;
+    fp8_ = p_.max_fp8 && pass == 1;
+  }
 
   void Scores(int i, const KvTile& tile, int64_t i0, int64_t qsz) {
     const float* q = &q_[(h_ * p_.sq + i0) * p_.d];
@@ -1341,11 +1421,13 @@ class CpuEmitter {
     // S^T evicted as bf16 (qk_role=k), except in the exp pass's S^T layout, which accumulates
     // the bf16 -m row onto the fp32 scores instead.
     const bool round = p_.qk_k && p_.dtype != DType::kFp32 && !st_;
+    // max_dtype=fp8: the max pass multiplies fp8 copies.
+    auto in = [&](float x) { return fp8_ ? RoundInput(x, DType::kFp8) : x; };
     for (int64_t r = 0; r < qsz; ++r) {
       const float bias = st_ ? RoundBf16(-m_[r]) : 0.0f;
       for (int64_t c = 0; c < tile.size; ++c) {
         float acc = 0;
-        for (int64_t x = 0; x < p_.d; ++x) acc += q[r * p_.d + x] * k[c * p_.d + x];
+        for (int64_t x = 0; x < p_.d; ++x) acc += in(q[r * p_.d + x]) * in(k[c * p_.d + x]);
         if (st_) acc += bias;
         s_[i][r * p_.kv_tile + c] = round ? RoundBf16(acc) : acc;
       }
@@ -1491,7 +1573,8 @@ class CpuEmitter {
   std::vector<float> m_, l_, alpha_, o_psum_, o_acc_;
   std::vector<Member> members_;
   int current_ = 0;
-  bool st_ = false;  // the exp pass in the S^T layout (SetPass)
+  bool st_ = false;   // the exp pass in the S^T layout (SetPass)
+  bool fp8_ = false;  // the max pass with max_dtype=fp8 (SetPass)
 };
 
 // The reduced dimension Verify runs: the full dim when it is at most `keep` tiles, else `keep - 1`
@@ -1583,13 +1666,17 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
       {"bufs", {"1", "2"}, "rotating buffers for K/V and score tiles"},
       {"causal_skip", skip, "1: skip score tiles above the diagonal"},
       {"pipeline",
-       {"0", "1", "2", "3"},
-       "1: next QK^T before this PV; 2: next softmax too; 3: this P^T, then next softmax"},
+       {"0", "1", "2", "3", "4"},
+       "1: next QK^T before this PV; 2: next softmax too; 3: this P^T, then next softmax; "
+       "4 (two_pass): the QK^T after next and the next softmax"},
       {"softmax_ops", {"tile", "step"}, "max and exp per score tile or per softmax step"},
       {"mask", mask, "causal mask: select (evict, GpSimd affine_select) or matmul (into PSUM)"},
       {"exp_layout",
        {"s", "st"},
        "two_pass exp pass: S then P^T by transposes, or S^T (P^T directly, a K=1 matmul for -m)"},
+      {"max_dtype",
+       {"input", "fp8"},
+       "two_pass max pass QK^T: input dtype, or fp8 copies (2x TensorE rate; the max may be off)"},
       {"softmax",
        {"online", "two_pass"},
        "online: running max, rescaled output; two_pass: a max pass, then exp and PV (QK^T twice)"},
@@ -1608,27 +1695,17 @@ Config AttentionKernel::Default(const Problem& problem, const sim::Target& targe
   // stationary), DMA transposes for Q/K, TensorE for P, separate reductions on Vector, every
   // eviction on Vector, masking instead of skipping, one core. Smaller tiles only where the
   // problem is smaller than a tile (the redundancy rules would reject the full one).
-  Config c{{"block_q", "128"},
-           {"q_group", "1"},
-           {"kv_tile", "512"},
-           {"kv_block", "1"},
-           {"qk_role", "q"},
-           {"pv_role", "p"},
-           {"qk_transpose", "dma"},
-           {"p_transpose", "tensor"},
-           {"softmax_src", "psum"},
-           {"sum_engine", "vector"},
-           {"stats_engine", "vector"},
-           {"evict", "vector"},
-           {"kv_resident", "0"},
-           {"bufs", "2"},
-           {"causal_skip", "0"},
-           {"pipeline", "0"},
-           {"softmax_ops", "tile"},
-           {"softmax", "online"},
-           {"mask", "select"},
-           {"exp_layout", "s"},
-           {"shards", "1"}};
+  Config c{{"block_q", "128"},         {"q_group", "1"},
+           {"kv_tile", "512"},         {"kv_block", "1"},
+           {"qk_role", "q"},           {"pv_role", "p"},
+           {"qk_transpose", "dma"},    {"p_transpose", "tensor"},
+           {"softmax_src", "psum"},    {"sum_engine", "vector"},
+           {"stats_engine", "vector"}, {"evict", "vector"},
+           {"kv_resident", "0"},       {"bufs", "2"},
+           {"causal_skip", "0"},       {"pipeline", "0"},
+           {"softmax_ops", "tile"},    {"softmax", "online"},
+           {"mask", "select"},         {"exp_layout", "s"},
+           {"max_dtype", "input"},     {"shards", "1"}};
   absl::StatusOr<Space> space = SpaceFor(problem, target);
   if (!space.ok()) return c;
   for (const char* bq : {"128", "64", "32"}) {

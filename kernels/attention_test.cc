@@ -31,7 +31,8 @@ Problem Attn(int64_t batch, int64_t heads, int64_t sq, int64_t sk, int64_t d, in
 const Kernel& Attention() { return *FindKernel("attention"); }
 
 std::optional<Config> RandomValid(const Space& space, std::mt19937_64& rng) {
-  for (int attempt = 0; attempt < 5000; ++attempt) {
+  // (Tiny problems make most of the space redundant: many draws may be needed.)
+  for (int attempt = 0; attempt < 100000; ++attempt) {
     Config c = space.Decode(rng() % space.Size());
     if (space.Validate(c).ok()) return c;
   }
@@ -170,7 +171,8 @@ TEST(AttentionTest, BrokenLoweringsAreCaughtAsDataLoss) {
       "block_q=64,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,p_"
       "transpose=tensor,"
       "softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=split,kv_resident=0,bufs=1,"
-      "causal_skip=1,pipeline=1,softmax_ops=tile,softmax=online,mask=select,exp_layout=s,shards=2");
+      "causal_skip=1,pipeline=1,softmax_ops=tile,softmax=online,mask=select,exp_layout=s,"
+      "max_dtype=input,shards=2");
   // The same with the deepest pipeline and step-wide softmax instructions, and with the
   // two-pass softmax (which has no rescale to skip) masking by matmul.
   Config deep = c;
@@ -183,7 +185,10 @@ TEST(AttentionTest, BrokenLoweringsAreCaughtAsDataLoss) {
   Config st = two_pass;  // P^T straight from exp, row sums from PV
   st.Set("exp_layout", "st");
   st.Set("p_transpose", "tensor");
-  for (const Config& config : {c, deep, two_pass, st}) {
+  Config fast = st;  // the fp8 max pass, scores two steps ahead
+  fast.Set("max_dtype", "fp8");
+  fast.Set("pipeline", "4");
+  for (const Config& config : {c, deep, two_pass, st, fast}) {
     ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(config).ok())
         << Attention().SpaceFor(p, t)->Validate(config);
     ASSERT_TRUE(Attention().Verify(p, config, t).ok());
@@ -211,20 +216,25 @@ TEST(AttentionTest, PipelineOrdersAndStepOpsVerify) {
           "block_q=64,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
           "p_transpose=tensor,softmax_src=psum,sum_engine=scalar,stats_engine=vector,"
           "evict=scalar,kv_resident=1,bufs=1,causal_skip=0,pipeline=0,softmax_ops=tile,"
-          "softmax=online,mask=select,exp_layout=s,shards=2");
+          "softmax=online,mask=select,exp_layout=s,max_dtype=input,shards=2");
       int combination = 0;
-      for (const char* pipeline : {"0", "1", "2", "3"}) {
+      for (const char* pipeline : {"0", "1", "2", "3", "4"}) {
         for (const char* ops : {"tile", "step"}) {
           for (const char* pt : {"tensor", "dma", "half", "two_thirds"}) {
             for (const char* src : {"psum", "sbuf"}) {
               // The two-pass softmax on every third combination (the test's time; 3 is prime to
               // every loop length, so it meets every value of each).
-              c.Set("softmax", ++combination % 3 == 0 ? "two_pass" : "online");
+              // (pipeline=4 is two-pass only.)
+              const bool two = ++combination % 3 == 0 || std::string_view(pipeline) == "4";
+              c.Set("softmax", two ? "two_pass" : "online");
               const bool causal = *p.dims.Get("causal") == 1;
               c.Set("mask", causal && combination % 2 == 0 ? "matmul" : "select");
               // The S^T exp pass where it applies (it makes no P^T).
-              const bool st = combination % 3 == 0 && std::string_view(pt) == "tensor";
+              const bool st = two && std::string_view(pt) == "tensor";
               c.Set("exp_layout", st ? "st" : "s");
+              // The fp8 max pass where the target has fp8 (every other two-pass combination).
+              const bool fp8 = two && std::string_view(target) == "snc3" && combination % 2 == 1;
+              c.Set("max_dtype", fp8 ? "fp8" : "input");
               c.Set("pipeline", pipeline);
               c.Set("softmax_ops", ops);
               c.Set("p_transpose", pt);
@@ -252,7 +262,7 @@ TEST(AttentionTest, Issue4TunedConfigBeatsTheFirstLowering) {
       "block_q=128,kv_tile=512,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
       "p_transpose=half,softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=scalar,"
       "kv_resident=1,bufs=1,causal_skip=1,pipeline=3,softmax_ops=step,softmax=online,"
-      "mask=select,exp_layout=s,shards=8");
+      "mask=select,exp_layout=s,max_dtype=input,shards=8");
   ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok());
   absl::StatusOr<sim::SimResult> r = Evaluate(Attention(), p, c, t);
   ASSERT_TRUE(r.ok()) << r.status();
