@@ -1,5 +1,6 @@
 // The attention kernel: O = softmax(Q K^T / sqrt(head_dim) [+ causal mask]) V per (batch, head),
-// flash-attention style (online softmax over KV blocks, nothing of size seq_q x seq_k in HBM).
+// flash-attention style (online or two-pass softmax over KV blocks, nothing of size seq_q x seq_k
+// in HBM).
 //
 // Dims: batch, heads, seq_q, seq_k, head_dim (<= 128, the TensorE contraction limit) and
 // causal, which is 1 for a causal mask and 2 for none (dims must be positive, so "not causal" is
@@ -46,11 +47,26 @@
 //                 more K/V buffer set); 2: the next step's softmax too; 3: the next step's
 //                 QK^T, this step's P^T, the next step's softmax, this step's PV (the P^T
 //                 evictions fill the gap while the next running max is formed). 2 and 3 keep
-//                 two steps of P buffers.
+//                 two steps of P buffers. 4 (softmax=two_pass only): the QK^T two steps
+//                 ahead and the next step's softmax before this step's P^T and PV.
 //   softmax_ops   tile: one max and one exp instruction per score tile; step: one each per
 //                 softmax step, spanning its kv_block tiles (adjacent PSUM banks, at most the
 //                 per-instruction free size), with one accumulated row sum; a step holding a
-//                 masked tile read from PSUM keeps per-tile instructions
+//                 masked tile read from PSUM keeps per-tile instructions (with mask=select)
+//   softmax       online: running max, output rescaled per step; two_pass: a max pass (QK^T,
+//                 row max) then an exp pass (QK^T again, exp with the final max, PV accumulated
+//                 in PSUM over all steps, no rescale); a head's stream alternates one group's
+//                 exp pass with the next group's max pass
+//   mask          select: a diagonal tile is evicted and masked by a GpSimd affine_select;
+//                 matmul: identity x a constant triangle (-32768 above the diagonal) is added
+//                 in PSUM after QK^T (only offered for causal problems)
+//   exp_layout    s: the exp pass computes S like the max pass; st (two_pass, pv_role=p): it
+//                 computes S^T (K^T chunks stationary) plus ones x diag(-m), so exp writes P^T
+//                 directly, and V's ones column makes PV accumulate the row sums
+//   max_dtype     input | fp8 (two_pass, TensorE with fp8): the max pass's QK^T on fp8 copies
+//                 of Q^T and K^T (GpSimd). The output stays exact up to rounding (the exp pass
+//                 uses the same m for P and l); the fp8 error only bounds how far exp can
+//                 exceed 1: safe while scale x |q| x |k| < ~700 and |Q|, |K| elements < 448
 //   shards        cores the batch x heads pairs are split over
 #ifndef TESSEL_KERNELS_ATTENTION_H_
 #define TESSEL_KERNELS_ATTENTION_H_

@@ -252,22 +252,29 @@ TEST(AttentionTest, PipelineOrdersAndStepOpsVerify) {
   }
 }
 
-// Issue 4's attention workload: the best config found for this lowering (bench/kernel_search,
-// BENCHMARKS.md) verifies and beats the 20.9% of the Tensor roofline that the first lowering's
-// best reached on snc3.
-TEST(AttentionTest, Issue4TunedConfigBeatsTheFirstLowering) {
+// Issue 4's attention workload: the best config bench/kernel_search found (BENCHMARKS.md)
+// verifies and reaches the issue's 40% of the Tensor roofline on snc3; the best online-softmax
+// config stays above the 20.9% of the first lowering.
+TEST(AttentionTest, Issue4TunedConfigReaches40PercentOfTheRoofline) {
   sim::Target t = Load("snc3");
   Problem p = Attn(1, 16, 4096, 4096, 128, 1);
-  Config c = Parse(
+  const Config best = Parse(
+      "block_q=128,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
+      "p_transpose=tensor,softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=scalar,"
+      "kv_resident=1,bufs=1,causal_skip=1,pipeline=4,softmax_ops=step,mask=matmul,"
+      "exp_layout=st,max_dtype=fp8,softmax=two_pass,shards=8");
+  const Config online = Parse(
       "block_q=128,kv_tile=512,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
       "p_transpose=half,softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=scalar,"
       "kv_resident=1,bufs=1,causal_skip=1,pipeline=3,softmax_ops=step,softmax=online,"
       "mask=select,exp_layout=s,max_dtype=input,shards=8");
-  ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok());
-  absl::StatusOr<sim::SimResult> r = Evaluate(Attention(), p, c, t);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_GT(RooflineNs(Attention(), p, t) / r->time_ns, 0.209);
-  EXPECT_TRUE(Attention().Verify(p, c, t).ok());
+  for (const auto& [c, floor] : {std::pair{best, 0.40}, std::pair{online, 0.209}}) {
+    ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok()) << c.ToString();
+    absl::StatusOr<sim::SimResult> r = Evaluate(Attention(), p, c, t);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_GE(RooflineNs(Attention(), p, t) / r->time_ns, floor) << c.ToString();
+    EXPECT_TRUE(Attention().Verify(p, c, t).ok()) << c.ToString();
+  }
 }
 
 TEST(AttentionTest, CausalSkippingHalvesTensorWork) {
