@@ -210,34 +210,31 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
     return absl::InvalidArgumentError(
         "causal_skip=1 needs a causal problem (causal=1): nothing is masked");
   }
-  if (p.st && !p.two_pass) {
-    return absl::InvalidArgumentError(
-        "exp_layout=st needs softmax=two_pass: the online softmax rescales P by rows");
-  }
-  if (p.pipeline == 4 && !p.two_pass) {
-    return absl::InvalidArgumentError(
-        "pipeline=4 needs softmax=two_pass: with the online softmax, the scores two steps ahead "
-        "would move the running max past the step being exponentiated");
-  }
-  if (p.max_fp8 && !p.two_pass) {
-    return absl::InvalidArgumentError(
-        "max_dtype=fp8 needs softmax=two_pass: the online softmax's scores feed exp too");
+  // The two-pass options' combination rules.
+  struct Rule {
+    bool violated;
+    const char* why;
+  };
+  for (const Rule& rule : {
+           Rule{p.st && !p.two_pass,
+                "exp_layout=st needs softmax=two_pass: the online softmax rescales P by rows"},
+           {p.pipeline == 4 && !p.two_pass,
+            "pipeline=4 needs softmax=two_pass: with the online softmax, the scores two steps "
+            "ahead would move the running max past the step being exponentiated"},
+           {p.max_fp8 && !p.two_pass,
+            "max_dtype=fp8 needs softmax=two_pass: the online softmax's scores feed exp too"},
+           {p.max_fp8 && p.dtype == DType::kFp8, "max_dtype=fp8 is redundant with fp8 inputs"},
+           {p.st && p.pv_v,
+            "exp_layout=st needs pv_role=p: P^T is the stationary operand, V (with its ones "
+            "column) the moving one"},
+           {p.mask_matmul && !p.causal,
+            "mask=matmul needs a causal problem (causal=1): nothing is masked"},
+       }) {
+    if (rule.violated) return absl::InvalidArgumentError(rule.why);
   }
   if (p.max_fp8 && !target.SupportsDType(DType::kFp8)) {
     return absl::InvalidArgumentError(
         StrCat("max_dtype=fp8: TensorE on ", target.name, " does not support fp8"));
-  }
-  if (p.max_fp8 && p.dtype == DType::kFp8) {
-    return absl::InvalidArgumentError("max_dtype=fp8 is redundant with fp8 inputs");
-  }
-  if (p.st && p.pv_v) {
-    return absl::InvalidArgumentError(
-        "exp_layout=st needs pv_role=p: P^T is the stationary operand, V (with its ones column) "
-        "the moving one");
-  }
-  if (p.mask_matmul && !p.causal) {
-    return absl::InvalidArgumentError(
-        "mask=matmul needs a causal problem (causal=1): nothing is masked");
   }
   if (p.shards > target.cores_per_chip) {
     return absl::InvalidArgumentError(StrCat("shards=", p.shards, " exceeds the ",
