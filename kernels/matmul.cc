@@ -288,7 +288,10 @@ class Generator {
   // so such a handle stays as it is (Advance keeps it). The period may read it only from
   // instructions outside nested repeats: Run anchors those reads to the repeat's entry
   // (constants_ holds the handles).
-  bool Periodic(const Mark& then, const Mark& now) {
+  //
+  // Split in two for early rejection: CanonPeriodic compares the canon entries (cheap) and
+  // collects the constants; ConstantReadsAnchorable then scans the period's reads of them.
+  bool CanonPeriodic(const Mark& then, const Mark& now) {
     if (then.canon.size() != now.canon.size()) return false;
     constants_.clear();
     for (size_t q = 0; q < now.canon.size(); ++q) {
@@ -297,6 +300,9 @@ class Generator {
       if (h < 0 || h != then.abs[q] || h >= then.pos) return false;
       constants_.push_back(h);
     }
+    return true;
+  }
+  bool ConstantReadsAnchorable(const Mark& then, const Mark& now) {
     if (constants_.empty()) return true;
     std::sort(constants_.begin(), constants_.end());
     constants_.erase(std::unique(constants_.begin(), constants_.end()), constants_.end());
@@ -386,10 +392,11 @@ class Generator {
         const size_t now = marks.size() - 1;
         for (int p = 1; p <= 2 && size_t(p) <= now; ++p) {
           const Mark& then = marks[now - p];
-          if (!Periodic(then, marks[now])) continue;
+          if (!CanonPeriodic(then, marks[now])) continue;
           const int64_t periods = (last - i) / p;
           if (periods < 1) break;
           if (!AccPeriodic(then, marks[now], periods)) continue;
+          if (!ConstantReadsAnchorable(then, marks[now])) continue;
           if (!constants_.empty()) e_.AnchorReads(then.seg, then.pos, constants_, true);
           e_.WrapRepeat(then.seg, 1 + periods);
           Advance(then, marks[now], l, periods, p);
