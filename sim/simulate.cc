@@ -328,6 +328,7 @@ class CoreSim {
       int64_t finish = 0, first = std::numeric_limits<int64_t>::max();
       const int64_t fixed = fixed_ticks_;
       int64_t ends[64];
+      bool sorted = true;  // usual: starts and piece lengths grow with p
       for (int p = 0; p < c.pieces; ++p) {
         const bool lo = p < c.n_lo;
         const int64_t start = std::max(tick, vf[p]);
@@ -338,12 +339,13 @@ class CoreSim {
           hbm_free_[q] = hs + (lo ? c.hbm_lo : c.hbm_hi);
           end = std::max(end, hbm_free_[q]);
         }
+        sorted &= p == 0 || end >= ends[p - 1];
         ends[p] = end;
         dma_busy_[q] += end - start;
         finish = std::max(finish, end);
       }
       // Merge the new free times back into the sorted list.
-      std::sort(ends, ends + c.pieces);
+      if (!sorted) std::sort(ends, ends + c.pieces);
       int64_t merged[64];
       int a = 0, b = c.pieces, o = 0;
       while (a < c.pieces || b < ne_) {
