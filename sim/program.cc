@@ -57,17 +57,25 @@ absl::Status CheckPartitions(const Target& target, int partitions, int start, co
   return absl::OkStatus();
 }
 
-absl::Status CheckInstruction(const Target& target, const CoreProgram& core, int index,
-                              const std::string& where) {
-  const Instruction& inst = core.instructions[index];
-  // Built only when a check fails: validation runs for every instruction of every simulation.
-  auto what = [&] { return StrCat(where, " instruction ", index, " (", OpName(inst.op), ")"); };
+// The dependency checks of instruction `index`.
+absl::Status CheckDeps(const CoreProgram& core, int index, const std::string& where) {
   for (int32_t dep : core.DepsOf(index)) {
     if (core.compact() ? dep == 0 : (dep < 0 || dep >= index)) {
       return absl::InvalidArgumentError(
-          StrCat(what(), ": dependency ", dep, " does not name an earlier instruction"));
+          StrCat(where, " instruction ", index, " (", OpName(core.instructions[index].op),
+                 "): dependency ", dep, " does not name an earlier instruction"));
     }
   }
+  return absl::OkStatus();
+}
+
+// The checks of instruction `index` that depend on its fields only (not on its deps), so they
+// give the same answer for every instruction that is the SameOperation.
+absl::Status CheckOperation(const Target& target, const CoreProgram& core, int index,
+                            const std::string& where) {
+  const Instruction& inst = core.instructions[index];
+  // Built only when a check fails: validation runs for every instruction of every simulation.
+  auto what = [&] { return StrCat(where, " instruction ", index, " (", OpName(inst.op), ")"); };
   if (!EngineAllowed(inst.op, inst.engine)) {
     return absl::InvalidArgumentError(StrCat(what(),
                                              ": engine/location mismatch: ", OpName(inst.op),
@@ -455,9 +463,20 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
         return absl::InvalidArgumentError(StrCat(where, ": unbalanced BeginRepeat/EndRepeat"));
       }
     }
+    // Programs repeat a few distinct operations: one equal to an already checked one passes as
+    // that one did, so only its deps are checked. `checked` remembers one checked instruction per
+    // hash slot of a few distinguishing fields.
+    std::array<int32_t, kOperationSlots> checked;
+    checked.fill(-1);
     for (size_t i = 0; i < core.instructions.size(); ++i) {
-      absl::Status status = CheckInstruction(target, core, int(i), where);
+      absl::Status status = CheckDeps(core, int(i), where);
       if (!status.ok()) return status;
+      const Instruction& inst = core.instructions[i];
+      int32_t& slot = checked[OperationSlot(inst)];
+      if (slot >= 0 && SameOperation(inst, core.instructions[slot])) continue;
+      status = CheckOperation(target, core, int(i), where);
+      if (!status.ok()) return status;
+      slot = int32_t(i);
     }
   }
   return absl::OkStatus();

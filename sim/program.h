@@ -74,6 +74,28 @@ struct Instruction {
   bool operator==(const Instruction&) const = default;
 };
 
+// Whether `a` and `b` are the same operation: every field equal except the dependency range
+// (dep_begin, dep_count). Per-template work (validation, costs) is done once per distinct one.
+inline bool SameOperation(const Instruction& a, const Instruction& b) {
+  return a.op == b.op && a.engine == b.engine && a.dtype == b.dtype && a.in0 == b.in0 &&
+         a.in1 == b.in1 && a.out == b.out && a.reload_stationary == b.reload_stationary &&
+         a.transpose == b.transpose && a.strided == b.strided && a.add_op == b.add_op &&
+         a.partitions == b.partitions && a.start_partition == b.start_partition &&
+         a.queue == b.queue && a.k == b.k && a.m == b.m && a.n == b.n && a.free == b.free &&
+         a.bytes_per_partition == b.bytes_per_partition && a.chunk_bytes == b.chunk_bytes;
+}
+static_assert(sizeof(Instruction) == 64,
+              "Instruction changed: SameOperation must compare every field but the deps");
+// A slot in [0, kOperationSlots) from a few fields, the same for instructions that are the
+// SameOperation: for small direct-mapped caches of per-operation work.
+inline constexpr int kOperationSlots = 32;
+inline int OperationSlot(const Instruction& inst) {
+  const uint32_t h = uint32_t(inst.op) * 7u + uint32_t(inst.engine) * 3u +
+                     uint32_t(inst.queue) * 5u + uint32_t(inst.reload_stationary) * 11u +
+                     uint32_t(inst.partitions) * 13u + uint32_t(inst.n) + uint32_t(inst.free);
+  return int(h % kOperationSlots);
+}
+
 // A named region of SBUF or PSUM, live for the whole program, `bufs` times (multi-buffering).
 struct Allocation {
   std::string name;
