@@ -1,6 +1,7 @@
 #include "sim/simulate.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -930,9 +931,22 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
     }
     std::fill(core_busy, core_busy + kNumEngines, 0);
     costs.assign(core.instructions.size(), Cost{});
+    // A template that is the SameOperation as an earlier one (remembered per hash slot) has its
+    // cost: it depends on the instruction, the target and the core's DMA shares only.
+    std::array<int32_t, kOperationSlots> costed;
+    costed.fill(-1);
     for (size_t t = 0; t < core.instructions.size(); ++t) {
       const Instruction& inst = core.instructions[t];
       Cost& k = costs[t];
+      int32_t& slot = costed[OperationSlot(inst)];
+      if (slot >= 0 && SameOperation(inst, core.instructions[slot])) {
+        k = costs[slot];
+        if (inst.engine != EngineKind::kDma && mult[c][t] > 0) {
+          core_busy[int(inst.engine)] += k.dur * mult[c][t];
+        }
+        continue;
+      }
+      slot = int32_t(t);
       k.engine = int8_t(inst.engine);
       if (inst.engine != EngineKind::kDma) {
         const int tpc = target.ticks_per_cycle[int(inst.engine)];
