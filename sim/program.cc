@@ -248,14 +248,16 @@ int32_t CoreProgram::Add(Instruction inst, std::span<const int32_t> inst_deps) {
 }
 
 int32_t CoreProgram::AddCompact(Instruction inst, std::span<const int32_t> distances) {
-  const int32_t index = Add(inst, {});
-  Instruction& added = instructions.back();
-  added.dep_begin = uint32_t(deps.size());
+  const int32_t index = int32_t(instructions.size());
+  inst.dep_begin = uint32_t(deps.size());
+  uint32_t count = 0;
   for (int32_t d : distances) {
     if (d == 0) continue;
     deps.push_back(d);
-    ++added.dep_count;
+    ++count;
   }
+  inst.dep_count = count;
+  instructions.push_back(inst);
   if (segments.empty() || segments.back().kind != Segment::kInstructions) {
     segments.push_back({Segment::kInstructions, uint32_t(index), uint32_t(index), 0, 0});
   }
