@@ -821,7 +821,9 @@ class SimEmitter {
       Rec& r = rec_.emplace_back();
       r.inst = inst;
       r.pos = pos_;
-      for (int64_t h : deps) r.deps[r.ndeps++] = h;
+      int n = 0;
+      for (int64_t h : deps) r.deps[size_t(n++)] = h;
+      r.ndeps = n;
       return pos_++;
     }
     int32_t buf[4];
