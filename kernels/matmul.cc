@@ -375,31 +375,34 @@ class Generator {
   // Emits iterations [first, last) of level l (all regular), compressing periods; returns last.
   int64_t Run(int l, int64_t first, int64_t last) {
     const int d = d_[l];
-    std::vector<Mark> marks;  // boundary before iteration first + j
+    // The boundaries before iterations first + j: only the last three are compared, in a ring
+    // of this level's (reused, so their vectors keep their capacity).
+    std::array<Mark, 3>& marks = marks_[size_t(l)];
+    size_t made = 0;
     int64_t i = first;
     bool done = false;
     while (i < last) {
       if (!done) {
-        Mark m;
+        const size_t now = made++;
+        Mark& m = marks[now % 3];
         idx_[d] = i;
         Canon(l, &m.canon, &m.abs);
         m.pos = e_.position();
         m.reads = e_.reads();
         m.seg = e_.Cut();
         m.state = Count();
+        m.acc_rel.clear();
         for (size_t x = s_.acc_head; x < s_.AccEnd(); ++x) m.acc_rel.push_back(m.pos - s_.Acc(x));
-        marks.push_back(std::move(m));
-        const size_t now = marks.size() - 1;
         for (int p = 1; p <= 2 && size_t(p) <= now; ++p) {
-          const Mark& then = marks[now - p];
-          if (!CanonPeriodic(then, marks[now])) continue;
+          const Mark& then = marks[(now - size_t(p)) % 3];
+          if (!CanonPeriodic(then, m)) continue;
           const int64_t periods = (last - i) / p;
           if (periods < 1) break;
-          if (!AccPeriodic(then, marks[now], periods)) continue;
-          if (!ConstantReadsAnchorable(then, marks[now])) continue;
+          if (!AccPeriodic(then, m, periods)) continue;
+          if (!ConstantReadsAnchorable(then, m)) continue;
           if (!constants_.empty()) e_.AnchorReads(then.seg, then.pos, constants_, true);
           e_.WrapRepeat(then.seg, 1 + periods);
-          Advance(then, marks[now], l, periods, p);
+          Advance(then, m, l, periods, p);
           i += periods * p;
           done = true;
           break;
@@ -655,7 +658,8 @@ class Generator {
   std::array<bool, 2> ragged_{};
   int core_ = 0;
   State s_;
-  std::vector<int64_t> constants_;  // scratch for Periodic
+  std::array<std::array<Mark, 3>, 3> marks_;  // per loop level: Run's boundary ring
+  std::vector<int64_t> constants_;            // scratch for Periodic
 };
 
 template <typename Emitter>
