@@ -689,6 +689,8 @@ class SimEmitter {
     core_ = &program_->cores[core];
     pos_ = 0;
     reads_.clear();
+    reads_.reserve(1 << 13);
+    rec_.reserve(512);
     if (!kCompact) core_->instructions.reserve(4096);
     const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
     const int64_t out_part = p_.stationary_b ? p_.tile_n : p_.tile_m;
