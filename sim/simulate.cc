@@ -354,6 +354,10 @@ class CoreSim {
       // before the engines the pieces did not use: the list starts with them as they are.
       if (sorted && (c.pieces == 0 || c.pieces == ne_ || ends[c.pieces - 1] <= vf[c.pieces])) {
         std::copy(ends, ends + c.pieces, vf);
+      } else if (sorted && ends[0] >= vf[ne_ - 1]) {
+        // Or all after them: those move to the front.
+        std::copy(vf + c.pieces, vf + ne_, vf);
+        std::copy(ends, ends + c.pieces, vf + (ne_ - c.pieces));
       } else {
         if (!sorted) std::sort(ends, ends + c.pieces);
         int64_t merged[64];
