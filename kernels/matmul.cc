@@ -892,6 +892,8 @@ class SimEmitter {
       // Dependency kinds of the last period, against the period before it.
       const size_t last = groups - p;
       const size_t plen = rec_.size() - starts_[last];
+      // The repeat would emit at least one period: no shorter than the best so far, skip it.
+      if (plen >= best_len) continue;
       if (starts_[last] - starts_[last - p] != plen) continue;
       kinds.assign(plen * 3, kNone);
       bool ok = true;
