@@ -502,6 +502,14 @@ class CoreSim {
         for (int32_t d : core().DepsOf(int32_t(u))) {
           if (d > 0 && int64_t(u - s.begin) >= d) {  // same segment, same visit
             maxread_[u - uint32_t(d)] = std::max<int64_t>(maxread_[u - uint32_t(d)], d);
+          } else if (d > 0 && seg_off_[i] + int64_t(u - s.begin) >= d) {
+            // Resolve's first case inline: an earlier segment of the same body.
+            if (--resolve_budget_ < 0) {
+              ok = false;
+            } else {
+              int64_t& m = maxread_[TemplateAt(seg_parent_[i], seg_off_[i] + (u - s.begin) - d)];
+              m = std::max<int64_t>(m, d);
+            }
           } else if (d > 0) {
             ok = Resolve(seg_parent_[i], seg_off_[i] + (u - s.begin), d, d);
           } else if (seg_parent_[i] >= 0) {  // anchored: read at the repeat's entry
