@@ -420,8 +420,12 @@ absl::Status ValidateProgram(const Target& target, const Program& program) {
 }
 
 absl::Status ValidateProgram(const Target& target, const Program& program,
-                             std::vector<bool>* copies) {
+                             std::vector<bool>* copies,
+                             std::vector<std::vector<int32_t>>* same_operation) {
   copies->assign(program.cores.size(), false);
+  if (same_operation != nullptr && same_operation->size() < program.cores.size()) {
+    same_operation->resize(program.cores.size());
+  }
   if (program.cores.empty()) return absl::InvalidArgumentError("program has no cores");
   if (int(program.cores.size()) > target.cores_per_chip) {
     return absl::InvalidArgumentError(StrCat("program uses ", program.cores.size(), " cores; ",
@@ -470,15 +474,24 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
     // hash slot of a few distinguishing fields.
     std::array<int32_t, kOperationSlots> checked;
     checked.fill(-1);
+    int32_t* same = nullptr;
+    if (same_operation != nullptr) {
+      (*same_operation)[c].resize(core.instructions.size());
+      same = (*same_operation)[c].data();
+    }
     for (size_t i = 0; i < core.instructions.size(); ++i) {
       absl::Status status = CheckDeps(core, int(i), where);
       if (!status.ok()) return status;
       const Instruction& inst = core.instructions[i];
       int32_t& slot = checked[OperationSlot(inst)];
-      if (slot >= 0 && SameOperation(inst, core.instructions[slot])) continue;
+      if (slot >= 0 && SameOperation(inst, core.instructions[slot])) {
+        if (same != nullptr) same[i] = slot;
+        continue;
+      }
       status = CheckOperation(target, core, int(i), where);
       if (!status.ok()) return status;
       slot = int32_t(i);
+      if (same != nullptr) same[i] = slot;
     }
   }
   return absl::OkStatus();

@@ -191,9 +191,13 @@ Instruction MakeEngineOp(Op op, EngineKind engine, int free, int partitions = 12
 // limit K <= 128") otherwise.
 absl::Status ValidateProgram(const Target& target, const Program& program);
 // As ValidateProgram, and sets (*copies)[c] when core c has the same program as core c - 1 (such a
-// core is valid when the one before it is, so it is checked only once).
+// core is valid when the one before it is, so it is checked only once). With `same_operation`,
+// also sets (*same_operation)[c][t], for every instruction t of every core c that is not a copy,
+// to an index <= t of an instruction of that core that is the SameOperation (t when none earlier
+// was found), so per-operation work can be shared; a copy's vector is left as it was.
 absl::Status ValidateProgram(const Target& target, const Program& program,
-                             std::vector<bool>* copies);
+                             std::vector<bool>* copies,
+                             std::vector<std::vector<int32_t>>* same_operation = nullptr);
 
 // Peak live SBUF / PSUM bytes per partition of one core (allocations x bufs).
 int64_t SbufBytesPerPartition(const CoreProgram& core);

@@ -860,7 +860,8 @@ void Multiplicities(const CoreProgram& core, std::vector<int64_t>* mult,
 
 // Buffers of one thread's simulations, reused so that repeated calls do not allocate.
 struct Scratch {
-  std::vector<bool> copies;  // core c runs the same program as core c - 1
+  std::vector<bool> copies;                          // core c runs the same program as core c - 1
+  std::vector<std::vector<int32_t>> same_operation;  // from ValidateProgram
   std::vector<std::vector<int64_t>> mult;
   std::vector<std::vector<double>> dma_bytes, hbm_bytes;
   std::vector<double> core_dma, core_hbm;
@@ -875,7 +876,7 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options, std::vector<TraceEvent>* trace) {
   thread_local Scratch scratch;
   std::vector<bool>& copies = scratch.copies;
-  absl::Status valid = ValidateProgram(target, program, &copies);
+  absl::Status valid = ValidateProgram(target, program, &copies, &scratch.same_operation);
   if (!valid.ok()) return valid;
   if (trace != nullptr) {
     for (const CoreProgram& core : program.cores) {
@@ -953,22 +954,22 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
     }
     std::fill(core_busy, core_busy + kNumEngines, 0);
     costs.assign(core.instructions.size(), Cost{});
-    // A template that is the SameOperation as an earlier one (remembered per hash slot) has its
+    // A template that is the SameOperation as an earlier one (found by ValidateProgram) has its
     // cost: it depends on the instruction, the target and the core's DMA shares only.
-    std::array<int32_t, kOperationSlots> costed;
-    costed.fill(-1);
+    // (A copied core, simulated for a trace, has the vector of the core it copies.)
+    int checked = c;
+    while (checked > 0 && copies[checked]) --checked;
+    const int32_t* same = scratch.same_operation[checked].data();
     for (size_t t = 0; t < core.instructions.size(); ++t) {
       const Instruction& inst = core.instructions[t];
       Cost& k = costs[t];
-      int32_t& slot = costed[OperationSlot(inst)];
-      if (slot >= 0 && SameOperation(inst, core.instructions[slot])) {
-        k = costs[slot];
+      if (size_t(same[t]) != t) {
+        k = costs[size_t(same[t])];
         if (inst.engine != EngineKind::kDma && mult[c][t] > 0) {
           core_busy[int(inst.engine)] += k.dur * mult[c][t];
         }
         continue;
       }
-      slot = int32_t(t);
       k.engine = int8_t(inst.engine);
       if (inst.engine != EngineKind::kDma) {
         const int tpc = target.ticks_per_cycle[int(inst.engine)];
