@@ -180,11 +180,45 @@ struct Program {
 absl::StatusOr<Program> Flatten(const Program& program);
 
 // Convenience constructors for instructions.
-Instruction MakeDma(Op op, int partitions, int64_t bytes_per_partition, int queue,
-                    int start_partition = 0);
-Instruction MakeMatmul(DType dtype, int k, int m, int n, bool reload_stationary = true);
-Instruction MakeEngineOp(Op op, EngineKind engine, int free, int partitions = 128,
-                         Mem in0 = Mem::kSbuf, Mem out = Mem::kSbuf);
+inline Instruction MakeDma(Op op, int partitions, int64_t bytes_per_partition, int queue,
+                           int start_partition = 0) {
+  Instruction inst;
+  inst.op = op;
+  inst.engine = EngineKind::kDma;
+  inst.partitions = int16_t(partitions);
+  inst.start_partition = int16_t(start_partition);
+  inst.bytes_per_partition = bytes_per_partition;
+  inst.queue = int16_t(queue);
+  inst.in0 = op == Op::kDmaLoad ? Mem::kHbm : Mem::kSbuf;
+  inst.out = op == Op::kDmaStore ? Mem::kHbm : Mem::kSbuf;
+  return inst;
+}
+
+inline Instruction MakeMatmul(DType dtype, int k, int m, int n, bool reload_stationary = true) {
+  Instruction inst;
+  inst.op = Op::kMatmul;
+  inst.engine = EngineKind::kTensor;
+  inst.dtype = dtype;
+  inst.k = k;
+  inst.m = m;
+  inst.n = n;
+  inst.partitions = int16_t(k > 0 && k <= 128 ? k : 128);
+  inst.reload_stationary = reload_stationary;
+  inst.out = Mem::kPsum;
+  return inst;
+}
+
+inline Instruction MakeEngineOp(Op op, EngineKind engine, int free, int partitions = 128,
+                                Mem in0 = Mem::kSbuf, Mem out = Mem::kSbuf) {
+  Instruction inst;
+  inst.op = op;
+  inst.engine = engine;
+  inst.free = free;
+  inst.partitions = int16_t(partitions);
+  inst.in0 = in0;
+  inst.out = out;
+  return inst;
+}
 
 // Checks `program` against `target`'s limits. OK when it can run; InvalidArgument naming the core,
 // the instruction or allocation, and the violated limit (e.g. "matmul K=256 exceeds the TensorE
