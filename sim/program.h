@@ -10,7 +10,9 @@
 #ifndef TESSEL_SIM_PROGRAM_H_
 #define TESSEL_SIM_PROGRAM_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -71,21 +73,43 @@ struct Instruction {
   uint32_t dep_begin = 0;           // into CoreProgram::deps (set by CoreProgram::Add)
   uint32_t dep_count = 0;
 
-  bool operator==(const Instruction&) const = default;
+  // Every field equal (see SameOperation).
+  bool operator==(const Instruction& other) const;
 };
 
 // Whether `a` and `b` are the same operation: every field equal except the dependency range
 // (dep_begin, dep_count). Per-template work (validation, costs) is done once per distinct one.
+//
+// Programs compare instructions often (cores, repeated periods), so this compares the two runs of
+// fields that have no padding between them (engine..queue and k..chunk_bytes) as bytes, plus op;
+// the static_asserts below check the layout this relies on.
 inline bool SameOperation(const Instruction& a, const Instruction& b) {
-  return a.op == b.op && a.engine == b.engine && a.dtype == b.dtype && a.in0 == b.in0 &&
-         a.in1 == b.in1 && a.out == b.out && a.reload_stationary == b.reload_stationary &&
-         a.transpose == b.transpose && a.strided == b.strided && a.add_op == b.add_op &&
-         a.partitions == b.partitions && a.start_partition == b.start_partition &&
-         a.queue == b.queue && a.k == b.k && a.m == b.m && a.n == b.n && a.free == b.free &&
-         a.bytes_per_partition == b.bytes_per_partition && a.chunk_bytes == b.chunk_bytes;
+  constexpr size_t kRun1 = offsetof(Instruction, engine);
+  constexpr size_t kRun1End = offsetof(Instruction, queue) + sizeof(int16_t);
+  constexpr size_t kRun2 = offsetof(Instruction, k);
+  constexpr size_t kRun2End = offsetof(Instruction, dep_begin);
+  const auto* x = reinterpret_cast<const unsigned char*>(&a);
+  const auto* y = reinterpret_cast<const unsigned char*>(&b);
+  return a.op == b.op && std::memcmp(x + kRun1, y + kRun1, kRun1End - kRun1) == 0 &&
+         std::memcmp(x + kRun2, y + kRun2, kRun2End - kRun2) == 0;
 }
-static_assert(sizeof(Instruction) == 64,
-              "Instruction changed: SameOperation must compare every field but the deps");
+inline bool Instruction::operator==(const Instruction& other) const {
+  return SameOperation(*this, other) && dep_begin == other.dep_begin &&
+         dep_count == other.dep_count;
+}
+// The fields of each compared run are contiguous (sizes add up to the run's length), op comes
+// first and dep_begin follows chunk_bytes: a new field must be placed in a run and checked here.
+static_assert(offsetof(Instruction, op) == 0 && sizeof(Op) == 1);
+static_assert(offsetof(Instruction, queue) + sizeof(int16_t) - offsetof(Instruction, engine) ==
+                  sizeof(EngineKind) + sizeof(DType) + 3 * sizeof(Mem) + 4 * sizeof(bool) +
+                      3 * sizeof(int16_t),
+              "Instruction changed: update SameOperation");
+static_assert(offsetof(Instruction, dep_begin) - offsetof(Instruction, k) ==
+                  4 * sizeof(int32_t) + sizeof(int64_t) + sizeof(int32_t),
+              "Instruction changed: update SameOperation");
+static_assert(offsetof(Instruction, dep_count) + sizeof(uint32_t) <= sizeof(Instruction) &&
+                  sizeof(Instruction) <= offsetof(Instruction, dep_count) + 8,
+              "Instruction changed: update SameOperation");
 // A slot in [0, kOperationSlots) from a few fields, the same for instructions that are the
 // SameOperation: for small direct-mapped caches of per-operation work.
 inline constexpr int kOperationSlots = 32;
