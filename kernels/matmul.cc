@@ -817,7 +817,10 @@ class SimEmitter {
   }
 
  private:
-  int64_t Add(const sim::Instruction& inst, std::initializer_list<int64_t> deps) {
+  // `deps`: a fixed count of handles (so the loops over them unroll).
+  template <size_t N>
+  int64_t Add(const sim::Instruction& inst, const int64_t (&deps)[N]) {
+    static_assert(N <= 3);
     if (kCompact) {
       for (int64_t h : deps) {
         if (h >= 0) reads_.push_back(h);
@@ -827,9 +830,8 @@ class SimEmitter {
       Rec& r = rec_.emplace_back();
       r.inst = inst;
       r.pos = pos_;
-      int n = 0;
-      for (int64_t h : deps) r.deps[size_t(n++)] = h;
-      r.ndeps = n;
+      for (size_t j = 0; j < N; ++j) r.deps[j] = deps[j];
+      r.ndeps = int(N);
       return pos_++;
     }
     int32_t buf[4];
