@@ -247,17 +247,15 @@ int32_t CoreProgram::Add(Instruction inst, std::span<const int32_t> inst_deps) {
   return int32_t(instructions.size() - 1);
 }
 
-int32_t CoreProgram::AddCompact(Instruction inst, std::span<const int32_t> distances) {
+int32_t CoreProgram::AddCompact(const Instruction& inst, std::span<const int32_t> distances) {
   const int32_t index = int32_t(instructions.size());
-  inst.dep_begin = uint32_t(deps.size());
-  uint32_t count = 0;
+  const uint32_t dep_begin = uint32_t(deps.size());
   for (int32_t d : distances) {
-    if (d == 0) continue;
-    deps.push_back(d);
-    ++count;
+    if (d != 0) deps.push_back(d);
   }
-  inst.dep_count = count;
-  instructions.push_back(inst);
+  Instruction& added = instructions.emplace_back(inst);
+  added.dep_begin = dep_begin;
+  added.dep_count = uint32_t(deps.size()) - dep_begin;
   if (segments.empty() || segments.back().kind != Segment::kInstructions) {
     segments.push_back({Segment::kInstructions, uint32_t(index), uint32_t(index), 0, 0});
   }

@@ -174,7 +174,7 @@ struct CoreProgram {
   // Compact form: appends a template whose deps are distances back in flat order (> 0) or
   // anchors (< 0, see above; only inside a repeat); zeros are ignored. Returns the template's
   // index.
-  int32_t AddCompact(Instruction inst, std::span<const int32_t> distances);
+  int32_t AddCompact(const Instruction& inst, std::span<const int32_t> distances);
   // Compact form: opens / closes a body that runs `count` (>= 1) times. Must nest.
   void BeginRepeat(int64_t count);
   void EndRepeat();
