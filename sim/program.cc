@@ -1,5 +1,6 @@
 #include "sim/program.h"
 
+#include <algorithm>
 #include <array>
 
 #include "schema/strings.h"
@@ -438,16 +439,22 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
       (*same_operation)[c].resize(core.instructions.size());
       same = (*same_operation)[c].data();
     }
+    // A compact core's deps are valid when none is 0: one pass over them all, so the loop below
+    // checks each instruction's only when one is (to report the first as before).
+    const bool deps_ok =
+        core.compact() && std::find(core.deps.begin(), core.deps.end(), 0) == core.deps.end();
     for (size_t i = 0; i < core.instructions.size(); ++i) {
-      absl::Status status = CheckDeps(core, int(i), where);
-      if (!status.ok()) return status;
+      if (!deps_ok) {
+        absl::Status status = CheckDeps(core, int(i), where);
+        if (!status.ok()) return status;
+      }
       const Instruction& inst = core.instructions[i];
       int32_t& slot = checked[OperationSlot(inst)];
       if (slot >= 0 && SameOperation(inst, core.instructions[slot])) {
         if (same != nullptr) same[i] = slot;
         continue;
       }
-      status = CheckOperation(target, core, int(i), where);
+      absl::Status status = CheckOperation(target, core, int(i), where);
       if (!status.ok()) return status;
       slot = int32_t(i);
       if (same != nullptr) same[i] = slot;
