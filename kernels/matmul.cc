@@ -307,7 +307,10 @@ class Generator {
     std::sort(constants_.begin(), constants_.end());
     constants_.erase(std::unique(constants_.begin(), constants_.end()), constants_.end());
     size_t reads = 0;
+    const int64_t lo = constants_.front(), hi = constants_.back();
     for (int64_t target : e_.ReadsSince(then.reads, now.reads)) {
+      // Most reads are of the period's own results, above every constant.
+      if (target < lo || target > hi) continue;
       reads += std::binary_search(constants_.begin(), constants_.end(), target);
     }
     return reads == 0 || reads == e_.AnchorReads(then.seg, then.pos, constants_, false);
@@ -725,6 +728,7 @@ class SimEmitter {
   // Returns how many there are; with `rewrite`, makes them anchored to `entry` (sim/program.h),
   // so they name the same instruction in every iteration once the segments become a repeat.
   size_t AnchorReads(size_t seg, int64_t entry, std::span<const int64_t> constants, bool rewrite) {
+    if (constants.empty()) return 0;
     const auto& segs = core_->segments;
     size_t found = 0;
     int64_t pos = entry;
@@ -739,7 +743,10 @@ class SimEmitter {
         const sim::Instruction& inst = core_->instructions[t];
         for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
           const int32_t d = core_->deps[j];
-          if (d <= 0 || !std::binary_search(constants.begin(), constants.end(), pos - d)) continue;
+          if (d <= 0 || pos - d < constants.front() || pos - d > constants.back() ||
+              !std::binary_search(constants.begin(), constants.end(), pos - d)) {
+            continue;
+          }
           ++found;
           if (rewrite) core_->deps[j] = -int32_t(entry - (pos - d));
         }
