@@ -394,8 +394,9 @@ class Generator {
         m.reads = e_.reads();
         m.seg = e_.Cut();
         m.state = Count();
-        m.acc_rel.clear();
-        for (size_t x = s_.acc_head; x < s_.AccEnd(); ++x) m.acc_rel.push_back(m.pos - s_.Acc(x));
+        m.acc_rel.resize(s_.AccEnd() - s_.acc_head);
+        const int64_t* live = s_.acc.data() + (s_.acc_head - s_.acc_base);
+        for (size_t x = 0; x < m.acc_rel.size(); ++x) m.acc_rel[x] = m.pos - live[x];
         for (int p = 1; p <= 2 && size_t(p) <= now; ++p) {
           const Mark& then = marks[(now - size_t(p)) % 3];
           if (!CanonPeriodic(then, m)) continue;
