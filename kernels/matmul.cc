@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -426,47 +427,55 @@ class Generator {
 
   // The generator state relative to the current position and loop indices.
   void Canon(int l, std::vector<int64_t>* out, std::vector<int64_t>* abs) {
-    out->clear();
-    abs->clear();
+    // Sized first, then filled by index (Run calls this at every iteration boundary).
+    size_t n = size_t(p_.psum_slots) + s_.group_slot.size() + kStagingBufs + 7;
+    for (int which = 0; which < 2; ++which) {
+      for (const auto& loads : which == 0 ? s_.a_loads : s_.b_loads) n += 2 + loads.size();
+    }
+    out->resize(n);
+    abs->assign(n, -1);
+    int64_t* o = out->data();
+    int64_t* a = abs->data();
+    size_t k = 0;
     const int64_t pos = e_.position();
     // A handle: relative to the position, its absolute value recorded beside it.
-    auto rel = [&](int64_t h) {
-      abs->resize(out->size(), -1);
-      abs->push_back(h);
-      return h < 0 ? int64_t(-1) : pos - h;
+    auto handle = [&](int64_t h) {
+      a[k] = h;
+      o[k++] = h < 0 ? int64_t(-1) : pos - h;
     };
+    auto value = [&](int64_t v) { o[k++] = v; };
     for (int which = 0; which < 2; ++which) {
       const int64_t count = which == 0 ? s_.a_count : s_.b_count;
       const auto& reader = which == 0 ? s_.a_reader : s_.b_reader;
       const auto& loads = which == 0 ? s_.a_loads : s_.b_loads;
       for (int j = 0; j < p_.bufs; ++j) {
         const int b = int((count + j) % p_.bufs);
-        out->push_back(rel(reader[b]));
-        out->push_back(int64_t(loads[b].size()));
-        for (int64_t h : loads[b]) out->push_back(rel(h));
+        handle(reader[b]);
+        value(int64_t(loads[b].size()));
+        for (int64_t h : loads[b]) handle(h);
       }
     }
     for (int j = 0; j < p_.psum_slots; ++j) {
-      out->push_back(rel(s_.slot_reader[(s_.psum_count + j) % p_.psum_slots]));
+      handle(s_.slot_reader[(s_.psum_count + j) % p_.psum_slots]);
     }
     for (int g : s_.group_slot) {
-      out->push_back(((g - s_.psum_count) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
+      value(((g - s_.psum_count) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
     }
     for (int j = 0; j < kStagingBufs; ++j) {
-      out->push_back(rel(s_.stage_reader[(s_.stage_count + j) % kStagingBufs]));
+      handle(s_.stage_reader[(s_.stage_count + j) % kStagingBufs]);
     }
-    out->push_back(p_.evict == "split" ? s_.evict_count % 2 : 0);
+    value(p_.evict == "split" ? s_.evict_count % 2 : 0);
     // Keys relative to the first block of the coming iteration (inner loops at their begin).
     std::array<int64_t, 3> next = idx_;
     for (int ll = l + 1; ll < 3; ++ll) next[d_[ll]] = begin_[d_[ll]];
-    out->push_back(s_.a_key.first - next[0]);
-    out->push_back(s_.a_key.second - next[2]);
-    out->push_back(s_.b_key.first - next[2]);
-    out->push_back(s_.b_key.second - next[1]);
-    out->push_back(s_.last_stationary.first - next[2] * p_.block_k);
-    out->push_back(s_.last_stationary.second -
-                   (p_.stationary_b ? next[1] * p_.block_n : next[0] * p_.block_m));
-    abs->resize(out->size(), -1);
+    value(s_.a_key.first - next[0]);
+    value(s_.a_key.second - next[2]);
+    value(s_.b_key.first - next[2]);
+    value(s_.b_key.second - next[1]);
+    value(s_.last_stationary.first - next[2] * p_.block_k);
+    value(s_.last_stationary.second -
+          (p_.stationary_b ? next[1] * p_.block_n : next[0] * p_.block_m));
+    assert(k == n);
   }
 
   // Skips `periods` periods of p iterations of level l: the state moves as it did from `then` to
