@@ -277,7 +277,7 @@ class CoreSim {
 
  private:
   template <bool kCompact>
-  void Step(uint32_t t) {
+  [[gnu::always_inline]] inline void Step(uint32_t t) {
     const Cost& c = costs()[t];
     const Instruction& inst = core().instructions[t];
     const int64_t pos = pos_;
