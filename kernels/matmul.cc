@@ -689,7 +689,22 @@ class SimEmitter {
  public:
   static constexpr bool kCompress = kCompact;
   SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
-      : p_(plan), target_(target), program_(program) {}
+      : p_(plan), target_(target), program_(program) {
+    // The read log and group records of the thread's previous lowering, so their capacity is
+    // reused (their contents are cleared before use).
+    Buffers& b = ThreadBuffers();
+    reads_.swap(b.reads);
+    rec_.swap(b.rec);
+    starts_.swap(b.starts);
+  }
+  ~SimEmitter() {
+    Buffers& b = ThreadBuffers();
+    reads_.swap(b.reads);
+    rec_.swap(b.rec);
+    starts_.swap(b.starts);
+  }
+  SimEmitter(const SimEmitter&) = delete;
+  SimEmitter& operator=(const SimEmitter&) = delete;
 
   // Core `core` runs the same program as core - 1.
   void CopyCore(int core) {
@@ -984,6 +999,16 @@ class SimEmitter {
   std::vector<int64_t> reads_;
   std::vector<Rec> rec_;
   std::vector<size_t> starts_;
+
+  struct Buffers {
+    std::vector<int64_t> reads;
+    std::vector<Rec> rec;
+    std::vector<size_t> starts;
+  };
+  static Buffers& ThreadBuffers() {
+    thread_local Buffers buffers;
+    return buffers;
+  }
 };
 
 // Rounds to the nearest value with `mantissa_bits` explicit mantissa bits (ties to even), the
