@@ -99,6 +99,16 @@ class AttentionKernel final : public Kernel {
     return {"batch", "heads", "seq_q", "seq_k", "head_dim", "causal"};
   }
   std::vector<std::string> dtypes() const override { return {"bf16", "fp32", "fp8"}; }
+  // Causal (causal_skip and mask=matmul are only offered then), head_dim 128.
+  Problem Example() const override {
+    return {Dims{{"batch", 1},
+                 {"heads", 8},
+                 {"seq_q", 1024},
+                 {"seq_k", 1024},
+                 {"head_dim", 128},
+                 {"causal", 1}},
+            "bf16"};
+  }
 
   absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;
   absl::StatusOr<Space> SpaceFor(const Problem& problem, const sim::Target& target) const override;

@@ -45,6 +45,19 @@ class Conv2dKernel final : public Kernel {
     return {"N", "C", "H", "W", "K", "R", "S", "stride", "padding"};
   }
   std::vector<std::string> dtypes() const override { return {"bf16", "fp32", "fp8"}; }
+  // A ResNet-style 3x3 layer.
+  Problem Example() const override {
+    return {Dims{{"N", 8},
+                 {"C", 256},
+                 {"H", 28},
+                 {"W", 28},
+                 {"K", 256},
+                 {"R", 3},
+                 {"S", 3},
+                 {"stride", 1},
+                 {"padding", 1}},
+            "bf16"};
+  }
 
   // Also rejects a filter larger than the padded input and padding >= the filter size.
   absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;

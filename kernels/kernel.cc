@@ -86,6 +86,13 @@ std::vector<const Kernel*> AllKernels() {
   return kernels;
 }
 
+Problem Kernel::Example() const {
+  Problem problem;
+  for (const std::string& dim : dims()) problem.dims.Set(dim, 1024);
+  if (!dtypes().empty()) problem.dtype = dtypes().front();
+  return problem;
+}
+
 absl::StatusOr<sim::SimResult> Evaluate(const Kernel& kernel, const Problem& problem,
                                         const Config& config, const sim::Target& target,
                                         const sim::SimOptions& options) {

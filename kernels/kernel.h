@@ -67,6 +67,9 @@ class Kernel {
   // Dim names in their canonical order, e.g. {"M", "N", "K"}.
   virtual std::vector<std::string> dims() const = 0;
   virtual std::vector<std::string> dtypes() const = 0;
+  // A valid problem that shows the whole space (`tessel kernels` lists its parameters): every dim
+  // 1024 and the first dtype, unless the kernel needs other values.
+  virtual Problem Example() const;
 
   // OK when `problem` names exactly this kernel's dims, each positive, and a supported dtype;
   // InvalidArgument saying what is missing or wrong otherwise.

@@ -1,6 +1,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
+#include "sim/target.h"
 
 namespace tessel::kernels {
 namespace {
@@ -47,6 +48,35 @@ TEST(RegistryTest, FindsMatmul) {
   EXPECT_EQ(FindKernel("matmul")->name(), "matmul");
   EXPECT_EQ(FindKernel("nope"), nullptr);
   EXPECT_FALSE(AllKernels().empty());
+}
+
+// `tessel kernels` lists each kernel's parameters from its example problem: that problem must be
+// valid on both targets and its space must name every parameter the kernel has (the widest
+// space: e.g. attention's causal-only parameters appear).
+TEST(RegistryTest, EveryKernelsExampleProblemHasItsWholeSpace) {
+  EXPECT_EQ(AllKernels().size(), 7u);
+  for (const char* name : {"snc2", "snc3"}) {
+    const sim::Target target = *sim::LoadTarget(name);
+    for (const Kernel* kernel : AllKernels()) {
+      const Problem example = kernel->Example();
+      EXPECT_TRUE(kernel->ValidateProblem(example, target).ok())
+          << kernel->name() << " on " << name << ": " << kernel->ValidateProblem(example, target);
+      absl::StatusOr<Space> space = kernel->SpaceFor(example, target);
+      ASSERT_TRUE(space.ok()) << kernel->name() << ": " << space.status();
+      EXPECT_GE(space->params().size(), 9u) << kernel->name();
+      for (const Param& p : space->params()) {
+        EXPECT_FALSE(p.help.empty()) << kernel->name() << " " << p.name;
+        EXPECT_GE(p.values.size(), 1u) << kernel->name() << " " << p.name;
+      }
+    }
+  }
+  const Problem attention = FindKernel("attention")->Example();
+  const Space space = *FindKernel("attention")->SpaceFor(attention, *sim::LoadTarget("snc3"));
+  int causal_only = 0;
+  for (const Param& p : space.params()) {
+    causal_only += (p.name == "causal_skip" || p.name == "mask") && p.values.size() == 2;
+  }
+  EXPECT_EQ(causal_only, 2);
 }
 
 }  // namespace

@@ -459,10 +459,8 @@ absl::Status RunKernels(bool as_json) {
   absl::StatusOr<sim::Target> target = sim::LoadTarget(kDefaultTarget);
   json list = json::array();
   for (const kernels::Kernel* kernel : kernels::AllKernels()) {
-    // Params for a representative problem: every dim 1024 on the default target.
-    kernels::Problem problem;
-    for (const std::string& dim : kernel->dims()) problem.dims.Set(dim, 1024);
-    if (!kernel->dtypes().empty()) problem.dtype = kernel->dtypes().front();
+    // Params of the kernel's example problem on the default target.
+    const kernels::Problem problem = kernel->Example();
     json params = json::array();
     if (target.ok()) {
       if (absl::StatusOr<kernels::Space> space = kernel->SpaceFor(problem, *target); space.ok()) {
