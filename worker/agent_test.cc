@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/kernel.h"
+#include "kernels/matmul.h"
 #include "schema/tessel.grpc.pb.h"
 #include "sim/api.h"
 #include "sim/target.h"
@@ -83,6 +84,29 @@ TEST(MeasureTrialTest, VerifyAlwaysMarksACorrectConfigVerified) {
   v1::TrialResult result = MeasureTrial(spec);
   ASSERT_EQ(result.status(), v1::TRIAL_OK) << result.message();
   EXPECT_TRUE(result.verified());
+}
+
+// Issue 4: a deliberately broken lowering (the matmul drops its ragged last K tile) is caught by
+// verification and reported as WRONG_ANSWER, with the kernel's message.
+TEST(MeasureTrialTest, ABrokenLoweringIsAWrongAnswer) {
+  v1::TrialSpec spec = Spec("");
+  spec.mutable_workload()->clear_dims();
+  const Dims dims = *Dims::Parse("M=300,N=600,K=1000");  // K = 7 full tiles + 104
+  for (const auto& [name, value] : dims.items()) {
+    v1::Dim* dim = spec.mutable_workload()->add_dims();
+    dim->set_name(name);
+    dim->set_value(value);
+  }
+  const kernels::Kernel* kernel = kernels::FindKernel("matmul");
+  spec.set_config(kernel->Default({dims, "bf16"}, *sim::LoadTarget("snc2")).ToString());
+  spec.mutable_protocol()->set_verify("always");
+  ASSERT_EQ(MeasureTrial(spec).status(), v1::TRIAL_OK);
+  kernels::SetMatmulFaultForTesting(kernels::MatmulFault::kDropRaggedKTile);
+  const v1::TrialResult result = MeasureTrial(spec);
+  kernels::SetMatmulFaultForTesting(kernels::MatmulFault::kNone);
+  EXPECT_EQ(result.status(), v1::TRIAL_WRONG_ANSWER) << result.message();
+  EXPECT_NE(result.message().find("wrong answer"), std::string::npos) << result.message();
+  EXPECT_FALSE(result.verified());
 }
 
 TEST(MeasureTrialTest, ConfigTheConstraintsRejectIsInvalidWithTheReason) {
