@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 
+#include "kernels/schedule_util.h"
 #include "schema/strings.h"
 
 namespace tessel::kernels {
@@ -26,8 +27,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kMaskValue = -32768.0f;
 
 AttentionFault g_fault = AttentionFault::kNone;
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A parsed, checked config for one problem and target, with everything the lowering derives.
 struct Plan {
@@ -96,8 +95,6 @@ struct Plan {
   int64_t offset() const { return sk - sq; }
 };
 
-int OutBytes(DType dtype) { return dtype == DType::kFp32 ? 4 : 2; }
-
 absl::StatusOr<bool> GetChoice(const Config& config, const char* name, const char* yes,
                                const char* no) {
   std::optional<std::string_view> v = config.Get(name);
@@ -119,7 +116,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   if (!dtype.ok()) return dtype.status();
   p.dtype = *dtype;
   p.in_bytes = sim::DTypeBytes(p.dtype);
-  p.out_bytes = OutBytes(p.dtype);
+  p.out_bytes = OutputBytes(p.dtype);
   int64_t bufs = 0, shards = 0, resident = 0, skip = 0, pipeline = 0;
   struct IntParam {
     const char* name;
@@ -1344,28 +1341,7 @@ class SimEmitter {
   std::array<bool, kSlots> src_bf16_{};
 };
 
-float RoundTo(float x, int mantissa_bits, int min_exp, float max_value) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  int exp = 0;
-  std::frexp(x, &exp);
-  exp = std::max(exp - 1, min_exp);
-  const double quantum = std::ldexp(1.0, exp - mantissa_bits);
-  double rounded = std::nearbyint(double(x) / quantum) * quantum;
-  return float(std::clamp(rounded, -double(max_value), double(max_value)));
-}
-
-float RoundBf16(float x) { return RoundTo(x, 7, -126, std::numeric_limits<float>::max()); }
-
-float RoundInput(float x, DType dtype) {
-  switch (dtype) {
-    case DType::kBf16:
-      return RoundBf16(x);
-    case DType::kFp8:
-      return RoundTo(x, 3, -6, 448.0f);  // e4m3
-    default:
-      return x;
-  }
-}
+float RoundBf16(float x) { return RoundToDType(x, DType::kBf16); }
 
 // Executes schedule steps on the CPU with the hardware's precisions: fp32 PSUM, scores rounded to
 // bf16 when they pass through SBUF as bf16, P rounded to the input dtype before PV, fp32 running
@@ -1419,7 +1395,7 @@ class CpuEmitter {
     // the bf16 -m row onto the fp32 scores instead.
     const bool round = p_.qk_k && p_.dtype != DType::kFp32 && !st_;
     // max_dtype=fp8: the max pass multiplies fp8 copies.
-    auto in = [&](float x) { return fp8_ ? RoundInput(x, DType::kFp8) : x; };
+    auto in = [&](float x) { return fp8_ ? RoundToDType(x, DType::kFp8) : x; };
     for (int64_t r = 0; r < qsz; ++r) {
       const float bias = st_ ? RoundBf16(-m_[r]) : 0.0f;
       for (int64_t c = 0; c < tile.size; ++c) {
@@ -1504,7 +1480,7 @@ class CpuEmitter {
       for (size_t t = 0; t < n; ++t) {
         for (int64_t c = 0; c < tiles[t].size; ++c) {
           const float e = std::exp(p_.scale * s_[base + t][r * p_.kv_tile + c] + bias);
-          const float rounded = RoundInput(e, p_.dtype);
+          const float rounded = RoundToDType(e, p_.dtype);
           pm_[base + t][r * p_.kv_tile + c] = rounded;
           sum += sum_rounded ? rounded : e;  // the activation accumulates before rounding
         }
@@ -1542,7 +1518,7 @@ class CpuEmitter {
       const std::vector<float>& o = p_.two_pass ? o_psum_ : o_acc_;
       for (int64_t x = 0; x < p_.d; ++x) {
         float out = o[r * p_.d + x] * inv;
-        if (p_.dtype != DType::kFp32) out = RoundBf16(out);
+        out = RoundToOutput(out, p_.dtype);
         (*o_)[(h_ * p_.sq + i0 + r) * p_.d + x] = out;
       }
     }
@@ -1573,16 +1549,6 @@ class CpuEmitter {
   bool st_ = false;   // the exp pass in the S^T layout (SetPass)
   bool fp8_ = false;  // the max pass with max_dtype=fp8 (SetPass)
 };
-
-// The reduced dimension Verify runs: the full dim when it is at most `keep` tiles, else `keep - 1`
-// full tiles plus a ragged tail (the original tail, or half a tile plus one).
-int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
-  if (dim <= keep * tile) return dim;
-  int64_t tail = dim % tile;
-  if (tail == 0) tail = tile / 2 + 1;
-  if (tail >= tile) tail = tile - 1;
-  return (keep - 1) * tile + std::max<int64_t>(tail, 1);
-}
 
 }  // namespace
 
@@ -1754,9 +1720,9 @@ absl::Status AttentionKernel::Verify(const Problem& problem, const Config& confi
   std::vector<float> q(plan.bh * plan.sq * plan.d), k(plan.bh * plan.sk * plan.d),
       v(plan.bh * plan.sk * plan.d);
   // Larger query magnitudes make the running max move between steps, exercising the rescale.
-  for (float& x : q) x = RoundInput(3.0f * uniform(rng), plan.dtype);
-  for (float& x : k) x = RoundInput(uniform(rng), plan.dtype);
-  for (float& x : v) x = RoundInput(uniform(rng), plan.dtype);
+  for (float& x : q) x = RoundToDType(3.0f * uniform(rng), plan.dtype);
+  for (float& x : k) x = RoundToDType(uniform(rng), plan.dtype);
+  for (float& x : v) x = RoundToDType(uniform(rng), plan.dtype);
   std::vector<float> o(plan.bh * plan.sq * plan.d, std::numeric_limits<float>::quiet_NaN());
   CpuEmitter emitter(plan, q, k, v, &o);
   Generate(plan, emitter);
@@ -1821,7 +1787,7 @@ Kernel::Work AttentionKernel::MinimumWork(const Problem& problem) const {
   }
   auto dtype = sim::ParseDType(problem.dtype);
   const double in_bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
-  const double out_bytes = dtype.ok() ? OutBytes(*dtype) : 2;
+  const double out_bytes = dtype.ok() ? OutputBytes(*dtype) : 2;
   // QK^T and PV: 2 flops per multiply-add each.
   return Work{4 * bh * pairs * d,
               bh * ((double(sq) + 2 * double(sk)) * d * in_bytes + double(sq) * d * out_bytes)};

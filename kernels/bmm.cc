@@ -55,8 +55,6 @@ struct Plan {
   }
 };
 
-int OutBytes(DType dtype) { return dtype == DType::kFp32 ? 4 : 2; }
-
 // Builds the plan. `strict` adds the rules that only prune redundant configs; Verify's reduced
 // problem turns them off.
 absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
@@ -70,7 +68,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   if (!dtype.ok()) return dtype.status();
   p.dtype = *dtype;
   p.in_bytes = sim::DTypeBytes(p.dtype);
-  p.out_bytes = OutBytes(p.dtype);
+  p.out_bytes = OutputBytes(p.dtype);
   int64_t interleave = 0, bufs = 0, shards = 0;
   if (absl::Status ints = IntParams(config, {{"tile_m", &p.tile_m},
                                              {"tile_n", &p.tile_n},
@@ -383,33 +381,6 @@ class SimEmitter {
   sim::CoreProgram* core_ = nullptr;
 };
 
-// Rounds to the nearest value with `mantissa_bits` explicit mantissa bits (ties to even), the
-// smallest normal exponent `min_exp` and saturation at `max_value`.
-float RoundTo(float x, int mantissa_bits, int min_exp, float max_value) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  int exp = 0;
-  std::frexp(x, &exp);
-  exp = std::max(exp - 1, min_exp);
-  const double quantum = std::ldexp(1.0, exp - mantissa_bits);
-  double rounded = std::nearbyint(double(x) / quantum) * quantum;
-  return float(std::clamp(rounded, -double(max_value), double(max_value)));
-}
-
-float RoundInput(float x, DType dtype) {
-  switch (dtype) {
-    case DType::kBf16:
-      return RoundTo(x, 7, -126, std::numeric_limits<float>::max());
-    case DType::kFp8:
-      return RoundTo(x, 3, -6, 448.0f);  // e4m3
-    default:
-      return x;
-  }
-}
-
-float RoundOutput(float x, DType dtype) {
-  return dtype == DType::kFp32 ? x : RoundTo(x, 7, -126, std::numeric_limits<float>::max());
-}
-
 // Executes schedule steps on the CPU: fp32 PSUM accumulation per slot, rounded output staging.
 class CpuEmitter {
  public:
@@ -444,7 +415,7 @@ class CpuEmitter {
     for (int64_t i = 0; i < msz; ++i) {
       for (int64_t j = 0; j < nsz; ++j) {
         const int64_t at = i * p_.tile_n + j;
-        stage_[stage][at] = RoundOutput(psum_[slot][at], p_.dtype);
+        stage_[stage][at] = RoundToOutput(psum_[slot][at], p_.dtype);
       }
     }
     return -1;
@@ -583,8 +554,8 @@ absl::Status BmmKernel::Verify(const Problem& problem, const Config& config,
                       uint64_t(plan.m * 31 + plan.n * 7 + plan.b));
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> a(plan.b * plan.m * plan.k), b(plan.b * plan.k * plan.n);
-  for (float& x : a) x = RoundInput(uniform(rng), plan.dtype);
-  for (float& x : b) x = RoundInput(uniform(rng), plan.dtype);
+  for (float& x : a) x = RoundToDType(uniform(rng), plan.dtype);
+  for (float& x : b) x = RoundToDType(uniform(rng), plan.dtype);
   std::vector<float> c(plan.b * plan.m * plan.n, std::numeric_limits<float>::quiet_NaN());
   CpuEmitter emitter(plan, a, b, &c);
   Generate(plan, emitter);
@@ -628,7 +599,7 @@ Kernel::Work BmmKernel::MinimumWork(const Problem& problem) const {
   const double k = double(problem.dims.Get("K").value_or(0));
   auto dtype = sim::ParseDType(problem.dtype);
   const double in_bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
-  const double out_bytes = dtype.ok() ? OutBytes(*dtype) : 2;
+  const double out_bytes = dtype.ok() ? OutputBytes(*dtype) : 2;
   return Work{2 * b * m * n * k, b * ((m * k + k * n) * in_bytes + m * n * out_bytes)};
 }
 

@@ -147,7 +147,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   if (!dtype.ok()) return dtype.status();
   p.dtype = *dtype;
   p.in_bytes = sim::DTypeBytes(p.dtype);
-  p.out_bytes = p.dtype == DType::kFp32 ? 4 : 2;
+  p.out_bytes = OutputBytes(p.dtype);
 
   absl::StatusOr<std::string> stationary = ChoiceParam(config, "stationary", {"weights", "input"});
   if (!stationary.ok()) return stationary.status();
@@ -535,8 +535,7 @@ class CpuEmitter {
     for (int64_t kk = 0; kk < ksz; ++kk) {
       for (int64_t pix = 0; pix < tile.pixels(); ++pix) {
         const int64_t at = kk * p_.tile_pix + pix;
-        stage_[stage][at] = p_.dtype == DType::kFp32 ? psum_[slot][at]
-                                                     : RoundToDType(psum_[slot][at], DType::kBf16);
+        stage_[stage][at] = RoundToOutput(psum_[slot][at], p_.dtype);
       }
     }
     return -1;
@@ -759,7 +758,7 @@ Kernel::Work Conv2dKernel::MinimumWork(const Problem& problem) const {
   const double q = std::floor((w + 2 * pad - s) / stride) + 1;
   auto dtype = sim::ParseDType(problem.dtype);
   const double in_bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
-  const double out_bytes = dtype.ok() && *dtype == DType::kFp32 ? 4 : 2;
+  const double out_bytes = dtype.ok() ? OutputBytes(*dtype) : 2;
   return Work{2 * n * k * p * q * c * r * s,
               (n * c * h * w + k * c * r * s) * in_bytes + n * k * p * q * out_bytes};
 }

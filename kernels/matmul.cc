@@ -54,8 +54,6 @@ struct Plan {
   int rows_per_partition = 1;  // 2 for fp8 double-row K tiles over 128
 };
 
-int OutBytes(DType dtype) { return dtype == DType::kFp32 ? 4 : 2; }
-
 // Builds the plan. `strict` adds the rules that only prune redundant configs (blocking factors
 // larger than needed, more shards than blocks); Verify's reduced problem turns them off.
 absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
@@ -68,7 +66,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   if (!dtype.ok()) return dtype.status();
   p.dtype = *dtype;
   p.in_bytes = sim::DTypeBytes(p.dtype);
-  p.out_bytes = OutBytes(p.dtype);
+  p.out_bytes = OutputBytes(p.dtype);
   int64_t bufs = 0, hoist = 0, shards = 0;
   if (absl::Status ints = IntParams(config, {{"tile_m", &p.tile_m},
                                              {"tile_n", &p.tile_n},
@@ -1011,35 +1009,6 @@ class SimEmitter {
   }
 };
 
-// Rounds to the nearest value with `mantissa_bits` explicit mantissa bits (ties to even), the
-// smallest normal exponent `min_exp` (gradual underflow below) and saturation at `max_value`.
-float RoundTo(float x, int mantissa_bits, int min_exp, float max_value) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  int exp = 0;
-  std::frexp(x, &exp);  // x = f * 2^exp, 0.5 <= |f| < 1
-  exp = std::max(exp - 1, min_exp);
-  const double quantum = std::ldexp(1.0, exp - mantissa_bits);
-  double rounded = std::nearbyint(double(x) / quantum) * quantum;
-  return float(std::clamp(rounded, -double(max_value), double(max_value)));
-}
-
-float RoundInput(float x, DType dtype) {
-  switch (dtype) {
-    case DType::kBf16:
-      return RoundTo(x, 7, -126, std::numeric_limits<float>::max());
-    case DType::kFp8:
-      return RoundTo(x, 3, -6, 448.0f);  // e4m3
-    case DType::kFp16:
-      return RoundTo(x, 10, -14, 65504.0f);
-    default:
-      return x;
-  }
-}
-
-float RoundOutput(float x, DType dtype) {
-  return dtype == DType::kFp32 ? x : RoundTo(x, 7, -126, std::numeric_limits<float>::max());
-}
-
 // Executes schedule steps on the CPU: fp32 PSUM accumulation, fp32 SBUF accumulator, rounded
 // output staging, stores into C.
 class CpuEmitter {
@@ -1098,10 +1067,10 @@ class CpuEmitter {
             acc[at] += ps[at];
             break;
           case EvictKind::kFinal:
-            stage_[stage][at] = RoundOutput(ps[at], p_.dtype);
+            stage_[stage][at] = RoundToOutput(ps[at], p_.dtype);
             break;
           case EvictKind::kFinalAdd:
-            stage_[stage][at] = RoundOutput(acc[at] + ps[at], p_.dtype);
+            stage_[stage][at] = RoundToOutput(acc[at] + ps[at], p_.dtype);
             break;
         }
       }
@@ -1261,8 +1230,8 @@ absl::Status MatmulKernel::Verify(const Problem& problem, const Config& config,
   std::mt19937_64 rng(std::hash<std::string>()(config.ToString()) ^ uint64_t(plan.m * 31 + plan.n));
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> a(plan.m * plan.k), b(plan.k * plan.n);
-  for (float& x : a) x = RoundInput(uniform(rng), plan.dtype);
-  for (float& x : b) x = RoundInput(uniform(rng), plan.dtype);
+  for (float& x : a) x = RoundToDType(uniform(rng), plan.dtype);
+  for (float& x : b) x = RoundToDType(uniform(rng), plan.dtype);
   std::vector<float> c(plan.m * plan.n, std::numeric_limits<float>::quiet_NaN());
   CpuEmitter emitter(plan, a, b, &c);
   Generate(plan, emitter);

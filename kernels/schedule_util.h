@@ -60,6 +60,13 @@ float RoundTo(float x, int mantissa_bits, int min_exp, float max_value);
 // `x` as stored in `dtype` (fp32: unchanged; bf16, fp16, fp8 e4m3: rounded).
 float RoundToDType(float x, sim::DType dtype);
 
+// Bytes of one output element of a matmul-family kernel: fp32 for fp32 inputs, else bf16.
+inline int OutputBytes(sim::DType dtype) { return dtype == sim::DType::kFp32 ? 4 : 2; }
+// `x` as such an output is stored (fp32: unchanged; otherwise rounded to bf16).
+inline float RoundToOutput(float x, sim::DType dtype) {
+  return dtype == sim::DType::kFp32 ? x : RoundToDType(x, sim::DType::kBf16);
+}
+
 // The reduced dimension Verify runs: the full dim when it is at most `keep` tiles, else `keep - 1`
 // full tiles plus a ragged tail (the original tail, or half a tile plus one).
 int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep);
