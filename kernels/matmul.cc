@@ -31,10 +31,7 @@ MatmulFault g_fault = MatmulFault::kNone;
 MatmulLowering g_lowering = MatmulLowering::kCompact;
 
 // A parsed, checked config for one problem and target, with everything the lowering derives.
-struct Plan {
-  int64_t m = 0, n = 0, k = 0;
-  DType dtype = DType::kBf16;
-  int in_bytes = 2, out_bytes = 2;
+struct Plan : GemmOperands {
   int64_t tile_m = 0, tile_n = 0, tile_k = 0;
   int64_t block_m = 1, block_n = 1, block_k = 1;
   std::string order;
@@ -59,14 +56,7 @@ struct Plan {
 absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                               const sim::Target& target, bool strict) {
   Plan p;
-  p.m = *problem.dims.Get("M");
-  p.n = *problem.dims.Get("N");
-  p.k = *problem.dims.Get("K");
-  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
-  if (!dtype.ok()) return dtype.status();
-  p.dtype = *dtype;
-  p.in_bytes = sim::DTypeBytes(p.dtype);
-  p.out_bytes = OutputBytes(p.dtype);
+  if (absl::Status operands = ReadGemmOperands(problem, &p); !operands.ok()) return operands;
   int64_t bufs = 0, hoist = 0, shards = 0;
   if (absl::Status ints = IntParams(config, {{"tile_m", &p.tile_m},
                                              {"tile_n", &p.tile_n},
