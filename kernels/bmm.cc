@@ -25,10 +25,9 @@ constexpr int kQueueA = 0, kQueueB = 1, kQueueStore = 2;
 BmmFault g_fault = BmmFault::kNone;
 
 // A parsed, checked config for one problem and target, with everything the lowering derives.
-struct Plan : GemmOperands {
+struct Plan : GemmOperands, GemmTiling {
   int64_t b = 0;
-  int64_t tile_m = 0, tile_n = 0, tile_k = 0;
-  int64_t block_m = 1, block_n = 1, block_k = 1;
+
   int64_t group = 1;
   bool interleave = false;
   int bufs = 2;
@@ -61,13 +60,8 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.b = *problem.dims.Get("B");
   if (absl::Status operands = ReadGemmOperands(problem, &p); !operands.ok()) return operands;
   int64_t interleave = 0, bufs = 0, shards = 0;
-  if (absl::Status ints = IntParams(config, {{"tile_m", &p.tile_m},
-                                             {"tile_n", &p.tile_n},
-                                             {"tile_k", &p.tile_k},
-                                             {"block_m", &p.block_m},
-                                             {"block_n", &p.block_n},
-                                             {"block_k", &p.block_k},
-                                             {"batch_group", &p.group},
+  if (absl::Status tiling = ReadGemmTiling(config, &p); !tiling.ok()) return tiling;
+  if (absl::Status ints = IntParams(config, {{"batch_group", &p.group},
                                              {"interleave", &interleave, 0},
                                              {"bufs", &bufs},
                                              {"shards", &shards}});

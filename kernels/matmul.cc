@@ -31,9 +31,7 @@ MatmulFault g_fault = MatmulFault::kNone;
 MatmulLowering g_lowering = MatmulLowering::kCompact;
 
 // A parsed, checked config for one problem and target, with everything the lowering derives.
-struct Plan : GemmOperands {
-  int64_t tile_m = 0, tile_n = 0, tile_k = 0;
-  int64_t block_m = 1, block_n = 1, block_k = 1;
+struct Plan : GemmOperands, GemmTiling {
   std::string order;
   int bufs = 2;
   int hoist = 0;
@@ -58,15 +56,9 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   Plan p;
   if (absl::Status operands = ReadGemmOperands(problem, &p); !operands.ok()) return operands;
   int64_t bufs = 0, hoist = 0, shards = 0;
-  if (absl::Status ints = IntParams(config, {{"tile_m", &p.tile_m},
-                                             {"tile_n", &p.tile_n},
-                                             {"tile_k", &p.tile_k},
-                                             {"block_m", &p.block_m},
-                                             {"block_n", &p.block_n},
-                                             {"block_k", &p.block_k},
-                                             {"bufs", &bufs},
-                                             {"hoist", &hoist, 0},
-                                             {"shards", &shards}});
+  if (absl::Status tiling = ReadGemmTiling(config, &p); !tiling.ok()) return tiling;
+  if (absl::Status ints =
+          IntParams(config, {{"bufs", &bufs}, {"hoist", &hoist, 0}, {"shards", &shards}});
       !ints.ok()) {
     return ints;
   }

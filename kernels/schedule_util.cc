@@ -110,6 +110,15 @@ absl::Status ReadGemmOperands(const Problem& problem, GemmOperands* out) {
   return absl::OkStatus();
 }
 
+absl::Status ReadGemmTiling(const Config& config, GemmTiling* out) {
+  return IntParams(config, {{"tile_m", &out->tile_m},
+                            {"tile_n", &out->tile_n},
+                            {"tile_k", &out->tile_k},
+                            {"block_m", &out->block_m},
+                            {"block_n", &out->block_n},
+                            {"block_k", &out->block_k}});
+}
+
 int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
   if (dim <= keep * tile) return dim;
   int64_t tail = dim % tile;

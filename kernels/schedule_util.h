@@ -70,6 +70,14 @@ struct GemmOperands {
 // Fills `out` from `problem` (its dims M, N, K, already checked present); the dtype's parse error
 // otherwise.
 absl::Status ReadGemmOperands(const Problem& problem, GemmOperands* out);
+// A GEMM schedule's tiles (tile_m, tile_n, tile_k) and blocking factors in tiles (block_m,
+// block_n, block_k), the params matmul and bmm share.
+struct GemmTiling {
+  int64_t tile_m = 0, tile_n = 0, tile_k = 0;
+  int64_t block_m = 1, block_n = 1, block_k = 1;
+};
+// Reads the six params (each >= 1) with IntParams, in that order; the first error.
+absl::Status ReadGemmTiling(const Config& config, GemmTiling* out);
 
 // Bytes of one output element of a matmul-family kernel: fp32 for fp32 inputs, else bf16.
 inline int OutputBytes(sim::DType dtype) { return dtype == sim::DType::kFp32 ? 4 : 2; }
