@@ -226,6 +226,15 @@ void ExpectFastExactAndFlatAgree(const Target& t, const Program& compact) {
   }
 }
 
+// Appends a repeat of `count` long Scalar copies (an otherwise idle engine, so they end last and
+// the program's time shows what they waited for), each reading the instruction `distance` back.
+void AddLongScalarReaders(CoreProgram& c, int64_t count, int32_t distance) {
+  c.BeginRepeat(count);
+  const int32_t back[] = {distance};
+  c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kScalar, 65536, 128), back);
+  c.EndRepeat();
+}
+
 // The fast path keeps only results that something reads again (each template's longest read
 // distance, resolved through the loop structure). A result in an extrapolated range that is read
 // later, from a repeat's first iterations reaching back before it, must still be there: the
@@ -252,10 +261,7 @@ TEST(SimulateTest, ResultsReadAfterAnExtrapolatedRepeatAreKept) {
   c.EndRepeat();
   // The first two iterations reach back before the repeat, to the stores of the last outer
   // iteration (extrapolated), which nothing else reads that far back.
-  c.BeginRepeat(10);
-  const int32_t back[] = {2};
-  c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kScalar, 65536, 128), back);
-  c.EndRepeat();
+  AddLongScalarReaders(c, 10, 2);
   ExpectFastExactAndFlatAgree(t, compact);
 }
 
@@ -273,10 +279,7 @@ TEST(SimulateTest, UnresolvableLivenessFallsBackToTheWholeWindow) {
   c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 64, 16), back);
   c.EndRepeat();
   // Reads further back than anything above: left unresolved when the budget ran out.
-  c.BeginRepeat(20);
-  const int32_t far[] = {6000};
-  c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kScalar, 65536, 128), far);
-  c.EndRepeat();
+  AddLongScalarReaders(c, 20, 6000);
   ExpectFastExactAndFlatAgree(t, compact);
 }
 
