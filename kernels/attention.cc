@@ -52,7 +52,7 @@ struct Plan {
   // GpSimd affine_select (mask=select).
   bool mask_matmul = false;
   // exp_layout=st (two_pass only): the exp pass computes S^T (keys on partitions, K^T chunks
-  // stationary) with -m added by a K=1 matmul per chunk, so exp writes P^T directly (no
+  // stationary) with -m added by ones x diag(-m) per chunk, so exp writes P^T directly (no
   // transposes) and a ones column appended to V makes PV also produce the row sums.
   bool st = false;
   // max_dtype=fp8 (two_pass): the max pass's QK^T runs on fp8 copies of Q^T and K^T (made on
@@ -575,8 +575,8 @@ void Generate(const Plan& p, Emitter& e) {
           }
         });
       };
-      // With softmax=two_pass, PV accumulates in the output bank over all the exp pass's steps.
       int64_t finishing = -1;  // the group whose outputs are due (see finish)
+      // With softmax=two_pass, PV accumulates in the output bank over all the exp pass's steps.
       auto accumulate = [&](size_t k) {
         const int phase = int(k % 2);
         const int pass = steps[k].pass;
@@ -1392,7 +1392,7 @@ class CpuEmitter {
     const float* q = &q_[(h_ * p_.sq + i0) * p_.d];
     const float* k = &k_[(h_ * p_.sk + tile.j0) * p_.d];
     // S^T evicted as bf16 (qk_role=k), except in the exp pass's S^T layout, which accumulates
-    // the bf16 -m row onto the fp32 scores instead.
+    // the bf16 -m (ones x diag(-m)) onto the fp32 scores instead.
     const bool round = p_.qk_k && p_.dtype != DType::kFp32 && !st_;
     // max_dtype=fp8: the max pass multiplies fp8 copies.
     auto in = [&](float x) { return fp8_ ? RoundToDType(x, DType::kFp8) : x; };
@@ -1636,7 +1636,7 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
       {"mask", mask, "causal mask: select (evict, GpSimd affine_select) or matmul (into PSUM)"},
       {"exp_layout",
        {"s", "st"},
-       "two_pass exp pass: S then P^T by transposes, or S^T (P^T directly, a K=1 matmul for -m)"},
+       "two_pass exp pass: S then P^T by transposes, or S^T (P^T directly, -m by ones x diag(-m))"},
       {"max_dtype",
        {"input", "fp8"},
        "two_pass max pass QK^T: input dtype, or fp8 copies (2x TensorE rate; the max may be off)"},
