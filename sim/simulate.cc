@@ -502,14 +502,6 @@ class CoreSim {
         for (int32_t d : core().DepsOf(int32_t(u))) {
           if (d > 0 && int64_t(u - s.begin) >= d) {  // same segment, same visit
             maxread_[u - uint32_t(d)] = std::max<int64_t>(maxread_[u - uint32_t(d)], d);
-          } else if (d > 0 && seg_off_[i] + int64_t(u - s.begin) >= d) {
-            // Resolve's first case inline: an earlier segment of the same body.
-            if (--resolve_budget_ < 0) {
-              ok = false;
-            } else {
-              int64_t& m = maxread_[TemplateAt(seg_parent_[i], seg_off_[i] + (u - s.begin) - d)];
-              m = std::max<int64_t>(m, d);
-            }
           } else if (d > 0) {
             ok = Resolve(seg_parent_[i], seg_off_[i] + (u - s.begin), d, d);
           } else if (seg_parent_[i] >= 0) {  // anchored: read at the repeat's entry
@@ -541,14 +533,19 @@ class CoreSim {
   // Records that the instruction at `offset` of body `body` reads `d` positions back (a read at
   // distance `dist` overall) in every template that position can be, over all iterations of the
   // enclosing repeats. False when the budget ran out.
-  bool Resolve(int32_t body, int64_t offset, int64_t d, int64_t dist) {
+  // Its first case (an earlier position of the same body, the usual one) is inlined where it is
+  // called; the rest is ResolveBeforeBody.
+  [[gnu::always_inline]] inline bool Resolve(int32_t body, int64_t offset, int64_t d,
+                                             int64_t dist) {
     if (--resolve_budget_ < 0) return false;
     const int64_t rel = offset - d;
-    if (rel >= 0) {
-      int64_t& m = maxread_[TemplateAt(body, rel)];
-      m = std::max(m, dist);
-      return true;
-    }
+    if (rel < 0) return ResolveBeforeBody(body, rel, dist);
+    int64_t& m = maxread_[TemplateAt(body, rel)];
+    m = std::max(m, dist);
+    return true;
+  }
+  // Resolve for a read `rel` (< 0) positions before the start of body `body`.
+  bool ResolveBeforeBody(int32_t body, int64_t rel, int64_t dist) {
     if (body < 0) return true;  // before the start of the core: Step reports it
     const int64_t len = rep_[body].body_len, n = core().segments[body].count;
     // Iteration j reads offset j * len + rel of the repeat: inside it from j0 on.
