@@ -224,6 +224,16 @@ int64_t BytesIn(const CoreProgram& core, Mem memory) {
   return total;
 }
 
+// A slot in [0, kOperationSlots) from a few fields, the same for instructions that are the
+// SameOperation: ValidateProgram's small direct-mapped cache of checked operations.
+constexpr int kOperationSlots = 32;
+int OperationSlot(const Instruction& inst) {
+  const uint32_t h = uint32_t(inst.op) * 7u + uint32_t(inst.engine) * 3u +
+                     uint32_t(inst.queue) * 5u + uint32_t(inst.reload_stationary) * 11u +
+                     uint32_t(inst.partitions) * 13u + uint32_t(inst.n) + uint32_t(inst.free);
+  return int(h % kOperationSlots);
+}
+
 }  // namespace
 
 std::string_view OpName(Op op) {

@@ -110,15 +110,6 @@ static_assert(offsetof(Instruction, dep_begin) - offsetof(Instruction, k) ==
 static_assert(offsetof(Instruction, dep_count) + sizeof(uint32_t) <= sizeof(Instruction) &&
                   sizeof(Instruction) <= offsetof(Instruction, dep_count) + 8,
               "Instruction changed: update SameOperation");
-// A slot in [0, kOperationSlots) from a few fields, the same for instructions that are the
-// SameOperation: for small direct-mapped caches of per-operation work.
-inline constexpr int kOperationSlots = 32;
-inline int OperationSlot(const Instruction& inst) {
-  const uint32_t h = uint32_t(inst.op) * 7u + uint32_t(inst.engine) * 3u +
-                     uint32_t(inst.queue) * 5u + uint32_t(inst.reload_stationary) * 11u +
-                     uint32_t(inst.partitions) * 13u + uint32_t(inst.n) + uint32_t(inst.free);
-  return int(h % kOperationSlots);
-}
 
 // A named region of SBUF or PSUM, live for the whole program, `bufs` times (multi-buffering).
 struct Allocation {
