@@ -462,7 +462,7 @@ class Generator {
   // `now`, once per period.
   void Advance(const Mark& then, const Mark& now, int l, int64_t periods, int p) {
     const int64_t shift = (now.pos - then.pos) * periods;
-    // Handles move with the period, except the constants Periodic allowed: entries of an array
+    // Handles move with the period, except the constants CanonPeriodic allowed: entries of an array
     // that does not rotate, not written in the period (so older than `then`). In a rotating array
     // every entry is relative: an entry older than `then` was written in an earlier period.
     auto sh = [&](int64_t h, bool still) {
@@ -652,7 +652,7 @@ class Generator {
   int core_ = 0;
   State s_;
   std::array<std::array<Mark, 3>, 3> marks_;  // per loop level: Run's boundary ring
-  std::vector<int64_t> constants_;            // scratch for Periodic
+  std::vector<int64_t> constants_;  // scratch for CanonPeriodic and ConstantReadsAnchorable
 };
 
 template <typename Emitter>
@@ -671,18 +671,10 @@ class SimEmitter {
   SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
       : p_(plan), target_(target), program_(program) {
     // The read log and group records of the thread's previous lowering, so their capacity is
-    // reused (their contents are cleared before use).
-    Buffers& b = ThreadBuffers();
-    reads_.swap(b.reads);
-    rec_.swap(b.rec);
-    starts_.swap(b.starts);
+    // reused (their contents are cleared before use); handed back when done.
+    SwapThreadBuffers();
   }
-  ~SimEmitter() {
-    Buffers& b = ThreadBuffers();
-    reads_.swap(b.reads);
-    rec_.swap(b.rec);
-    starts_.swap(b.starts);
-  }
+  ~SimEmitter() { SwapThreadBuffers(); }
   SimEmitter(const SimEmitter&) = delete;
   SimEmitter& operator=(const SimEmitter&) = delete;
 
@@ -985,9 +977,11 @@ class SimEmitter {
     std::vector<Rec> rec;
     std::vector<size_t> starts;
   };
-  static Buffers& ThreadBuffers() {
+  void SwapThreadBuffers() {
     thread_local Buffers buffers;
-    return buffers;
+    reads_.swap(buffers.reads);
+    rec_.swap(buffers.rec);
+    starts_.swap(buffers.starts);
   }
 };
 
