@@ -294,7 +294,18 @@ class Generator {
       if (target < lo || target > hi) continue;
       reads += std::binary_search(constants_.begin(), constants_.end(), target);
     }
-    return reads == 0 || reads == e_.AnchorReads(then.seg, then.pos, constants_, false);
+    return reads == 0 || reads == e_.AnchorReads(then.seg, then.pos, constants_, 0, false);
+  }
+  // Whether the period's reads of `handles` (ascending, before then.pos) are all outside nested
+  // repeats, where they can be anchored (with `stride`) to the repeat's entry.
+  bool ReadsAnchorable(const Mark& then, const Mark& now, std::span<const int64_t> handles,
+                       int64_t stride) {
+    size_t reads = 0;
+    for (int64_t target : e_.ReadsSince(then.reads, now.reads)) {
+      if (target < handles.front() || target > handles.back()) continue;
+      reads += std::binary_search(handles.begin(), handles.end(), target);
+    }
+    return reads == e_.AnchorReads(then.seg, then.pos, handles, stride, false);
   }
   Counters Count() const {
     return {s_.a_count,     s_.b_count,  s_.psum_count, s_.stage_count,
@@ -317,6 +328,29 @@ class Generator {
     if (then.acc_rel.size() < need) return false;
     return std::equal(now.acc_rel.begin(), now.acc_rel.begin() + ptrdiff_t(need),
                       then.acc_rel.begin());
+  }
+  // Or, when the period only pops (the last K block), whether the entries the period and the
+  // coming ones read advance by one stride per period: written by an earlier pass with another
+  // period, they are read through strided dependencies (sim/program.h). Returns the stride and
+  // fills acc_reads_ with the entries the period read; 0 when they do not.
+  int64_t AccStride(const Mark& then, const Mark& now, int64_t periods) {
+    const size_t pops = now.state.acc_head - then.state.acc_head;
+    const size_t pushes = now.state.acc_size - then.state.acc_size;
+    const size_t need = size_t(periods) * pops;
+    if (pops == 0 || pushes != 0 || need > now.acc_rel.size() || pops > then.acc_rel.size()) {
+      return 0;
+    }
+    auto at_now = [&](size_t u) { return now.pos - now.acc_rel[u]; };
+    auto at_then = [&](size_t u) { return then.pos - then.acc_rel[u]; };
+    const int64_t stride = at_now(0) - at_then(0);
+    if (stride <= 0) return 0;
+    for (size_t u = 0; u < need; ++u) {
+      if (at_now(u) - (u < pops ? at_then(u) : at_now(u - pops)) != stride) return 0;
+    }
+    acc_reads_.resize(pops);
+    for (size_t u = 0; u < pops; ++u) acc_reads_[u] = at_then(u);
+    std::sort(acc_reads_.begin(), acc_reads_.end());
+    return stride;
   }
 
   static int64_t SizeOf(int64_t index, int64_t tile, int64_t dim) {
@@ -383,9 +417,14 @@ class Generator {
           if (!CanonPeriodic(then, m)) continue;
           const int64_t periods = (last - i) / p;
           if (periods < 1) break;
-          if (!AccPeriodic(then, m, periods)) continue;
+          int64_t stride = 0;
+          if (!AccPeriodic(then, m, periods) && (stride = AccStride(then, m, periods)) == 0) {
+            continue;
+          }
           if (!ConstantReadsAnchorable(then, m)) continue;
-          if (!constants_.empty()) e_.AnchorReads(then.seg, then.pos, constants_, true);
+          if (stride > 0 && !ReadsAnchorable(then, m, acc_reads_, stride)) continue;
+          if (!constants_.empty()) e_.AnchorReads(then.seg, then.pos, constants_, 0, true);
+          if (stride > 0) e_.AnchorReads(then.seg, then.pos, acc_reads_, stride, true);
           e_.WrapRepeat(then.seg, 1 + periods);
           Advance(then, m, l, periods, p);
           i += periods * p;
@@ -653,6 +692,7 @@ class Generator {
   State s_;
   std::array<std::array<Mark, 3>, 3> marks_;  // per loop level: Run's boundary ring
   std::vector<int64_t> constants_;  // scratch for CanonPeriodic and ConstantReadsAnchorable
+  std::vector<int64_t> acc_reads_;  // scratch for AccStride
 };
 
 template <typename Emitter>
@@ -723,8 +763,10 @@ class SimEmitter {
   // Dependencies of the instructions emitted since segment `seg` (which starts at flat position
   // `entry`) outside nested repeats on one of `constants` (ascending handles before `entry`).
   // Returns how many there are; with `rewrite`, makes them anchored to `entry` (sim/program.h),
-  // so they name the same instruction in every iteration once the segments become a repeat.
-  size_t AnchorReads(size_t seg, int64_t entry, std::span<const int64_t> constants, bool rewrite) {
+  // so they name the same instruction in every iteration once the segments become a repeat
+  // (with a `stride`: the instruction `stride` positions later in each iteration).
+  size_t AnchorReads(size_t seg, int64_t entry, std::span<const int64_t> constants, int64_t stride,
+                     bool rewrite) {
     if (constants.empty()) return 0;
     const auto& segs = core_->segments;
     size_t found = 0;
@@ -745,7 +787,9 @@ class SimEmitter {
             continue;
           }
           ++found;
-          if (rewrite) core_->deps[j] = -int32_t(entry - (pos - d));
+          if (!rewrite) continue;
+          core_->deps[j] = -int32_t(entry - (pos - d));
+          core_->SetStride(j, int32_t(stride));
         }
       }
     }
@@ -862,27 +906,42 @@ class SimEmitter {
     std::array<int64_t, 3> deps{};
     int ndeps = 0;
   };
-  enum DepKind : uint8_t { kNone, kRelative, kAnchored, kMismatch };
-  static DepKind Kind(const Rec& a, const Rec& b, int j) {
+  // How dependency j of a record relates to the same one a period later: at the same distance,
+  // on the same instruction (anchored), or on one `stride` positions later (strided: e.g. the
+  // partial sums of an earlier pass with a longer or shorter period).
+  enum DepKind : uint8_t { kNone, kRelative, kAnchored, kStrided, kMismatch };
+  struct DepRel {
+    DepKind kind = kNone;
+    int64_t stride = 0;
+    bool operator==(const DepRel&) const = default;
+  };
+  static DepRel Kind(const Rec& a, const Rec& b, int j) {
     const int64_t ha = a.deps[size_t(j)], hb = b.deps[size_t(j)];
-    if (ha < 0 || hb < 0) return ha < 0 && hb < 0 ? kNone : kMismatch;
-    if (a.pos - ha == b.pos - hb) return kRelative;
-    return ha == hb ? kAnchored : kMismatch;
+    if (ha < 0 || hb < 0) return {ha < 0 && hb < 0 ? kNone : kMismatch, 0};
+    if (a.pos - ha == b.pos - hb) return {kRelative, 0};
+    if (ha == hb) return {kAnchored, 0};
+    return hb > ha ? DepRel{kStrided, hb - ha} : DepRel{kMismatch, 0};
   }
   size_t GroupEnd(size_t g) const { return g + 1 < starts_.size() ? starts_[g + 1] : rec_.size(); }
 
-  // Emits rec_[first, last): deps relative, except those `kinds` marks anchored to `entry`.
-  void EmitRecs(size_t first, size_t last, const std::vector<DepKind>* kinds, int64_t entry) {
+  // Emits rec_[first, last): deps relative, except those `kinds` marks anchored or strided to
+  // `entry`.
+  void EmitRecs(size_t first, size_t last, const std::vector<DepRel>* kinds, int64_t entry) {
     for (size_t i = first; i < last; ++i) {
       const Rec& r = rec_[i];
-      int32_t buf[3];
+      int32_t buf[3], strides[3] = {0, 0, 0};
+      bool strided = false;
       for (int j = 0; j < r.ndeps; ++j) {
         const int64_t h = r.deps[size_t(j)];
-        const bool anchored =
-            kinds != nullptr && (*kinds)[(i - first) * 3 + size_t(j)] == kAnchored;
+        const DepRel rel = kinds != nullptr ? (*kinds)[(i - first) * 3 + size_t(j)] : DepRel{};
+        const bool anchored = rel.kind == kAnchored || rel.kind == kStrided;
         buf[j] = h < 0 ? 0 : anchored ? int32_t(h - entry) : int32_t(r.pos - h);
+        strides[j] = int32_t(rel.stride);
+        strided |= rel.stride != 0;
       }
-      core_->AddCompact(r.inst, std::span<const int32_t>(buf, size_t(r.ndeps)));
+      core_->AddCompact(r.inst, std::span<const int32_t>(buf, size_t(r.ndeps)),
+                        strided ? std::span<const int32_t>(strides, size_t(r.ndeps))
+                                : std::span<const int32_t>());
     }
   }
 
@@ -893,7 +952,7 @@ class SimEmitter {
   void EmitGroups() {
     const size_t groups = starts_.size();
     size_t best_start = groups, best_p = 0, best_len = rec_.size();
-    std::vector<DepKind> kinds, best_kinds;
+    std::vector<DepRel> kinds, best_kinds;
     for (size_t p = 1; p <= 2 && 3 * p <= groups; ++p) {
       // Dependency kinds of the last period, against the period before it.
       const size_t last = groups - p;
@@ -901,7 +960,7 @@ class SimEmitter {
       // The repeat would emit at least one period: no shorter than the best so far, skip it.
       if (plen >= best_len) continue;
       if (starts_[last] - starts_[last - p] != plen) continue;
-      kinds.assign(plen * 3, kNone);
+      kinds.assign(plen * 3, DepRel{});
       bool ok = true;
       for (size_t i = 0; i < plen && ok; ++i) {
         const Rec& a = rec_[starts_[last - p] + i];
@@ -909,7 +968,7 @@ class SimEmitter {
         if (!(a.inst == b.inst) || a.ndeps != b.ndeps) ok = false;
         for (int j = 0; j < a.ndeps && ok; ++j) {
           kinds[i * 3 + size_t(j)] = Kind(a, b, j);
-          ok = kinds[i * 3 + size_t(j)] != kMismatch;
+          ok = kinds[i * 3 + size_t(j)].kind != kMismatch;
         }
       }
       if (!ok) continue;
@@ -933,14 +992,16 @@ class SimEmitter {
         if (!same) break;
         start = g;
       }
-      // Whole periods ending at the last group; anchored targets must precede the run.
+      // Whole periods ending at the last group; anchored and strided targets must precede the
+      // run (a strided one's last, in the last period, is its largest).
       const size_t periods = (groups - start) / p;
       start = groups - periods * p;
       const int64_t entry = rec_[starts_[start]].pos;
       for (size_t i = 0; i < plen && ok; ++i) {
-        const Rec& r = rec_[starts_[start] + i];
+        const Rec& r = rec_[starts_[last] + i];
         for (int j = 0; j < r.ndeps; ++j) {
-          if (kinds[i * 3 + size_t(j)] == kAnchored && r.deps[size_t(j)] >= entry) ok = false;
+          const DepKind kind = kinds[i * 3 + size_t(j)].kind;
+          if ((kind == kAnchored || kind == kStrided) && r.deps[size_t(j)] >= entry) ok = false;
         }
       }
       // The simulator simulates about three iterations before it recognises a period and then
@@ -1003,7 +1064,7 @@ class CpuEmitter {
   size_t reads() const { return 0; }
   std::span<const int64_t> ReadsSince(size_t, size_t) const { return {}; }
   size_t Cut() { return 0; }
-  size_t AnchorReads(size_t, int64_t, std::span<const int64_t>, bool) { return 0; }
+  size_t AnchorReads(size_t, int64_t, std::span<const int64_t>, int64_t, bool) { return 0; }
   void WrapRepeat(size_t, int64_t) {}
   void Advance(int64_t) {}
   void BeginGroups() {}

@@ -59,7 +59,7 @@ class FastPathTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(FastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
   const sim::Target t = *sim::LoadTarget(GetParam());
   const Kernel& kernel = *FindKernel("matmul");
-  int compressed = 0, anchored = 0;
+  int compressed = 0, anchored = 0, strided = 0;
   for (const Case& c : Corpus(t, 300, 21, 2048)) {
     const std::string what = c.problem.dims.ToString() + " " + c.config.ToString();
     SetMatmulLoweringForTesting(MatmulLowering::kCompact);
@@ -78,6 +78,7 @@ TEST_P(FastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
       ASSERT_EQ(u.instructions.size(), f.instructions.size()) << what;
       compressed += compact->cores[core].instructions.size() < f.instructions.size();
       anchored += std::ranges::any_of(compact->cores[core].deps, [](int32_t d) { return d < 0; });
+      strided += !compact->cores[core].strides.empty();
       for (size_t i = 0; i < f.instructions.size(); ++i) {
         const sim::Instruction& x = u.instructions[i];
         const sim::Instruction& y = f.instructions[i];
@@ -99,6 +100,7 @@ TEST_P(FastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
   }
   EXPECT_GT(compressed, 100) << "the compact lowering should compress most programs";
   EXPECT_GT(anchored, 25) << "output-tile loops reading operands loaded before them are anchored";
+  EXPECT_GT(strided, 10) << "last K blocks reading earlier partial sums are strided";
 }
 
 // An M loop whose blocks all read the same hoisted B block (loaded before the loop) compresses to
@@ -120,6 +122,36 @@ TEST(FastPathLoopTest, ALoopReadingOperandsLoadedBeforeItCompresses) {
   const sim::CoreProgram& c = compact->cores[0];
   EXPECT_LT(c.instructions.size() * 10, flat->cores[0].instructions.size());
   EXPECT_TRUE(std::ranges::any_of(c.deps, [](int32_t d) { return d < 0; }));
+  absl::StatusOr<sim::SimResult> fast = sim::Simulate(t, *compact, {});
+  absl::StatusOr<sim::SimResult> reference = sim::Simulate(t, *flat, {});
+  ASSERT_TRUE(fast.ok() && reference.ok());
+  ExpectSame(*fast, *reference, "fast vs flat");
+}
+
+// The last K block of an nkm schedule adds each tile's partial sum from the previous K block and
+// also stores it, so its M blocks are longer than the previous block's: the partial sums it reads
+// advance by a stride that is not its own period. The M loop still compresses, reading them
+// through strided dependencies, and still simulates exactly.
+TEST(FastPathLoopTest, TheLastKBlockReadsEarlierPartialSumsThroughStrides) {
+  const sim::Target t = *sim::LoadTarget("snc2");
+  const Kernel& kernel = *FindKernel("matmul");
+  const Problem problem{*Dims::Parse("M=4096,N=256,K=512"), "bf16"};
+  const Config config = *Config::Parse(
+      "tile_m=32,tile_n=64,tile_k=128,block_m=1,block_n=4,block_k=2,loop_order=nkm,bufs=2,"
+      "hoist=1,stationary=a,evict=scalar,shards=1");
+  ASSERT_TRUE(kernel.SpaceFor(problem, t)->Validate(config).ok());
+  absl::StatusOr<sim::Program> compact = kernel.Lower(problem, config, t);
+  SetMatmulLoweringForTesting(MatmulLowering::kFlat);
+  absl::StatusOr<sim::Program> flat = kernel.Lower(problem, config, t);
+  SetMatmulLoweringForTesting(MatmulLowering::kCompact);
+  ASSERT_TRUE(compact.ok() && flat.ok());
+  // Two K blocks of 128 M blocks each: both M loops compress.
+  const sim::CoreProgram& c = compact->cores[0];
+  EXPECT_LT(c.instructions.size() * 10, flat->cores[0].instructions.size());
+  EXPECT_TRUE(std::ranges::any_of(c.strides, [](int32_t s) { return s > 0; }));
+  absl::StatusOr<sim::Program> unrolled = sim::Flatten(*compact);
+  ASSERT_TRUE(unrolled.ok()) << unrolled.status();
+  EXPECT_EQ(unrolled->cores[0].deps, flat->cores[0].deps);
   absl::StatusOr<sim::SimResult> fast = sim::Simulate(t, *compact, {});
   absl::StatusOr<sim::SimResult> reference = sim::Simulate(t, *flat, {});
   ASSERT_TRUE(fast.ok() && reference.ok());

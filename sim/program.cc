@@ -224,6 +224,17 @@ int64_t BytesIn(const CoreProgram& core, Mem memory) {
   return total;
 }
 
+// The kBegin of the innermost repeat around segment `i` (which is inside one).
+size_t EnclosingRepeat(const CoreProgram& core, size_t i) {
+  int depth = 0;
+  while (i-- > 0) {
+    const Segment& s = core.segments[i];
+    if (s.kind == Segment::kEnd) ++depth;
+    if (s.kind == Segment::kBegin && depth-- == 0) return i;
+  }
+  return 0;
+}
+
 // A slot in [0, kOperationSlots) from a few fields, the same for instructions that are the
 // SameOperation: ValidateProgram's small direct-mapped cache of checked operations.
 constexpr int kOperationSlots = 32;
@@ -258,11 +269,18 @@ int32_t CoreProgram::Add(Instruction inst, std::span<const int32_t> inst_deps) {
   return int32_t(instructions.size() - 1);
 }
 
-int32_t CoreProgram::AddCompact(const Instruction& inst, std::span<const int32_t> distances) {
+int32_t CoreProgram::AddCompact(const Instruction& inst, std::span<const int32_t> distances,
+                                std::span<const int32_t> dep_strides) {
   const int32_t index = int32_t(instructions.size());
   const uint32_t dep_begin = uint32_t(deps.size());
-  for (int32_t d : distances) {
-    if (d != 0) deps.push_back(d);
+  for (size_t j = 0; j < distances.size(); ++j) {
+    if (distances[j] == 0) continue;
+    deps.push_back(distances[j]);
+    const int32_t stride = dep_strides.empty() ? 0 : dep_strides[j];
+    if (stride != 0 || !strides.empty()) {
+      strides.resize(deps.size() - 1, 0);
+      strides.push_back(stride);
+    }
   }
   Instruction& added = instructions.emplace_back(inst);
   added.dep_begin = dep_begin;
@@ -272,6 +290,12 @@ int32_t CoreProgram::AddCompact(const Instruction& inst, std::span<const int32_t
   }
   segments.back().end = uint32_t(index) + 1;
   return index;
+}
+
+void CoreProgram::SetStride(size_t j, int32_t stride) {
+  if (strides.empty() && stride == 0) return;
+  strides.resize(deps.size(), 0);
+  strides[j] = stride;
 }
 
 void CoreProgram::BeginRepeat(int64_t count) {
@@ -328,18 +352,23 @@ int64_t CoreProgram::FlatSize() const {
 }
 
 namespace {
-// `entry`: the flat position where the innermost enclosing repeat was entered (-1: none).
-void FlattenRange(const CoreProgram& in, size_t first, size_t last, int64_t entry, CoreProgram* out,
-                  std::vector<int32_t>* scratch) {
+// `entry`: the flat position where the innermost enclosing repeat was entered (-1: none);
+// `iteration`: that repeat's iteration (0-based).
+void FlattenRange(const CoreProgram& in, size_t first, size_t last, int64_t entry,
+                  int64_t iteration, CoreProgram* out, std::vector<int32_t>* scratch) {
   for (size_t i = first; i < last; ++i) {
     const Segment& s = in.segments[i];
     if (s.kind == Segment::kInstructions) {
       for (uint32_t t = s.begin; t < s.end; ++t) {
         const int32_t pos = int32_t(out->instructions.size());
         scratch->clear();
-        for (int32_t d : in.DepsOf(int32_t(t))) {
+        const Instruction& tmpl = in.instructions[t];
+        for (uint32_t j = tmpl.dep_begin; j < tmpl.dep_begin + tmpl.dep_count; ++j) {
+          const int32_t d = in.deps[j];
           // < 0: invalid (before the start, or an anchor outside any repeat)
-          scratch->push_back(d > 0 ? pos - d : entry < 0 ? -1 : int32_t(entry + d));
+          scratch->push_back(d > 0       ? pos - d
+                             : entry < 0 ? -1
+                                         : int32_t(entry + d + iteration * in.StrideOf(j)));
         }
         out->instructions.push_back(in.instructions[t]);
         Instruction& inst = out->instructions.back();
@@ -349,7 +378,9 @@ void FlattenRange(const CoreProgram& in, size_t first, size_t last, int64_t entr
       }
     } else if (s.kind == Segment::kBegin) {
       const int64_t here = int64_t(out->instructions.size());
-      for (int64_t r = 0; r < s.count; ++r) FlattenRange(in, i + 1, s.match, here, out, scratch);
+      for (int64_t r = 0; r < s.count; ++r) {
+        FlattenRange(in, i + 1, s.match, here, r, out, scratch);
+      }
       i = s.match;
     }
   }
@@ -373,7 +404,7 @@ absl::StatusOr<Program> Flatten(const Program& program) {
     flat.allocations = core.allocations;
     flat.instructions.reserve(size_t(size));
     std::vector<int32_t> scratch;
-    FlattenRange(core, 0, core.segments.size(), -1, &flat, &scratch);
+    FlattenRange(core, 0, core.segments.size(), -1, 0, &flat, &scratch);
     for (int32_t d : flat.deps) {
       if (d < 0) {
         return absl::InvalidArgumentError("compact program: a dependency points before the start");
@@ -415,8 +446,12 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
       if (!status.ok()) return status;
     }
     if (core.compact()) {
+      if (!core.strides.empty() && core.strides.size() != core.deps.size()) {
+        return absl::InvalidArgumentError(StrCat(where, ": strides do not match the deps"));
+      }
       int depth = 0;
-      for (const Segment& seg : core.segments) {
+      for (size_t i = 0; i < core.segments.size(); ++i) {
+        const Segment& seg = core.segments[i];
         if (seg.kind == Segment::kBegin && seg.count < 1) {
           return absl::InvalidArgumentError(StrCat(where, ": a repeat runs ", seg.count, " times"));
         }
@@ -425,12 +460,24 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
         if (seg.begin > seg.end || seg.end > core.instructions.size()) {
           return absl::InvalidArgumentError(StrCat(where, ": segment outside the templates"));
         }
-        for (uint32_t t = seg.begin; t < seg.end && depth == 0; ++t) {
-          for (int32_t d : core.DepsOf(int32_t(t))) {
-            if (d < 0) {
+        // Deps need checking outside repeats (no anchors) and where strides are.
+        if (depth > 0 && core.strides.empty()) continue;
+        for (uint32_t t = seg.begin; t < seg.end; ++t) {
+          const Instruction& inst = core.instructions[t];
+          for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
+            const int32_t d = core.deps[j], stride = core.StrideOf(j);
+            if (d < 0 && depth == 0) {
               return absl::InvalidArgumentError(
                   StrCat(where, ": instruction template ", t,
                          " has an anchored dependency outside any repeat"));
+            }
+            if (stride == 0) continue;
+            const int64_t count = depth > 0 ? core.segments[EnclosingRepeat(core, i)].count : 1;
+            if (d > 0 || stride < 0 || -int64_t(d) <= (count - 1) * stride) {
+              return absl::InvalidArgumentError(StrCat(
+                  where, ": instruction template ", t, " has a strided dependency (", d,
+                  ", stride ", stride, ") that does not stay before its repeat's entry over ",
+                  count, " iterations"));
             }
           }
         }

@@ -146,12 +146,18 @@ struct Segment {
 //   N iterations whose dependency pattern is the same relative to each iteration. A NEGATIVE dep
 //   -a is anchored instead: the instruction `a` places before the flat position where the
 //   innermost enclosing repeat was entered (its first iteration's start), the same instruction in
-//   every iteration (e.g. operands loaded once before a loop that reads them). Flatten()
-//   expands it; Simulate runs it without expanding and, unless SimOptions::exact, extrapolates
-//   iterations once the schedule is periodic (results identical to the flat simulation).
+//   every iteration (e.g. operands loaded once before a loop that reads them). An anchored dep
+//   with a STRIDE s > 0 (strides) is strided instead: in iteration j (0-based, from that entry)
+//   it names the instruction a - j * s places before the entry, always before it (a > (count -
+//   1) * s), e.g. the partial sums an earlier loop with a different period wrote, one per
+//   iteration. Flatten() expands them; Simulate runs them without expanding and, unless
+//   SimOptions::exact, extrapolates iterations once the schedule is periodic (results identical
+//   to the flat simulation).
 struct CoreProgram {
   std::vector<Instruction> instructions;
   std::vector<int32_t> deps;  // flattened; instruction i's are deps[dep_begin, dep_begin+dep_count)
+  // Compact form: the stride of each dep (0: none, or not anchored); empty when no dep has one.
+  std::vector<int32_t> strides;
   std::vector<Allocation> allocations;
   std::vector<Segment> segments;  // empty = flat program
 
@@ -163,9 +169,13 @@ struct CoreProgram {
     return Add(inst, std::span<const int32_t>(deps.begin(), deps.size()));
   }
   // Compact form: appends a template whose deps are distances back in flat order (> 0) or
-  // anchors (< 0, see above; only inside a repeat); zeros are ignored. Returns the template's
-  // index.
-  int32_t AddCompact(const Instruction& inst, std::span<const int32_t> distances);
+  // anchors (< 0, see above; only inside a repeat); zeros are ignored. `dep_strides`, when not
+  // empty, gives each entry's stride (non-zero only for anchors). Returns the template's index.
+  int32_t AddCompact(const Instruction& inst, std::span<const int32_t> distances,
+                     std::span<const int32_t> dep_strides = {});
+  // Makes deps[j] (an anchor) strided by `stride` (see above).
+  void SetStride(size_t j, int32_t stride);
+  int32_t StrideOf(size_t j) const { return strides.empty() ? 0 : strides[j]; }
   // Compact form: opens / closes a body that runs `count` (>= 1) times. Must nest.
   void BeginRepeat(int64_t count);
   void EndRepeat();

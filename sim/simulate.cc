@@ -191,6 +191,15 @@ struct RepInfo {
   int64_t reach = 0;
   // Distinct anchors of the templates directly in the body (its pins), ascending.
   std::vector<int32_t> anchors;
+  // Strided anchored dependencies of the templates directly in the body: iteration j reads the
+  // result a - j * s places before the entry (dep: the index into deps; off: the template's
+  // offset in the body).
+  struct Strided {
+    uint32_t dep;
+    int64_t a, s, off;
+  };
+  std::vector<Strided> strided;
+  int64_t anchor_reach = 0;  // the largest anchor (strided or not) of those templates
   bool matmul = false, reload = false, vg = false, vs = false;
 };
 
@@ -221,6 +230,7 @@ class CoreSim {
     pruned_size_ = 0;
     pin_ = nullptr;
     pin_base_ = 0;
+    iter_ = 0;
     tracking_ = false;
     inflight_.clear();
     error_ = absl::OkStatus();
@@ -242,7 +252,9 @@ class CoreSim {
     // Window: the longest dependency distance.
     int64_t w = 0;
     if (compact) {
+      Prepare();
       for (int32_t d : core().deps) w = std::max<int64_t>(w, d < 0 ? -int64_t(d) : d);
+      w = std::max(w, strided_window_);
     } else {
       for (size_t i = 0; i < core().instructions.size(); ++i) {
         for (int32_t d : core().DepsOf(int32_t(i))) w = std::max<int64_t>(w, int64_t(i) - d);
@@ -261,7 +273,6 @@ class CoreSim {
     if (!compact) {
       for (uint32_t i = 0; i < core().instructions.size(); ++i) Step<false>(i);
     } else {
-      Prepare();
       AssignPinSlots();
       if (!exact_) Liveness();
       tracking_ = !exact_;  // live results serve the periodicity check and extrapolation only
@@ -286,15 +297,25 @@ class CoreSim {
     int64_t prev_result = 0;
     const int64_t prev = c.engine < 4 ? last_[int(c.engine)] : -1;
     for (const int32_t& d : core().DepsOf(int32_t(t))) {
-      // Flat: absolute index; compact: distance (> 0) or anchor (< 0, from the frame's pins).
-      const int64_t dp = !kCompact ? d : d > 0 ? pos - d : pin_base_ + d;
-      if (dp < 0 || (kCompact && d < 0 && pin_ == nullptr)) {
+      // Flat: absolute index; compact: distance (> 0) or anchor (< 0: from the frame's pins, or
+      // strided, pin slot -1: from the ring).
+      int32_t slot = 0;
+      int64_t dp;
+      if (!kCompact) {
+        dp = d;
+      } else if (d > 0) {
+        dp = pos - d;
+      } else {
+        const size_t j = size_t(&d - core().deps.data());
+        slot = pin_slot_[j];
+        dp = pin_base_ + d + (slot < 0 ? iter_ * core().strides[j] : 0);
+      }
+      if (dp < 0 || (kCompact && d < 0 && frame_ == 0)) {
         error_ = absl::InvalidArgumentError(
             StrCat("instruction ", pos, ": dependency points before the start of the core"));
         continue;
       }
-      const int64_t v =
-          kCompact && d < 0 ? pin_[pin_slot_[size_t(&d - core().deps.data())]] : ring_[dp & mask_];
+      const int64_t v = kCompact && d < 0 && slot >= 0 ? pin_[slot] : ring_[dp & mask_];
       ready = std::max(ready, v);
       if (dp == prev) {
         dep_on_prev = true;
@@ -394,11 +415,13 @@ class CoreSim {
   void Prepare() {
     const auto& segs = core().segments;
     rep_.resize(segs.size());
+    strided_window_ = 0;
     for (RepInfo& r : rep_) {
-      r.body_len = r.reach = 0;
+      r.body_len = r.reach = r.anchor_reach = 0;
       r.engines = 0;
       r.queues = 0;
       r.anchors.clear();
+      r.strided.clear();
       r.matmul = r.reload = r.vg = r.vs = false;
     }
     std::vector<size_t>& stack = stack_;
@@ -416,13 +439,18 @@ class CoreSim {
         std::sort(done.anchors.begin(), done.anchors.end());
         done.anchors.erase(std::unique(done.anchors.begin(), done.anchors.end()),
                            done.anchors.end());
+        // The ring must hold what a strided dependency reads, up to its last iteration, and
+        // the reads of the p <= 2 iterations before a boundary (RunIterations compares them).
+        for (const RepInfo::Strided& x : done.strided) {
+          const int64_t n = segs[b].count, len = done.body_len;
+          strided_window_ =
+              std::max(strided_window_, x.a + x.off + std::max<int64_t>(0, (n - 1) * (len - x.s)) +
+                                            2 * std::max(len, x.s));
+        }
         if (!stack.empty()) {
           RepInfo& outer = rep_[stack.back()];
           const RepInfo& inner = rep_[b];
-          outer.reach = std::max(outer.reach, inner.reach);
-          if (!inner.anchors.empty()) {
-            outer.reach = std::max<int64_t>(outer.reach, inner.anchors.back());
-          }
+          outer.reach = std::max({outer.reach, inner.reach, inner.anchor_reach});
           outer.body_len += inner.body_len * segs[b].count;
           outer.engines |= inner.engines;
           outer.queues |= inner.queues;
@@ -435,11 +463,19 @@ class CoreSim {
         pins_.resize(max_depth);
       } else if (!stack.empty()) {
         RepInfo& r = rep_[stack.back()];
-        r.body_len += int64_t(s.end) - s.begin;
         for (uint32_t t = s.begin; t < s.end; ++t) {
-          for (int32_t d : core().DepsOf(int32_t(t))) {
+          const Instruction& inst = core().instructions[t];
+          for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
+            const int32_t d = core().deps[j];
             if (d > 0) r.reach = std::max<int64_t>(r.reach, d);
-            if (d < 0) r.anchors.push_back(-d);
+            if (d >= 0) continue;
+            r.anchor_reach = std::max<int64_t>(r.anchor_reach, -d);
+            const int32_t stride = core().StrideOf(j);
+            if (stride == 0) {
+              r.anchors.push_back(-d);
+            } else {
+              r.strided.push_back({j, -int64_t(d), stride, r.body_len + (t - s.begin)});
+            }
           }
           const Cost& c = costs()[t];
           if (c.engine < 4) {
@@ -452,6 +488,7 @@ class CoreSim {
           r.vg |= c.vg;
           r.vs |= c.vs;
         }
+        r.body_len += int64_t(s.end) - s.begin;
       }
     }
   }
@@ -499,16 +536,28 @@ class CoreSim {
       const Segment& s = segs[i];
       if (s.kind != Segment::kInstructions) continue;
       for (uint32_t u = s.begin; u < s.end && ok; ++u) {
-        for (int32_t d : core().DepsOf(int32_t(u))) {
+        const Instruction& inst = core().instructions[u];
+        for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count && ok; ++j) {
+          const int32_t d = core().deps[j];
           if (d > 0 && int64_t(u - s.begin) >= d) {  // same segment, same visit
             maxread_[u - uint32_t(d)] = std::max<int64_t>(maxread_[u - uint32_t(d)], d);
           } else if (d > 0) {
             ok = Resolve(seg_parent_[i], seg_off_[i] + (u - s.begin), d, d);
-          } else if (seg_parent_[i] >= 0) {  // anchored: read at the repeat's entry
+          } else if (seg_parent_[i] >= 0 && core().StrideOf(j) == 0) {
+            // Anchored: read (pinned) at the repeat's entry.
             const int32_t r = seg_parent_[i];
             ok = Resolve(seg_parent_[r], seg_off_[r], -int64_t(d), -int64_t(d));
+          } else if (seg_parent_[i] >= 0) {
+            // Strided: iteration k reads -d - k * stride before the entry, from offset `off` of
+            // the body.
+            const int32_t r = seg_parent_[i];
+            const int64_t stride = core().StrideOf(j), len = rep_[r].body_len;
+            const int64_t off = seg_off_[i] + (u - s.begin);
+            for (int64_t k = 0; k < core().segments[r].count && ok; ++k) {
+              ok = Resolve(seg_parent_[r], seg_off_[r], -int64_t(d) - k * stride,
+                           -int64_t(d) + k * (len - stride) + off);
+            }
           }
-          if (!ok) break;
         }
       }
     }
@@ -577,6 +626,10 @@ class CoreSim {
           const Instruction& inst = core().instructions[t];
           for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
             if (core().deps[j] >= 0) continue;
+            if (core().StrideOf(j) != 0) {  // not pinned: read from the ring
+              pin_slot_[j] = -1;
+              continue;
+            }
             pin_slot_[j] =
                 int32_t(std::lower_bound(anchors.begin(), anchors.end(), -core().deps[j]) -
                         anchors.begin());
@@ -619,8 +672,9 @@ class CoreSim {
   //
   // Anchored dependencies read the repeat's pins, which do not shift: a boundary whose pins are
   // not all at or below L is reported unsettled (no extrapolation from it), and whether an
-  // engine's last instruction lies before the entry is part of the state (an anchored dependency
-  // on it pays the same-engine penalty).
+  // engine's last instruction lies before the entry is part of the state (an anchored or strided
+  // dependency on it pays the same-engine penalty). Strided dependencies read results that do not
+  // shift either; RunIterations checks them (StridedPeriods).
   bool Canon(const RepInfo& r, int64_t l, std::vector<int64_t>* out) {
     out->clear();
     const int64_t far = window_ + 1;
@@ -628,7 +682,7 @@ class CoreSim {
       if (!(r.engines >> e & 1)) continue;
       out->push_back(free_[e] - l);
       out->push_back(last_[e] < 0 ? far : std::min(far, pos_ - last_[e]));
-      if (!r.anchors.empty()) out->push_back(last_[e] >= 0 && last_[e] < pin_base_);
+      if (r.anchor_reach > 0) out->push_back(last_[e] >= 0 && last_[e] < pin_base_);
     }
     bool settled = true;
     for (size_t a = 0; a < r.anchors.size(); ++a) settled &= pin_[a] <= l;
@@ -681,11 +735,13 @@ class CoreSim {
     }
     pin_ = pins.data();
     pin_base_ = pos_;
+    const int64_t saved_iter = iter_;
     ++frame_;
     RunIterations(i);
     --frame_;
     pin_ = saved_pin;
     pin_base_ = saved_base;
+    iter_ = saved_iter;
   }
 
   void RunIterations(size_t i) {
@@ -693,7 +749,7 @@ class CoreSim {
     const int64_t n = seg.count;
     const RepInfo& info = rep_[i];
     if (exact_ || n < 3 || !error_.ok()) {
-      for (int64_t r = 0; r < n; ++r) Walk(i + 1, seg.match);
+      for (iter_ = 0; iter_ < n; ++iter_) Walk(i + 1, seg.match);
       return;
     }
     const bool top = depth_ == 0;
@@ -721,8 +777,10 @@ class CoreSim {
           if (lv.canon[ps] != lv.canon[slot]) continue;
           const int64_t delta = l - lv.lval[ps];
           if (makespan_ - lv.makespan[ps] != delta || delta < 0) continue;
-          const int64_t k = (n - r) / p;
+          int64_t k = (n - r) / p;
           if (k < 1) break;
+          if (!info.strided.empty()) k = StridedPeriods(info, r, p, k, l, delta);
+          if (k < 1) continue;
           Skip(info, k, p, delta, lv.dma_busy[ps]);
           r += k * p;
           skipped = true;
@@ -730,10 +788,34 @@ class CoreSim {
         }
         if (r >= n) break;
       }
+      iter_ = r;
       Walk(i + 1, seg.match);
       ++r;
     }
     --depth_;
+  }
+
+  // How many of the next `k` periods of p iterations, from boundary r (lower bound l, `delta`
+  // ticks per period), read through the repeat's strided dependencies what the period before
+  // read, shifted by delta. With equal states at the two boundaries (Canon), iterations whose
+  // inputs also repeat so repeat the schedule. An input at or below its period's lower bound
+  // cannot influence it (see Bound), so only its excess over that bound must match. Canon tells
+  // the entry's boundary (engines' last instructions before the entry) from the others, so r - p
+  // >= 1: every last instruction is in the body, never a strided dependency's target, and no
+  // same-engine penalty differs.
+  int64_t StridedPeriods(const RepInfo& info, int64_t r, int p, int64_t k, int64_t l,
+                         int64_t delta) const {
+    for (int64_t j = r; j < r + k * p; ++j) {
+      const int64_t bound = l + (j - r) / p * delta;  // of j's period; j - p's is delta lower
+      for (const RepInfo::Strided& x : info.strided) {
+        const int64_t now = ring_[(pin_base_ - x.a + j * x.s) & mask_];
+        const int64_t then = ring_[(pin_base_ - x.a + (j - p) * x.s) & mask_];
+        if (std::max<int64_t>(0, now - bound) != std::max<int64_t>(0, then - (bound - delta))) {
+          return (j - r) / p;
+        }
+      }
+    }
+    return k;
   }
 
   // Extrapolates k periods of p iterations each: the schedule of iteration r + j*p is that of
@@ -816,6 +898,8 @@ class CoreSim {
   size_t pruned_size_ = 0;
   const int64_t* pin_ = nullptr;
   int64_t pin_base_ = 0;
+  int64_t iter_ = 0;            // the innermost active repeat's iteration (strided dependencies)
+  int64_t strided_window_ = 0;  // how far back strided dependencies read (Prepare)
   bool tracking_ = false;
   // In-flight results: ascending positions whose results may still be read (with dead ones not
   // yet pruned).

@@ -226,6 +226,54 @@ void ExpectFastExactAndFlatAgree(const Target& t, const Program& compact) {
   }
 }
 
+// Partial sums written by one loop and read by a later loop with a different period: iteration j
+// of the second loop reads the first loop's j-th result through a strided dependency (the same
+// instruction of the first loop, one period of it further in each iteration).
+TEST(SimulateTest, StridedDependenciesReadOneEarlierResultPerIteration) {
+  Target t = Load("snc2");
+  for (const int first_free : {512, 8192}) {  // partial sums early, or late enough to bind
+    Program compact = OneCore();
+    CoreProgram& c = compact.cores[0];
+    c.BeginRepeat(40);  // flat 0..79: a load and a partial sum (at 2j + 1) per iteration
+    c.AddCompact(MakeDma(Op::kDmaLoad, 128, 4096, 0), {});
+    const int32_t one[] = {1};
+    c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, first_free, 128), one);
+    c.EndRepeat();
+    c.BeginRepeat(40);  // entered at flat 80, three instructions per iteration
+    c.AddCompact(MakeMatmul(DType::kBf16, 128, 128, 512), {});
+    const int32_t add_deps[] = {1, -79};  // the matmul, and flat 80 - 79 + 2j = 2j + 1
+    const int32_t add_strides[] = {0, 2};
+    Instruction add = MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, 512, 128, Mem::kPsum);
+    c.AddCompact(add, add_deps, add_strides);
+    c.AddCompact(MakeDma(Op::kDmaStore, 128, 1024, 2), one);
+    c.EndRepeat();
+    ASSERT_EQ(c.StrideOf(2), 2);  // deps: the copy's, then the add's two
+
+    absl::StatusOr<Program> flat = Flatten(compact);
+    ASSERT_TRUE(flat.ok()) << flat.status();
+    for (int32_t j = 0; j < 40; ++j) {
+      const int32_t at = 80 + 3 * j + 1;
+      std::vector<int32_t> deps(flat->cores[0].DepsOf(at).begin(), flat->cores[0].DepsOf(at).end());
+      EXPECT_EQ(deps, (std::vector<int32_t>{at - 1, 2 * j + 1})) << "add of iteration " << j;
+    }
+    ExpectFastExactAndFlatAgree(t, compact);
+  }
+
+  // A stride that would reach the repeat's entry in its last iteration is rejected.
+  Program bad = OneCore();
+  CoreProgram& b = bad.cores[0];
+  b.BeginRepeat(40);
+  b.AddCompact(MakeDma(Op::kDmaLoad, 128, 4096, 0), {});
+  b.EndRepeat();
+  b.BeginRepeat(40);
+  const int32_t deps[] = {-39};
+  const int32_t strides[] = {1};  // iteration 39 would read flat 40 - 39 + 39: the entry
+  b.AddCompact(MakeDma(Op::kDmaStore, 128, 1024, 2), deps, strides);
+  b.EndRepeat();
+  absl::Status status = ValidateProgram(t, bad);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("strided dependency"));
+}
+
 // Appends a repeat of `count` long Scalar copies (an otherwise idle engine, so they end last and
 // the program's time shows what they waited for), each reading the instruction `distance` back.
 void AddLongScalarReaders(CoreProgram& c, int64_t count, int32_t distance) {
