@@ -266,9 +266,8 @@ class Generator {
   // Whether the period from `then` to `now` repeats: every canon entry equal, except handles
   // that the period did not write (the same instruction at both boundaries, older than `then`:
   // an operand loaded before the loop). The next periods read and write the same relative state,
-  // so such a handle stays as it is (Advance keeps it). The period may read it only from
-  // instructions outside nested repeats: Run anchors those reads to the repeat's entry
-  // (constants_ holds the handles).
+  // so such a handle stays as it is (Advance keeps it). The period may read it only where Run can
+  // anchor the reads to the repeat's entry (constants_ holds the handles; see AnchorReads).
   //
   // Split in two for early rejection: CanonPeriodic compares the canon entries (cheap) and
   // collects the constants; ConstantReadsAnchorable then scans the period's reads of them.
@@ -761,19 +760,26 @@ class SimEmitter {
     return core_->segments.size() - 1;
   }
   // Dependencies of the instructions emitted since segment `seg` (which starts at flat position
-  // `entry`) outside nested repeats on one of `constants` (ascending handles before `entry`).
-  // Returns how many there are; with `rewrite`, makes them anchored to `entry` (sim/program.h),
-  // so they name the same instruction in every iteration once the segments become a repeat
-  // (with a `stride`: the instruction `stride` positions later in each iteration).
+  // `entry`) on one of `constants` (ascending handles before `entry`) that can be anchored to
+  // `entry` (sim/program.h): relative ones outside nested repeats and, without a stride, plain
+  // anchored ones of the repeats nested directly in the segments. Returns how many reads they
+  // make (a nested repeat's, once per iteration); with `rewrite`, anchors them to `entry`, so
+  // they name the same instruction in every iteration once the segments become a repeat (with a
+  // `stride`: the instruction `stride` positions later in each iteration).
   size_t AnchorReads(size_t seg, int64_t entry, std::span<const int64_t> constants, int64_t stride,
                      bool rewrite) {
     if (constants.empty()) return 0;
     const auto& segs = core_->segments;
+    auto constant = [&](int64_t h) {
+      return h >= constants.front() && h <= constants.back() &&
+             std::binary_search(constants.begin(), constants.end(), h);
+    };
     size_t found = 0;
     int64_t pos = entry;
     for (size_t i = seg; i < segs.size(); ++i) {
       const sim::Segment& g = segs[i];
-      if (g.kind == sim::Segment::kBegin) {  // nested: skip it whole
+      if (g.kind == sim::Segment::kBegin) {
+        if (stride == 0) found += NestedAnchorReads(i, pos, entry, constant, rewrite);
         pos += core_->RepeatFlatSize(i);
         i = g.match;
         continue;
@@ -782,14 +788,40 @@ class SimEmitter {
         const sim::Instruction& inst = core_->instructions[t];
         for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
           const int32_t d = core_->deps[j];
-          if (d <= 0 || pos - d < constants.front() || pos - d > constants.back() ||
-              !std::binary_search(constants.begin(), constants.end(), pos - d)) {
-            continue;
-          }
+          if (d <= 0 || !constant(pos - d)) continue;
           ++found;
           if (!rewrite) continue;
           core_->deps[j] = -int32_t(entry - (pos - d));
-          core_->SetStride(j, int32_t(stride));
+          core_->SetAnchorForm(j, {.stride = int32_t(stride), .up = 0});
+        }
+      }
+    }
+    return found;
+  }
+  // AnchorReads for the repeat whose kBegin is segments[begin], entered at `nested_entry`: its
+  // own templates' plain anchors on a constant become anchors to `entry`, one repeat further out.
+  template <typename IsConstant>
+  size_t NestedAnchorReads(size_t begin, int64_t nested_entry, int64_t entry,
+                           const IsConstant& constant, bool rewrite) {
+    const auto& segs = core_->segments;
+    size_t found = 0;
+    for (size_t i = begin + 1; i < segs[begin].match; ++i) {
+      const sim::Segment& g = segs[i];
+      if (g.kind == sim::Segment::kBegin) {  // deeper: left as it is (so not counted)
+        i = g.match;
+        continue;
+      }
+      for (uint32_t t = g.begin; t < g.end; ++t) {
+        const sim::Instruction& inst = core_->instructions[t];
+        for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
+          const int32_t d = core_->deps[j];
+          if (d >= 0 || core_->FormOf(j) != sim::AnchorForm{} || !constant(nested_entry + d)) {
+            continue;
+          }
+          found += size_t(segs[begin].count);
+          if (!rewrite) continue;
+          core_->deps[j] = -int32_t(entry - (nested_entry + d));
+          core_->SetAnchorForm(j, {.stride = 0, .up = 1});
         }
       }
     }
@@ -929,19 +961,20 @@ class SimEmitter {
   void EmitRecs(size_t first, size_t last, const std::vector<DepRel>* kinds, int64_t entry) {
     for (size_t i = first; i < last; ++i) {
       const Rec& r = rec_[i];
-      int32_t buf[3], strides[3] = {0, 0, 0};
+      int32_t buf[3];
+      sim::AnchorForm forms[3];
       bool strided = false;
       for (int j = 0; j < r.ndeps; ++j) {
         const int64_t h = r.deps[size_t(j)];
         const DepRel rel = kinds != nullptr ? (*kinds)[(i - first) * 3 + size_t(j)] : DepRel{};
         const bool anchored = rel.kind == kAnchored || rel.kind == kStrided;
         buf[j] = h < 0 ? 0 : anchored ? int32_t(h - entry) : int32_t(r.pos - h);
-        strides[j] = int32_t(rel.stride);
+        forms[j].stride = int32_t(rel.stride);
         strided |= rel.stride != 0;
       }
       core_->AddCompact(r.inst, std::span<const int32_t>(buf, size_t(r.ndeps)),
-                        strided ? std::span<const int32_t>(strides, size_t(r.ndeps))
-                                : std::span<const int32_t>());
+                        strided ? std::span<const sim::AnchorForm>(forms, size_t(r.ndeps))
+                                : std::span<const sim::AnchorForm>());
     }
   }
 

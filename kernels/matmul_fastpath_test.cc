@@ -59,7 +59,8 @@ class FastPathTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(FastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
   const sim::Target t = *sim::LoadTarget(GetParam());
   const Kernel& kernel = *FindKernel("matmul");
-  int compressed = 0, anchored = 0, strided = 0;
+  // Cores whose program compressed, has anchored deps, strided ones, ones anchored further out.
+  int compressed = 0, anchored = 0, strided = 0, outer = 0;
   for (const Case& c : Corpus(t, 300, 21, 2048)) {
     const std::string what = c.problem.dims.ToString() + " " + c.config.ToString();
     SetMatmulLoweringForTesting(MatmulLowering::kCompact);
@@ -78,7 +79,9 @@ TEST_P(FastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
       ASSERT_EQ(u.instructions.size(), f.instructions.size()) << what;
       compressed += compact->cores[core].instructions.size() < f.instructions.size();
       anchored += std::ranges::any_of(compact->cores[core].deps, [](int32_t d) { return d < 0; });
-      strided += !compact->cores[core].strides.empty();
+      const auto& forms = compact->cores[core].anchor_forms;
+      strided += std::ranges::any_of(forms, [](const sim::AnchorForm& f) { return f.stride > 0; });
+      outer += std::ranges::any_of(forms, [](const sim::AnchorForm& f) { return f.up > 0; });
       for (size_t i = 0; i < f.instructions.size(); ++i) {
         const sim::Instruction& x = u.instructions[i];
         const sim::Instruction& y = f.instructions[i];
@@ -101,6 +104,7 @@ TEST_P(FastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
   EXPECT_GT(compressed, 100) << "the compact lowering should compress most programs";
   EXPECT_GT(anchored, 25) << "output-tile loops reading operands loaded before them are anchored";
   EXPECT_GT(strided, 10) << "last K blocks reading earlier partial sums are strided";
+  EXPECT_GT(outer, 2) << "output-tile loops reading operands loaded before an outer loop";
 }
 
 // An M loop whose blocks all read the same hoisted B block (loaded before the loop) compresses to
@@ -148,7 +152,8 @@ TEST(FastPathLoopTest, TheLastKBlockReadsEarlierPartialSumsThroughStrides) {
   // Two K blocks of 128 M blocks each: both M loops compress.
   const sim::CoreProgram& c = compact->cores[0];
   EXPECT_LT(c.instructions.size() * 10, flat->cores[0].instructions.size());
-  EXPECT_TRUE(std::ranges::any_of(c.strides, [](int32_t s) { return s > 0; }));
+  EXPECT_TRUE(
+      std::ranges::any_of(c.anchor_forms, [](const sim::AnchorForm& f) { return f.stride > 0; }));
   absl::StatusOr<sim::Program> unrolled = sim::Flatten(*compact);
   ASSERT_TRUE(unrolled.ok()) << unrolled.status();
   EXPECT_EQ(unrolled->cores[0].deps, flat->cores[0].deps);

@@ -270,16 +270,16 @@ int32_t CoreProgram::Add(Instruction inst, std::span<const int32_t> inst_deps) {
 }
 
 int32_t CoreProgram::AddCompact(const Instruction& inst, std::span<const int32_t> distances,
-                                std::span<const int32_t> dep_strides) {
+                                std::span<const AnchorForm> forms) {
   const int32_t index = int32_t(instructions.size());
   const uint32_t dep_begin = uint32_t(deps.size());
   for (size_t j = 0; j < distances.size(); ++j) {
     if (distances[j] == 0) continue;
     deps.push_back(distances[j]);
-    const int32_t stride = dep_strides.empty() ? 0 : dep_strides[j];
-    if (stride != 0 || !strides.empty()) {
-      strides.resize(deps.size() - 1, 0);
-      strides.push_back(stride);
+    const AnchorForm form = forms.empty() ? AnchorForm{} : forms[j];
+    if (form != AnchorForm{} || !anchor_forms.empty()) {
+      anchor_forms.resize(deps.size() - 1);
+      anchor_forms.push_back(form);
     }
   }
   Instruction& added = instructions.emplace_back(inst);
@@ -292,10 +292,10 @@ int32_t CoreProgram::AddCompact(const Instruction& inst, std::span<const int32_t
   return index;
 }
 
-void CoreProgram::SetStride(size_t j, int32_t stride) {
-  if (strides.empty() && stride == 0) return;
-  strides.resize(deps.size(), 0);
-  strides[j] = stride;
+void CoreProgram::SetAnchorForm(size_t j, AnchorForm form) {
+  if (anchor_forms.empty() && form == AnchorForm{}) return;
+  anchor_forms.resize(deps.size());
+  anchor_forms[j] = form;
 }
 
 void CoreProgram::BeginRepeat(int64_t count) {
@@ -352,9 +352,9 @@ int64_t CoreProgram::FlatSize() const {
 }
 
 namespace {
-// `entry`: the flat position where the innermost enclosing repeat was entered (-1: none);
-// `iteration`: that repeat's iteration (0-based).
-void FlattenRange(const CoreProgram& in, size_t first, size_t last, int64_t entry,
+// `entries`: the flat positions where the enclosing repeats were entered, innermost last;
+// `iteration`: the innermost one's iteration (0-based).
+void FlattenRange(const CoreProgram& in, size_t first, size_t last, std::vector<int64_t>* entries,
                   int64_t iteration, CoreProgram* out, std::vector<int32_t>* scratch) {
   for (size_t i = first; i < last; ++i) {
     const Segment& s = in.segments[i];
@@ -365,10 +365,16 @@ void FlattenRange(const CoreProgram& in, size_t first, size_t last, int64_t entr
         const Instruction& tmpl = in.instructions[t];
         for (uint32_t j = tmpl.dep_begin; j < tmpl.dep_begin + tmpl.dep_count; ++j) {
           const int32_t d = in.deps[j];
-          // < 0: invalid (before the start, or an anchor outside any repeat)
-          scratch->push_back(d > 0       ? pos - d
-                             : entry < 0 ? -1
-                                         : int32_t(entry + d + iteration * in.StrideOf(j)));
+          const AnchorForm form = in.FormOf(j);
+          // < 0: invalid (before the start, or an anchor outside its repeats)
+          if (d > 0) {
+            scratch->push_back(pos - d);
+          } else if (size_t(form.up) >= entries->size()) {
+            scratch->push_back(-1);
+          } else {
+            const int64_t entry = (*entries)[entries->size() - 1 - size_t(form.up)];
+            scratch->push_back(int32_t(entry + d + iteration * form.stride));
+          }
         }
         out->instructions.push_back(in.instructions[t]);
         Instruction& inst = out->instructions.back();
@@ -377,10 +383,11 @@ void FlattenRange(const CoreProgram& in, size_t first, size_t last, int64_t entr
         out->deps.insert(out->deps.end(), scratch->begin(), scratch->end());
       }
     } else if (s.kind == Segment::kBegin) {
-      const int64_t here = int64_t(out->instructions.size());
+      entries->push_back(int64_t(out->instructions.size()));
       for (int64_t r = 0; r < s.count; ++r) {
-        FlattenRange(in, i + 1, s.match, here, r, out, scratch);
+        FlattenRange(in, i + 1, s.match, entries, r, out, scratch);
       }
+      entries->pop_back();
       i = s.match;
     }
   }
@@ -404,7 +411,8 @@ absl::StatusOr<Program> Flatten(const Program& program) {
     flat.allocations = core.allocations;
     flat.instructions.reserve(size_t(size));
     std::vector<int32_t> scratch;
-    FlattenRange(core, 0, core.segments.size(), -1, 0, &flat, &scratch);
+    std::vector<int64_t> entries;
+    FlattenRange(core, 0, core.segments.size(), &entries, 0, &flat, &scratch);
     for (int32_t d : flat.deps) {
       if (d < 0) {
         return absl::InvalidArgumentError("compact program: a dependency points before the start");
@@ -446,8 +454,8 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
       if (!status.ok()) return status;
     }
     if (core.compact()) {
-      if (!core.strides.empty() && core.strides.size() != core.deps.size()) {
-        return absl::InvalidArgumentError(StrCat(where, ": strides do not match the deps"));
+      if (!core.anchor_forms.empty() && core.anchor_forms.size() != core.deps.size()) {
+        return absl::InvalidArgumentError(StrCat(where, ": anchor forms do not match the deps"));
       }
       int depth = 0;
       for (size_t i = 0; i < core.segments.size(); ++i) {
@@ -460,17 +468,31 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
         if (seg.begin > seg.end || seg.end > core.instructions.size()) {
           return absl::InvalidArgumentError(StrCat(where, ": segment outside the templates"));
         }
-        // Deps need checking outside repeats (no anchors) and where strides are.
-        if (depth > 0 && core.strides.empty()) continue;
+        // Deps need checking outside repeats (no anchors) and where anchor forms are.
+        if (depth > 0 && core.anchor_forms.empty()) continue;
         for (uint32_t t = seg.begin; t < seg.end; ++t) {
           const Instruction& inst = core.instructions[t];
           for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
-            const int32_t d = core.deps[j], stride = core.StrideOf(j);
+            const int32_t d = core.deps[j];
+            const AnchorForm form = core.FormOf(j);
             if (d < 0 && depth == 0) {
               return absl::InvalidArgumentError(
                   StrCat(where, ": instruction template ", t,
                          " has an anchored dependency outside any repeat"));
             }
+            if (form.up < 0 || (form.up > 0 && (d > 0 || form.up >= depth))) {
+              return absl::InvalidArgumentError(StrCat(where, ": instruction template ", t,
+                                                       " has a dependency anchored to the repeat ",
+                                                       form.up, " levels out, but it is inside ",
+                                                       depth, depth == 1 ? " repeat" : " repeats"));
+            }
+            if (form.up > 0 && form.stride != 0) {
+              return absl::InvalidArgumentError(
+                  StrCat(where, ": instruction template ", t,
+                         " has a strided dependency anchored to an enclosing repeat (a stride "
+                         "counts the iterations of the innermost one)"));
+            }
+            const int32_t stride = form.stride;
             if (stride == 0) continue;
             const int64_t count = depth > 0 ? core.segments[EnclosingRepeat(core, i)].count : 1;
             if (d > 0 || stride < 0 || -int64_t(d) <= (count - 1) * stride) {

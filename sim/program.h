@@ -146,18 +146,27 @@ struct Segment {
 //   N iterations whose dependency pattern is the same relative to each iteration. A NEGATIVE dep
 //   -a is anchored instead: the instruction `a` places before the flat position where the
 //   innermost enclosing repeat was entered (its first iteration's start), the same instruction in
-//   every iteration (e.g. operands loaded once before a loop that reads them). An anchored dep
-//   with a STRIDE s > 0 (strides) is strided instead: in iteration j (0-based, from that entry)
-//   it names the instruction a - j * s places before the entry, always before it (a > (count -
-//   1) * s), e.g. the partial sums an earlier loop with a different period wrote, one per
-//   iteration. Flatten() expands them; Simulate runs them without expanding and, unless
-//   SimOptions::exact, extrapolates iterations once the schedule is periodic (results identical
-//   to the flat simulation).
+//   every iteration (e.g. operands loaded once before a loop that reads them). Its AnchorForm
+//   (anchor_forms) can change that: with up = u > 0 it counts from the entry of the repeat u
+//   levels further out instead (operands loaded before an outer loop, read in a repeat nested in
+//   it); with a stride s > 0 it is strided: in iteration j (0-based, from the entry) it names the
+//   instruction a - j * s places before the entry, always before it (a > (count - 1) * s), e.g.
+//   the partial sums an earlier loop with a different period wrote, one per iteration.
+//   Flatten() expands them; Simulate runs them without expanding and, unless SimOptions::exact,
+//   extrapolates iterations once the schedule is periodic (results identical to the flat
+//   simulation).
+struct AnchorForm {
+  int32_t stride = 0;  // > 0: strided (only with up = 0)
+  int32_t up = 0;  // the repeat counted from: 0 = the innermost enclosing one, 1 = the next, ...
+  bool operator==(const AnchorForm&) const = default;
+};
+
 struct CoreProgram {
   std::vector<Instruction> instructions;
   std::vector<int32_t> deps;  // flattened; instruction i's are deps[dep_begin, dep_begin+dep_count)
-  // Compact form: the stride of each dep (0: none, or not anchored); empty when no dep has one.
-  std::vector<int32_t> strides;
+  // Compact form: the AnchorForm of each dep (the default for relative deps); empty when every
+  // anchor has the default form.
+  std::vector<AnchorForm> anchor_forms;
   std::vector<Allocation> allocations;
   std::vector<Segment> segments;  // empty = flat program
 
@@ -169,13 +178,17 @@ struct CoreProgram {
     return Add(inst, std::span<const int32_t>(deps.begin(), deps.size()));
   }
   // Compact form: appends a template whose deps are distances back in flat order (> 0) or
-  // anchors (< 0, see above; only inside a repeat); zeros are ignored. `dep_strides`, when not
-  // empty, gives each entry's stride (non-zero only for anchors). Returns the template's index.
+  // anchors (< 0, see above; only inside a repeat); zeros are ignored. `forms`, when not empty,
+  // gives each entry's AnchorForm (only anchors have other than the default). Returns the
+  // template's index.
   int32_t AddCompact(const Instruction& inst, std::span<const int32_t> distances,
-                     std::span<const int32_t> dep_strides = {});
-  // Makes deps[j] (an anchor) strided by `stride` (see above).
-  void SetStride(size_t j, int32_t stride);
-  int32_t StrideOf(size_t j) const { return strides.empty() ? 0 : strides[j]; }
+                     std::span<const AnchorForm> forms = {});
+  // Sets the form of deps[j] (an anchor; see above).
+  void SetAnchorForm(size_t j, AnchorForm form);
+  AnchorForm FormOf(size_t j) const {
+    return anchor_forms.empty() ? AnchorForm{} : anchor_forms[j];
+  }
+  int32_t StrideOf(size_t j) const { return anchor_forms.empty() ? 0 : anchor_forms[j].stride; }
   // Compact form: opens / closes a body that runs `count` (>= 1) times. Must nest.
   void BeginRepeat(int64_t count);
   void EndRepeat();

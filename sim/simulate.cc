@@ -199,7 +199,13 @@ struct RepInfo {
     int64_t a, s, off;
   };
   std::vector<Strided> strided;
-  int64_t anchor_reach = 0;  // the largest anchor (strided or not) of those templates
+  // Pins of enclosing repeats that those templates read (anchors with AnchorForm::up = u > 0):
+  // the repeat u levels out and the slot in its pins.
+  struct OuterPin {
+    int32_t up, slot;
+  };
+  std::vector<OuterPin> outer;
+  int64_t anchor_reach = 0;  // the largest anchor (of any form) of those templates
   bool matmul = false, reload = false, vg = false, vs = false;
 };
 
@@ -300,6 +306,7 @@ class CoreSim {
       // Flat: absolute index; compact: distance (> 0) or anchor (< 0: from the frame's pins, or
       // strided, pin slot -1: from the ring).
       int32_t slot = 0;
+      const int64_t* pins = nullptr;
       int64_t dp;
       if (!kCompact) {
         dp = d;
@@ -308,14 +315,23 @@ class CoreSim {
       } else {
         const size_t j = size_t(&d - core().deps.data());
         slot = pin_slot_[j];
-        dp = pin_base_ + d + (slot < 0 ? iter_ * core().strides[j] : 0);
+        if (slot < 0) {
+          dp = pin_base_ + d + iter_ * core().anchor_forms[j].stride;
+        } else if (pin_up_[j] == 0) {
+          pins = pin_;
+          dp = pin_base_ + d;
+        } else {  // pinned by an enclosing repeat
+          const int f = frame_ - 1 - pin_up_[j];
+          pins = pins_[size_t(f)].data();
+          dp = frame_base_[size_t(f)] + d;
+        }
       }
       if (dp < 0 || (kCompact && d < 0 && frame_ == 0)) {
         error_ = absl::InvalidArgumentError(
             StrCat("instruction ", pos, ": dependency points before the start of the core"));
         continue;
       }
-      const int64_t v = kCompact && d < 0 && slot >= 0 ? pin_[slot] : ring_[dp & mask_];
+      const int64_t v = kCompact && d < 0 && slot >= 0 ? pins[slot] : ring_[dp & mask_];
       ready = std::max(ready, v);
       if (dp == prev) {
         dep_on_prev = true;
@@ -422,6 +438,7 @@ class CoreSim {
       r.queues = 0;
       r.anchors.clear();
       r.strided.clear();
+      r.outer.clear();
       r.matmul = r.reload = r.vg = r.vs = false;
     }
     std::vector<size_t>& stack = stack_;
@@ -461,6 +478,7 @@ class CoreSim {
         }
         levels_.resize(max_depth);
         pins_.resize(max_depth);
+        frame_base_.resize(max_depth);
       } else if (!stack.empty()) {
         RepInfo& r = rep_[stack.back()];
         for (uint32_t t = s.begin; t < s.end; ++t) {
@@ -470,11 +488,11 @@ class CoreSim {
             if (d > 0) r.reach = std::max<int64_t>(r.reach, d);
             if (d >= 0) continue;
             r.anchor_reach = std::max<int64_t>(r.anchor_reach, -d);
-            const int32_t stride = core().StrideOf(j);
-            if (stride == 0) {
-              r.anchors.push_back(-d);
-            } else {
-              r.strided.push_back({j, -int64_t(d), stride, r.body_len + (t - s.begin)});
+            const AnchorForm form = core().FormOf(j);
+            if (form.stride != 0) {
+              r.strided.push_back({j, -int64_t(d), form.stride, r.body_len + (t - s.begin)});
+            } else {  // pinned by the repeat `up` levels out
+              rep_[stack[stack.size() - 1 - size_t(form.up)]].anchors.push_back(-d);
             }
           }
           const Cost& c = costs()[t];
@@ -544,9 +562,10 @@ class CoreSim {
           } else if (d > 0) {
             ok = Resolve(seg_parent_[i], seg_off_[i] + (u - s.begin), d, d);
           } else if (seg_parent_[i] >= 0 && core().StrideOf(j) == 0) {
-            // Anchored: read (pinned) at the repeat's entry.
-            const int32_t r = seg_parent_[i];
-            ok = Resolve(seg_parent_[r], seg_off_[r], -int64_t(d), -int64_t(d));
+            // Anchored: read (pinned) at the entry of its repeat, `up` levels out.
+            int32_t r = seg_parent_[i];
+            for (int32_t up = core().FormOf(j).up; up > 0 && r >= 0; --up) r = seg_parent_[r];
+            if (r >= 0) ok = Resolve(seg_parent_[r], seg_off_[r], -int64_t(d), -int64_t(d));
           } else if (seg_parent_[i] >= 0) {
             // Strided: iteration k reads -d - k * stride before the entry, from offset `off` of
             // the body.
@@ -612,6 +631,7 @@ class CoreSim {
   // The pin slot of every anchored dependency: its anchor's index in its repeat's anchors.
   void AssignPinSlots() {
     pin_slot_.assign(core().deps.size(), 0);
+    pin_up_.assign(core().deps.size(), 0);
     std::vector<size_t>& stack = stack_;
     stack.clear();
     for (size_t i = 0; i < core().segments.size(); ++i) {
@@ -626,13 +646,17 @@ class CoreSim {
           const Instruction& inst = core().instructions[t];
           for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
             if (core().deps[j] >= 0) continue;
-            if (core().StrideOf(j) != 0) {  // not pinned: read from the ring
+            const AnchorForm form = core().FormOf(j);
+            if (form.stride != 0) {  // not pinned: read from the ring
               pin_slot_[j] = -1;
               continue;
             }
-            pin_slot_[j] =
-                int32_t(std::lower_bound(anchors.begin(), anchors.end(), -core().deps[j]) -
-                        anchors.begin());
+            const std::vector<int32_t>& pinned =
+                form.up == 0 ? anchors : rep_[stack[stack.size() - 1 - size_t(form.up)]].anchors;
+            pin_slot_[j] = int32_t(std::lower_bound(pinned.begin(), pinned.end(), -core().deps[j]) -
+                                   pinned.begin());
+            pin_up_[j] = int8_t(form.up);
+            if (form.up > 0) rep_[stack.back()].outer.push_back({form.up, pin_slot_[j]});
           }
         }
       }
@@ -686,6 +710,8 @@ class CoreSim {
     }
     bool settled = true;
     for (size_t a = 0; a < r.anchors.size(); ++a) settled &= pin_[a] <= l;
+    for (const RepInfo::OuterPin& o : r.outer)
+      settled &= pins_[size_t(frame_ - 1 - o.up)][size_t(o.slot)] <= l;
     if (r.matmul) out->push_back(lms_ - l);
     if (r.reload) out->push_back(lle_ - l);
     if (r.vg) out->push_back(std::max<int64_t>(0, port_vg_ - l));
@@ -735,6 +761,7 @@ class CoreSim {
     }
     pin_ = pins.data();
     pin_base_ = pos_;
+    frame_base_[size_t(frame_)] = pos_;
     const int64_t saved_iter = iter_;
     ++frame_;
     RunIterations(i);
@@ -894,7 +921,9 @@ class CoreSim {
   // and entry position.
   std::vector<std::vector<int64_t>> pins_;
   int frame_ = 0;
-  std::vector<int32_t> pin_slot_;  // per entry of core().deps (anchored ones)
+  std::vector<int32_t> pin_slot_;    // per entry of core().deps (anchored ones; -1: strided)
+  std::vector<int8_t> pin_up_;       // and how many repeats out its pin is
+  std::vector<int64_t> frame_base_;  // per active repeat (frame), its entry position
   size_t pruned_size_ = 0;
   const int64_t* pin_ = nullptr;
   int64_t pin_base_ = 0;

@@ -242,9 +242,9 @@ TEST(SimulateTest, StridedDependenciesReadOneEarlierResultPerIteration) {
     c.BeginRepeat(40);  // entered at flat 80, three instructions per iteration
     c.AddCompact(MakeMatmul(DType::kBf16, 128, 128, 512), {});
     const int32_t add_deps[] = {1, -79};  // the matmul, and flat 80 - 79 + 2j = 2j + 1
-    const int32_t add_strides[] = {0, 2};
+    const AnchorForm add_forms[] = {{}, {.stride = 2}};
     Instruction add = MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, 512, 128, Mem::kPsum);
-    c.AddCompact(add, add_deps, add_strides);
+    c.AddCompact(add, add_deps, add_forms);
     c.AddCompact(MakeDma(Op::kDmaStore, 128, 1024, 2), one);
     c.EndRepeat();
     ASSERT_EQ(c.StrideOf(2), 2);  // deps: the copy's, then the add's two
@@ -267,11 +267,49 @@ TEST(SimulateTest, StridedDependenciesReadOneEarlierResultPerIteration) {
   b.EndRepeat();
   b.BeginRepeat(40);
   const int32_t deps[] = {-39};
-  const int32_t strides[] = {1};  // iteration 39 would read flat 40 - 39 + 39: the entry
-  b.AddCompact(MakeDma(Op::kDmaStore, 128, 1024, 2), deps, strides);
+  const AnchorForm forms[] = {{.stride = 1}};  // iteration 39 would read 40 - 39 + 39: the entry
+  b.AddCompact(MakeDma(Op::kDmaStore, 128, 1024, 2), deps, forms);
   b.EndRepeat();
   absl::Status status = ValidateProgram(t, bad);
   EXPECT_THAT(std::string(status.message()), HasSubstr("strided dependency"));
+}
+
+// Operands loaded before an outer loop and read in a loop nested in it: the nested reads are
+// anchored to the outer repeat's entry (AnchorForm::up = 1), the same instruction in every
+// iteration of both.
+TEST(SimulateTest, AnchorsCanCountFromAnEnclosingRepeat) {
+  Target t = Load("snc2");
+  Program compact = OneCore();
+  CoreProgram& c = compact.cores[0];
+  c.AddCompact(MakeDma(Op::kDmaLoad, 128, 4096, 0), {});  // flat 0: read by every matmul
+  c.BeginRepeat(12);  // entered at flat 1, 1 + 2 * 8 per iteration
+  c.AddCompact(MakeDma(Op::kDmaLoad, 128, 2048, 1), {});
+  c.BeginRepeat(8);
+  const int32_t mm_deps[] = {-1, 1};  // flat 0 (from the outer entry), and the instruction before
+  const AnchorForm mm_forms[] = {{.up = 1}, {}};
+  c.AddCompact(MakeMatmul(DType::kBf16, 128, 128, 512), mm_deps, mm_forms);
+  const int32_t one[] = {1};
+  c.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 512, 128, Mem::kPsum), one);
+  c.EndRepeat();
+  c.EndRepeat();
+
+  absl::StatusOr<Program> flat = Flatten(compact);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  const CoreProgram& f = flat->cores[0];
+  ASSERT_EQ(f.instructions.size(), 1u + 12 * 17);
+  for (int32_t i = 1; i < int32_t(f.instructions.size()); ++i) {
+    if (f.instructions[i].op != Op::kMatmul) continue;
+    EXPECT_EQ(f.DepsOf(i)[0], 0) << "matmul at " << i;
+  }
+  ExpectFastExactAndFlatAgree(t, compact);
+
+  // Anchored to a repeat that does not enclose it: rejected.
+  Program bad = OneCore();
+  bad.cores[0].AddCompact(MakeDma(Op::kDmaLoad, 128, 4096, 0), {});
+  bad.cores[0].BeginRepeat(4);
+  bad.cores[0].AddCompact(MakeMatmul(DType::kBf16, 128, 128, 512), mm_deps, mm_forms);
+  bad.cores[0].EndRepeat();
+  EXPECT_THAT(std::string(ValidateProgram(t, bad).message()), HasSubstr("levels out, but it is inside 1 repeat"));
 }
 
 // Appends a repeat of `count` long Scalar copies (an otherwise idle engine, so they end last and
