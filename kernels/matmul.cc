@@ -730,7 +730,10 @@ class SimEmitter {
     reads_.clear();
     reads_.reserve(1 << 13);
     rec_.reserve(512);
-    if (!kCompact) core_->instructions.reserve(4096);
+    // Room for a typical core, so the program grows without copying itself several times.
+    core_->instructions.reserve(kCompact ? 2048 : 4096);
+    core_->deps.reserve(kCompact ? 4096 : 8192);
+    if (kCompact) core_->segments.reserve(256);
     const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
     const int64_t out_part = p_.stationary_b ? p_.tile_n : p_.tile_m;
     const int out_partitions = int(std::min<int64_t>(out_part, target_.sbuf_partitions));
@@ -954,6 +957,23 @@ class SimEmitter {
     if (ha == hb) return {kAnchored, 0};
     return hb > ha ? DepRel{kStrided, hb - ha} : DepRel{kMismatch, 0};
   }
+  // Kind(a, b, j) == want, without building the relation (EmitGroups' walk back).
+  static bool Matches(const Rec& a, const Rec& b, int j, const DepRel& want) {
+    const int64_t ha = a.deps[size_t(j)], hb = b.deps[size_t(j)];
+    switch (want.kind) {
+      case kNone:
+        return ha < 0 && hb < 0;
+      case kRelative:
+        return ha >= 0 && hb >= 0 && a.pos - ha == b.pos - hb;
+      case kAnchored:  // never also relative: a.pos != b.pos
+        return ha >= 0 && ha == hb;
+      case kStrided:  // stride > 0, so hb > ha >= 0: neither anchored nor, as checked, relative
+        return ha >= 0 && hb - ha == want.stride && hb - ha != b.pos - a.pos;
+      case kMismatch:
+        break;
+    }
+    return false;
+  }
   size_t GroupEnd(size_t g) const { return g + 1 < starts_.size() ? starts_[g + 1] : rec_.size(); }
 
   // Emits rec_[first, last): deps relative, except those `kinds` marks anchored or strided to
@@ -1017,9 +1037,9 @@ class SimEmitter {
         for (size_t i = 0; i < glen && same; ++i) {
           const Rec& a = rec_[starts_[g] + i];
           const Rec& b = rec_[off + i];
-          same = a.inst == b.inst && a.ndeps == b.ndeps;
+          same = a.ndeps == b.ndeps && sim::SameOperation(a.inst, b.inst);
           for (int j = 0; j < a.ndeps && same; ++j) {
-            same = Kind(a, b, j) == kinds[(at + i) * 3 + size_t(j)];
+            same = Matches(a, b, j, kinds[(at + i) * 3 + size_t(j)]);
           }
         }
         if (!same) break;
