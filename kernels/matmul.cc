@@ -26,6 +26,10 @@ using sim::Op;
 constexpr std::array<std::string_view, 6> kLoopOrders = {"mnk", "mkn", "nmk", "nkm", "kmn", "knm"};
 constexpr int kStagingBufs = 2;  // output tiles in flight between eviction and store
 constexpr int kQueueA = 0, kQueueB = 1, kQueueStore = 2;
+// Flat instructions an output-tile loop's repeat must save beyond its first three periods: the
+// simulator simulates about three iterations before it recognises a period and then pays for its
+// extrapolation, so a short repeat would cost more than it saves.
+constexpr int64_t kMinTileRepeatSaving = 64;
 
 MatmulFault g_fault = MatmulFault::kNone;
 MatmulLowering g_lowering = MatmulLowering::kCompact;
@@ -181,12 +185,14 @@ enum class EvictKind { kCopyToAcc, kAddToAcc, kFinal, kFinalAdd };
 // tile boundaries, tails and accumulation order. Handles returned by the emitter name emitted
 // instructions (-1 = none) and are passed back as dependencies.
 //
-// With kCompress (the compact lowering), each block loop is emitted as runs of iterations; inside
-// a run of "regular" iterations (same tile sizes, same first/last-K role) the generator state is
-// compared, relative to the current position, at every iteration boundary. When it equals the
-// state one or two iterations earlier, every later iteration of the run emits the same
-// instructions with the same relative dependencies, so the emitted period is wrapped in a repeat
-// and the generator state is advanced without emitting (e.WrapRepeat / e.position()).
+// With kCompress (the compact lowering), each loop (the three block loops and each block's
+// output-tile loop, levels 0-3) is emitted as runs of iterations; inside a run of "regular"
+// iterations (same tile sizes, same first/last-K role, same stationary reloads) the generator
+// state is compared, relative to the current position, at every iteration boundary. When it
+// equals the state one or two iterations earlier, every later iteration of the run emits the
+// same instructions with the same relative dependencies (reads of results from before the period
+// anchored, or strided, to its start), so the emitted period is wrapped in a repeat and the
+// generator state is advanced without emitting the rest (e.WrapRepeat / e.position()).
 template <typename Emitter, bool kCompress>
 class Generator {
  public:
@@ -255,8 +261,10 @@ class Generator {
   };
   struct Mark {  // a boundary between two iterations of a run
     std::vector<int64_t> canon;
-    std::vector<int64_t> abs;      // per canon entry: the absolute handle, or -1 (not a handle)
-    std::vector<int64_t> acc_rel;  // live FIFO entries relative to pos
+    std::vector<int64_t> abs;  // per canon entry: the absolute handle, or -1 (not a handle)
+    // The first live FIFO entries relative to pos (all of them, or as many as the rest of the
+    // run can read).
+    std::vector<int64_t> acc_rel;
     int64_t pos = 0;
     size_t seg = 0;
     size_t reads = 0;  // e_.reads() at the boundary
@@ -316,15 +324,15 @@ class Generator {
   bool AccPeriodic(const Mark& then, const Mark& now, int64_t periods) const {
     const size_t pops = now.state.acc_head - then.state.acc_head;
     const size_t pushes = now.state.acc_size - then.state.acc_size;
-    const size_t live = now.acc_rel.size();
+    const size_t live = now.state.acc_size - now.state.acc_head;
     if (pops == 0) return pushes <= live;
     if (pushes != 0 && pops != pushes) return false;
     if (pushes == 0 && size_t(periods) * pops > live) return false;
     // Entry u of the FIFO is read in period u / P; equal relative offsets for every entry read in
     // the coming periods mean each period reads as the last one did (and the FIFO continues with
     // stride P and step len, which Advance relies on).
-    const size_t need = std::min<size_t>(now.acc_rel.size(), size_t(periods) * pops);
-    if (then.acc_rel.size() < need) return false;
+    const size_t need = std::min<size_t>(live, size_t(periods) * pops);
+    if (now.acc_rel.size() < need || then.acc_rel.size() < need) return false;
     return std::equal(now.acc_rel.begin(), now.acc_rel.begin() + ptrdiff_t(need),
                       then.acc_rel.begin());
   }
@@ -336,7 +344,8 @@ class Generator {
     const size_t pops = now.state.acc_head - then.state.acc_head;
     const size_t pushes = now.state.acc_size - then.state.acc_size;
     const size_t need = size_t(periods) * pops;
-    if (pops == 0 || pushes != 0 || need > now.acc_rel.size() || pops > then.acc_rel.size()) {
+    if (pops == 0 || pushes != 0 || need > now.acc_rel.size() || pops > then.acc_rel.size() ||
+        need > now.state.acc_size - now.state.acc_head) {
       return 0;
     }
     auto at_now = [&](size_t u) { return now.pos - now.acc_rel[u]; };
@@ -368,17 +377,26 @@ class Generator {
     return i != nblocks_[d] - 1 || !ragged_[d];
   }
 
+  // Runs iteration i of level l: a block loop's (0-2) or the output-tile loop's (3).
+  void Iterate(int l, int64_t i) {
+    if (l == 3) {
+      Group(i);
+      return;
+    }
+    idx_[d_[l]] = i;
+    if (l == 2) {
+      Block();
+    } else {
+      Level(l + 1);
+    }
+  }
+
   void Level(int l) {
     const int d = d_[l];
     int64_t i = begin_[d];
     while (i < end_[d]) {
       if (!kCompress || !Regular(l, i)) {
-        idx_[d] = i;
-        if (l == 2) {
-          Block();
-        } else {
-          Level(l + 1);
-        }
+        Iterate(l, i);
         ++i;
         continue;
       }
@@ -391,24 +409,26 @@ class Generator {
 
   // Emits iterations [first, last) of level l (all regular), compressing periods; returns last.
   int64_t Run(int l, int64_t first, int64_t last) {
-    const int d = d_[l];
     // The boundaries before iterations first + j: only the last three are compared, in a ring
     // of this level's (reused, so their vectors keep their capacity).
     std::array<Mark, 3>& marks = marks_[size_t(l)];
-    size_t made = 0;
+    size_t made = 0, first_seg = 0;
     int64_t i = first;
     bool done = false;
     while (i < last) {
       if (!done) {
         const size_t now = made++;
         Mark& m = marks[now % 3];
-        idx_[d] = i;
+        if (l < 3) idx_[d_[l]] = i;
         Canon(l, &m.canon, &m.abs);
         m.pos = e_.position();
         m.reads = e_.reads();
         m.seg = e_.Cut();
+        if (now == 0) first_seg = m.seg;
         m.state = Count();
-        m.acc_rel.resize(s_.AccEnd() - s_.acc_head);
+        // An output tile pops at most one entry: the run's tiles read no further.
+        const size_t live_acc = s_.AccEnd() - s_.acc_head;
+        m.acc_rel.resize(l == 3 ? std::min<size_t>(live_acc, size_t(last - i) + 2) : live_acc);
         const int64_t* live = s_.acc.data() + (s_.acc_head - s_.acc_base);
         for (size_t x = 0; x < m.acc_rel.size(); ++x) m.acc_rel[x] = m.pos - live[x];
         for (int p = 1; p <= 2 && size_t(p) <= now; ++p) {
@@ -416,6 +436,13 @@ class Generator {
           if (!CanonPeriodic(then, m)) continue;
           const int64_t periods = (last - i) / p;
           if (periods < 1) break;
+          // A tile loop's repeat must save more than the simulator spends finding its period
+          // (about three iterations) and extrapolating it; fewer periods remain later.
+          if (l == 3 &&
+              (periods < 3 || (periods - 2) * (m.pos - then.pos) < kMinTileRepeatSaving)) {
+            done = true;
+            break;
+          }
           int64_t stride = 0;
           if (!AccPeriodic(then, m, periods) && (stride = AccStride(then, m, periods)) == 0) {
             continue;
@@ -425,30 +452,38 @@ class Generator {
           if (!constants_.empty()) e_.AnchorReads(then.seg, then.pos, constants_, 0, true);
           if (stride > 0) e_.AnchorReads(then.seg, then.pos, acc_reads_, stride, true);
           e_.WrapRepeat(then.seg, 1 + periods);
-          Advance(then, m, l, periods, p);
+          if (l == 3) {
+            e_.LogSkippedReads(then.reads, m.reads, then.pos, m.pos - then.pos, periods, constants_,
+                               acc_reads_, stride);
+          }
+          Advance(then, m, l, i, periods, p);
           i += periods * p;
           done = true;
           break;
         }
         if (i >= last) break;
       }
-      idx_[d] = i;
-      if (l == 2) {
-        Block();
-      } else {
-        Level(l + 1);
-      }
+      Iterate(l, i);
       ++i;
     }
+    if (made > 0) e_.MergeSegments(first_seg);
     return last;
   }
 
-  // The generator state relative to the current position and loop indices.
+  // The generator state relative to the current position and loop indices. In the output-tile
+  // loop (l = 3, never with full_k) two parts are left out: group_slot, which only full_k
+  // reads, and the last stationary tile, which is then the previous tile's (RegularGroup).
   void Canon(int l, std::vector<int64_t>* out, std::vector<int64_t>* abs) {
     // Sized first, then filled by index (Run calls this at every iteration boundary).
-    size_t n = size_t(p_.psum_slots) + s_.group_slot.size() + kStagingBufs + 7;
-    for (int which = 0; which < 2; ++which) {
-      for (const auto& loads : which == 0 ? s_.a_loads : s_.b_loads) n += 2 + loads.size();
+    const bool tiles = l == 3;
+    size_t n =
+        size_t(p_.psum_slots) + (tiles ? 0 : s_.group_slot.size()) + kStagingBufs + (tiles ? 5 : 7);
+    if (tiles) {  // the tiles read and write the current buffers only
+      n += 4 + s_.a_loads[size_t(s_.a_cur)].size() + s_.b_loads[size_t(s_.b_cur)].size();
+    } else {
+      for (int which = 0; which < 2; ++which) {
+        for (const auto& loads : which == 0 ? s_.a_loads : s_.b_loads) n += 2 + loads.size();
+      }
     }
     out->resize(n);
     abs->assign(n, -1);
@@ -466,6 +501,13 @@ class Generator {
       const int64_t count = which == 0 ? s_.a_count : s_.b_count;
       const auto& reader = which == 0 ? s_.a_reader : s_.b_reader;
       const auto& loads = which == 0 ? s_.a_loads : s_.b_loads;
+      if (tiles) {
+        const int b = which == 0 ? s_.a_cur : s_.b_cur;
+        handle(reader[size_t(b)]);
+        value(int64_t(loads[size_t(b)].size()));
+        for (int64_t h : loads[size_t(b)]) handle(h);
+        continue;
+      }
       for (int j = 0; j < p_.bufs; ++j) {
         const int b = int((count + j) % p_.bufs);
         handle(reader[b]);
@@ -476,8 +518,8 @@ class Generator {
     for (int j = 0; j < p_.psum_slots; ++j) {
       handle(s_.slot_reader[(s_.psum_count + j) % p_.psum_slots]);
     }
-    for (int g : s_.group_slot) {
-      value(((g - s_.psum_count) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
+    for (size_t g = 0; g < (tiles ? 0 : s_.group_slot.size()); ++g) {
+      value(((s_.group_slot[g] - s_.psum_count) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
     }
     for (int j = 0; j < kStagingBufs; ++j) {
       handle(s_.stage_reader[(s_.stage_count + j) % kStagingBufs]);
@@ -490,15 +532,17 @@ class Generator {
     value(s_.a_key.second - next[2]);
     value(s_.b_key.first - next[2]);
     value(s_.b_key.second - next[1]);
-    value(s_.last_stationary.first - next[2] * p_.block_k);
-    value(s_.last_stationary.second -
-          (p_.stationary_b ? next[1] * p_.block_n : next[0] * p_.block_m));
+    if (!tiles) {
+      value(s_.last_stationary.first - next[2] * p_.block_k);
+      value(s_.last_stationary.second -
+            (p_.stationary_b ? next[1] * p_.block_n : next[0] * p_.block_m));
+    }
     assert(k == n);
   }
 
-  // Skips `periods` periods of p iterations of level l: the state moves as it did from `then` to
-  // `now`, once per period.
-  void Advance(const Mark& then, const Mark& now, int l, int64_t periods, int p) {
+  // Skips `periods` periods of p iterations of level l, from iteration `at`: the state moves as it
+  // did from `then` to `now`, once per period.
+  void Advance(const Mark& then, const Mark& now, int l, int64_t at, int64_t periods, int p) {
     const int64_t shift = (now.pos - then.pos) * periods;
     // Handles move with the period, except the constants CanonPeriodic allowed: entries of an array
     // that does not rotate, not written in the period (so older than `then`). In a rotating array
@@ -536,7 +580,14 @@ class Generator {
     rotate(n.b_loads, pb, shv);
     rotate(n.slot_reader, pp, sh);
     rotate(n.stage_reader, ps, sh);
-    for (int& g : n.group_slot) g = int(((g + dp) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
+    if (l < 3) {
+      for (int& g : n.group_slot)
+        g = int(((g + dp) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
+    } else {  // each skipped tile takes the next slot (full_k is off)
+      for (int64_t g = at; g < at + periods * p; ++g) {
+        n.group_slot[size_t(Local(g))] = int((s_.psum_count + (g - at)) % p_.psum_slots);
+      }
+    }
     n.a_cur = int(((n.a_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
     n.b_cur = int(((n.b_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
     {
@@ -564,9 +615,11 @@ class Generator {
       n.acc_base = n.acc_head;
     }
     // Keys: the level's index moved by periods * p iterations.
-    const int d = d_[l];
     const int64_t steps = periods * int64_t(p);
-    if (d == 0) {
+    const int d = l < 3 ? d_[l] : -1;
+    if (l == 3) {  // the last skipped tile's stationary tile
+      n.last_stationary = {blk_.tk_hi - 1, StationaryKey(at + steps - 1)};
+    } else if (d == 0) {
       n.a_key.first += steps;
       if (!p_.stationary_b) n.last_stationary.second += steps * p_.block_m;
     } else if (d == 1) {
@@ -613,72 +666,117 @@ class Generator {
       }
     }
 
-    // The output tiles ("groups"): the emitter may compress their loop (GroupStart/EndGroups).
-    e_.BeginGroups();
-    for (int64_t tm = tm_lo; tm < tm_hi; ++tm) {
-      for (int64_t tn = tn_lo; tn < tn_hi; ++tn) {
-        e_.GroupStart();
-        const int64_t om0 = tm * p.tile_m, omsz = SizeOf(tm, p.tile_m, p.m);
-        const int64_t on0 = tn * p.tile_n, onsz = NSize(tn);
-        const int local = int((tm - tm_lo) * p.block_n + (tn - tn_lo));
-        const bool group_begins = !p.full_k || bk == 0;
-        int slot;
-        if (group_begins) {
-          slot = int(s.psum_count++ % p.psum_slots);
-          s.group_slot[local] = slot;
-        } else {
-          slot = s.group_slot[local];
-        }
-        int64_t last_mm = -1;
-        for (int64_t tk = tk_lo; tk < tk_hi; ++tk) {
-          const bool start = group_begins && tk == tk_lo;
-          std::pair<int64_t, int64_t> stationary{tk, p.stationary_b ? tn : tm};
-          const bool reload = stationary != s.last_stationary;
-          s.last_stationary = stationary;
-          last_mm = e_.Matmul(core, om0, omsz, on0, onsz, tk * p.tile_k, SizeOf(tk, p.tile_k, p.k),
-                              slot, start, reload, s.a_loads[s.a_cur][tk - tk_lo],
-                              s.b_loads[s.b_cur][tk - tk_lo], start ? s.slot_reader[slot] : -1);
-          s.a_reader[s.a_cur] = last_mm;
-          s.b_reader[s.b_cur] = last_mm;
-        }
-        const bool last_kblock = bk == blocks_k_ - 1;
-        if (p.full_k && !last_kblock) continue;
-        EvictKind kind;
-        if (p.full_k || blocks_k_ == 1) {
-          kind = EvictKind::kFinal;
-        } else if (bk == 0) {
-          kind = EvictKind::kCopyToAcc;
-        } else if (!last_kblock) {
-          kind = EvictKind::kAddToAcc;
-        } else {
-          kind = EvictKind::kFinalAdd;
-        }
-        EngineKind engine = EngineKind::kVector;
-        if (kind == EvictKind::kCopyToAcc || kind == EvictKind::kFinal) {
-          if (p.evict == "scalar" || (p.evict == "split" && s.evict_count % 2 == 1)) {
-            engine = EngineKind::kScalar;
-          }
-          ++s.evict_count;
-        }
-        const bool final = kind == EvictKind::kFinal || kind == EvictKind::kFinalAdd;
-        const bool add = kind == EvictKind::kAddToAcc || kind == EvictKind::kFinalAdd;
-        // Every K block visits the output tiles in the same order, so the accumulator writers
-        // form a FIFO: the front is this tile's previous partial sum.
-        int64_t acc_dep = -1;
-        if (add && s.acc_head < s.AccEnd()) acc_dep = s.Acc(s.acc_head++);
-        const int stage = int(s.stage_count % kStagingBufs);
-        int64_t ev = e_.Evict(core, kind, engine, slot, om0, omsz, on0, onsz, stage, last_mm,
-                              acc_dep, final ? s.stage_reader[stage] : -1);
-        s.slot_reader[slot] = ev;
-        if (!final) {
-          s.acc.push_back(ev);
-          continue;
-        }
-        ++s.stage_count;
-        s.stage_reader[stage] = e_.Store(core, om0, omsz, on0, onsz, stage, ev);
+    // The output tiles ("groups"), row by row; a run of regular ones compresses like the block
+    // loops (level 3 of Run).
+    blk_ = {tm_lo, tn_lo, tn_hi - tn_lo, tk_lo, tk_hi, bk};
+    const int64_t groups = (tm_hi - tm_lo) * (tn_hi - tn_lo);
+    int64_t g = 0;
+    while (g < groups) {
+      if (!kCompress || !RegularGroup(g)) {
+        Group(g++);
+        continue;
       }
+      int64_t run_end = g;
+      while (run_end < groups && RegularGroup(run_end)) ++run_end;
+      // Too few tiles to repay a repeat (see Run): emit them as they are.
+      const int64_t per_tile = blk_.tk_hi - blk_.tk_lo + 1;
+      if (run_end - g < 4 || (run_end - g - 3) * per_tile < kMinTileRepeatSaving) {
+        while (g < run_end) Group(g++);
+        continue;
+      }
+      g = Run(3, g, run_end);
     }
-    e_.EndGroups();
+  }
+
+  // The current block's output tiles: tile g is (tm_lo + g / cols, tn_lo + g % cols).
+  struct BlockTiles {
+    int64_t tm_lo = 0, tn_lo = 0, cols = 1, tk_lo = 0, tk_hi = 0, bk = 0;
+  };
+  int64_t TileM(int64_t g) const { return blk_.tm_lo + g / blk_.cols; }
+  int64_t TileN(int64_t g) const { return blk_.tn_lo + g % blk_.cols; }
+  int Local(int64_t g) const { return int(g / blk_.cols * p_.block_n + g % blk_.cols); }
+  // The key of tile g's stationary tiles (with the K tile).
+  int64_t StationaryKey(int64_t g) const { return p_.stationary_b ? TileN(g) : TileM(g); }
+
+  // Whether output tile g of the block emits like its regular neighbours: full size, not the
+  // first (whose first matmul reloads or not by the previous block's last), and with the same
+  // stationary reloads as the tile before it. Every matmul reloads when a block has several K
+  // tiles; with one, a tile's reloads when its key differs from the previous tile's, which for
+  // stationary=a (key tm) happens at a row's start only. Never with full_k, whose tiles keep
+  // their PSUM slots across K blocks (group_slot).
+  bool RegularGroup(int64_t g) const {
+    if (p_.full_k || g == 0) return false;
+    if (SizeOf(TileM(g), p_.tile_m, p_.m) != p_.tile_m || NSize(TileN(g)) != p_.tile_n) {
+      return false;
+    }
+    const bool single_k = blk_.tk_hi - blk_.tk_lo == 1;
+    return !(single_k && !p_.stationary_b && g % blk_.cols == 0);
+  }
+
+  void Group(int64_t g) {
+    const Plan& p = p_;
+    State& s = s_;
+    const int core = core_;
+    const int64_t tm = TileM(g), tn = TileN(g), tk_lo = blk_.tk_lo, tk_hi = blk_.tk_hi;
+    const int64_t bk = blk_.bk;
+    const int64_t om0 = tm * p.tile_m, omsz = SizeOf(tm, p.tile_m, p.m);
+    const int64_t on0 = tn * p.tile_n, onsz = NSize(tn);
+    const int local = Local(g);
+    const bool group_begins = !p.full_k || bk == 0;
+    int slot;
+    if (group_begins) {
+      slot = int(s.psum_count++ % p.psum_slots);
+      s.group_slot[local] = slot;
+    } else {
+      slot = s.group_slot[local];
+    }
+    int64_t last_mm = -1;
+    for (int64_t tk = tk_lo; tk < tk_hi; ++tk) {
+      const bool start = group_begins && tk == tk_lo;
+      std::pair<int64_t, int64_t> stationary{tk, p.stationary_b ? tn : tm};
+      const bool reload = stationary != s.last_stationary;
+      s.last_stationary = stationary;
+      last_mm = e_.Matmul(core, om0, omsz, on0, onsz, tk * p.tile_k, SizeOf(tk, p.tile_k, p.k),
+                          slot, start, reload, s.a_loads[s.a_cur][tk - tk_lo],
+                          s.b_loads[s.b_cur][tk - tk_lo], start ? s.slot_reader[slot] : -1);
+      s.a_reader[s.a_cur] = last_mm;
+      s.b_reader[s.b_cur] = last_mm;
+    }
+    const bool last_kblock = bk == blocks_k_ - 1;
+    if (p.full_k && !last_kblock) return;
+    EvictKind kind;
+    if (p.full_k || blocks_k_ == 1) {
+      kind = EvictKind::kFinal;
+    } else if (bk == 0) {
+      kind = EvictKind::kCopyToAcc;
+    } else if (!last_kblock) {
+      kind = EvictKind::kAddToAcc;
+    } else {
+      kind = EvictKind::kFinalAdd;
+    }
+    EngineKind engine = EngineKind::kVector;
+    if (kind == EvictKind::kCopyToAcc || kind == EvictKind::kFinal) {
+      if (p.evict == "scalar" || (p.evict == "split" && s.evict_count % 2 == 1)) {
+        engine = EngineKind::kScalar;
+      }
+      ++s.evict_count;
+    }
+    const bool final = kind == EvictKind::kFinal || kind == EvictKind::kFinalAdd;
+    const bool add = kind == EvictKind::kAddToAcc || kind == EvictKind::kFinalAdd;
+    // Every K block visits the output tiles in the same order, so the accumulator writers
+    // form a FIFO: the front is this tile's previous partial sum.
+    int64_t acc_dep = -1;
+    if (add && s.acc_head < s.AccEnd()) acc_dep = s.Acc(s.acc_head++);
+    const int stage = int(s.stage_count % kStagingBufs);
+    int64_t ev = e_.Evict(core, kind, engine, slot, om0, omsz, on0, onsz, stage, last_mm, acc_dep,
+                          final ? s.stage_reader[stage] : -1);
+    s.slot_reader[slot] = ev;
+    if (!final) {
+      s.acc.push_back(ev);
+      return;
+    }
+    ++s.stage_count;
+    s.stage_reader[stage] = e_.Store(core, om0, omsz, on0, onsz, stage, ev);
   }
 
   const Plan& p_;
@@ -689,7 +787,8 @@ class Generator {
   std::array<bool, 2> ragged_{};
   int core_ = 0;
   State s_;
-  std::array<std::array<Mark, 3>, 3> marks_;  // per loop level: Run's boundary ring
+  BlockTiles blk_;
+  std::array<std::array<Mark, 3>, 4> marks_;  // per loop level: Run's boundary ring
   std::vector<int64_t> constants_;  // scratch for CanonPeriodic and ConstantReadsAnchorable
   std::vector<int64_t> acc_reads_;  // scratch for AccStride
 };
@@ -709,8 +808,8 @@ class SimEmitter {
   static constexpr bool kCompress = kCompact;
   SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
       : p_(plan), target_(target), program_(program) {
-    // The read log and group records of the thread's previous lowering, so their capacity is
-    // reused (their contents are cleared before use); handed back when done.
+    // The read log and scratch of the thread's previous lowering, so their capacity is reused
+    // (their contents are cleared before use); handed back when done.
     SwapThreadBuffers();
   }
   ~SimEmitter() { SwapThreadBuffers(); }
@@ -729,7 +828,6 @@ class SimEmitter {
     pos_ = 0;
     reads_.clear();
     reads_.reserve(1 << 13);
-    rec_.reserve(512);
     // Room for a typical core, so the program grows without copying itself several times.
     core_->instructions.reserve(kCompact ? 2048 : 4096);
     core_->deps.reserve(kCompact ? 4096 : 8192);
@@ -756,11 +854,62 @@ class SimEmitter {
   std::span<const int64_t> ReadsSince(size_t from, size_t to) const {
     return std::span<const int64_t>(reads_.data() + from, to - from);
   }
+  // Logs the reads [from, to) once more for each of `periods` periods skipped after them, only
+  // those of results before `entry` (the period's start; an enclosing loop's checks count only
+  // those): a read of one of `constants` names the same result in every period, one of
+  // `strided` (with `stride` > 0) the one `stride` later, any other the one a period `len` later.
+  void LogSkippedReads(size_t from, size_t to, int64_t entry, int64_t len, int64_t periods,
+                       std::span<const int64_t> constants, std::span<const int64_t> strided,
+                       int64_t stride) {
+    std::vector<int64_t>& before = skipped_;
+    before.clear();
+    for (size_t r = from; r < to; ++r) {
+      if (reads_[r] < entry) before.push_back(reads_[r]);
+    }
+    for (int64_t j = 1; j <= periods; ++j) {
+      for (int64_t h : before) {
+        const int64_t step = std::binary_search(constants.begin(), constants.end(), h) ? 0
+                             : stride > 0 && std::binary_search(strided.begin(), strided.end(), h)
+                                 ? stride
+                                 : len;
+        reads_.push_back(h + j * step);
+      }
+    }
+  }
   // Starts a new instruction segment and returns its index (a possible repeat start).
   size_t Cut() {
     const uint32_t n = uint32_t(core_->instructions.size());
     core_->segments.push_back({sim::Segment::kInstructions, n, n, 0, 0});
     return core_->segments.size() - 1;
+  }
+  // Joins the consecutive instruction segments from segment `from` on (the cuts a Run made and
+  // did not wrap), so the simulator walks fewer of them; earlier segments keep their indices.
+  void MergeSegments(size_t from) {
+    auto& segs = core_->segments;
+    size_t out = from;
+    std::vector<size_t>& open = merge_stack_;
+    open.clear();
+    for (size_t i = from; i < segs.size(); ++i) {
+      const sim::Segment g = segs[i];
+      if (g.kind == sim::Segment::kInstructions) {
+        if (g.begin == g.end) continue;
+        sim::Segment& last = segs[out - 1];
+        if (out > from && last.kind == sim::Segment::kInstructions && last.end == g.begin) {
+          last.end = g.end;
+          continue;
+        }
+      } else if (g.kind == sim::Segment::kBegin) {
+        open.push_back(out);
+      } else {
+        segs[open.back()].match = uint32_t(out);
+        segs[out] = g;
+        segs[out++].match = uint32_t(open.back());
+        open.pop_back();
+        continue;
+      }
+      segs[out++] = g;
+    }
+    segs.resize(out);
   }
   // Dependencies of the instructions emitted since segment `seg` (which starts at flat position
   // `entry`) on one of `constants` (ascending handles before `entry`) that can be anchored to
@@ -842,24 +991,6 @@ class SimEmitter {
   }
   void Advance(int64_t shift) { pos_ += shift; }
 
-  // A block's output-tile loop. The compact emitter records its instructions and, at EndGroups,
-  // emits them with the longest periodic tail wrapped in a repeat whose dependencies on the
-  // operand loads before the loop are anchored (sim/program.h).
-  void BeginGroups() {
-    if (!kCompact) return;
-    recording_ = true;
-    rec_.clear();
-    starts_.clear();
-  }
-  void GroupStart() {
-    if (kCompact) starts_.push_back(rec_.size());
-  }
-  void EndGroups() {
-    if (!kCompact) return;
-    recording_ = false;
-    EmitGroups();
-  }
-
   int64_t Load(int, bool is_a, int64_t, int64_t ksz, int64_t, int64_t xsz, int64_t dep) {
     const int rows = p_.rows_per_partition;
     sim::Instruction dma = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(ksz, rows)),
@@ -909,14 +1040,6 @@ class SimEmitter {
         if (h >= 0) reads_.push_back(h);
       }
     }
-    if (kCompact && recording_) {
-      Rec& r = rec_.emplace_back();
-      r.inst = inst;
-      r.pos = pos_;
-      for (size_t j = 0; j < N; ++j) r.deps[j] = deps[j];
-      r.ndeps = int(N);
-      return pos_++;
-    }
     int32_t buf[4];
     int n = 0;
     for (int64_t h : deps) {
@@ -931,171 +1054,24 @@ class SimEmitter {
     return pos_++;
   }
 
-  // Flat instructions a group repeat must save beyond its first three periods (see EmitGroups).
-  static constexpr size_t kMinRepeatSaving = 64;
-
-  // A recorded instruction: handles of its dependencies (-1 = none), in call order.
-  struct Rec {
-    sim::Instruction inst;
-    int64_t pos = 0;
-    std::array<int64_t, 3> deps{};
-    int ndeps = 0;
-  };
-  // How dependency j of a record relates to the same one a period later: at the same distance,
-  // on the same instruction (anchored), or on one `stride` positions later (strided: e.g. the
-  // partial sums of an earlier pass with a longer or shorter period).
-  enum DepKind : uint8_t { kNone, kRelative, kAnchored, kStrided, kMismatch };
-  struct DepRel {
-    DepKind kind = kNone;
-    int64_t stride = 0;
-    bool operator==(const DepRel&) const = default;
-  };
-  static DepRel Kind(const Rec& a, const Rec& b, int j) {
-    const int64_t ha = a.deps[size_t(j)], hb = b.deps[size_t(j)];
-    if (ha < 0 || hb < 0) return {ha < 0 && hb < 0 ? kNone : kMismatch, 0};
-    if (a.pos - ha == b.pos - hb) return {kRelative, 0};
-    if (ha == hb) return {kAnchored, 0};
-    return hb > ha ? DepRel{kStrided, hb - ha} : DepRel{kMismatch, 0};
-  }
-  // Kind(a, b, j) == want, without building the relation (EmitGroups' walk back).
-  static bool Matches(const Rec& a, const Rec& b, int j, const DepRel& want) {
-    const int64_t ha = a.deps[size_t(j)], hb = b.deps[size_t(j)];
-    switch (want.kind) {
-      case kNone:
-        return ha < 0 && hb < 0;
-      case kRelative:
-        return ha >= 0 && hb >= 0 && a.pos - ha == b.pos - hb;
-      case kAnchored:  // never also relative: a.pos != b.pos
-        return ha >= 0 && ha == hb;
-      case kStrided:  // stride > 0, so hb > ha >= 0: neither anchored nor, as checked, relative
-        return ha >= 0 && hb - ha == want.stride && hb - ha != b.pos - a.pos;
-      case kMismatch:
-        break;
-    }
-    return false;
-  }
-  size_t GroupEnd(size_t g) const { return g + 1 < starts_.size() ? starts_[g + 1] : rec_.size(); }
-
-  // Emits rec_[first, last): deps relative, except those `kinds` marks anchored or strided to
-  // `entry`.
-  void EmitRecs(size_t first, size_t last, const std::vector<DepRel>* kinds, int64_t entry) {
-    for (size_t i = first; i < last; ++i) {
-      const Rec& r = rec_[i];
-      int32_t buf[3];
-      sim::AnchorForm forms[3];
-      bool strided = false;
-      for (int j = 0; j < r.ndeps; ++j) {
-        const int64_t h = r.deps[size_t(j)];
-        const DepRel rel = kinds != nullptr ? (*kinds)[(i - first) * 3 + size_t(j)] : DepRel{};
-        const bool anchored = rel.kind == kAnchored || rel.kind == kStrided;
-        buf[j] = h < 0 ? 0 : anchored ? int32_t(h - entry) : int32_t(r.pos - h);
-        forms[j].stride = int32_t(rel.stride);
-        strided |= rel.stride != 0;
-      }
-      core_->AddCompact(r.inst, std::span<const int32_t>(buf, size_t(r.ndeps)),
-                        strided ? std::span<const sim::AnchorForm>(forms, size_t(r.ndeps))
-                                : std::span<const sim::AnchorForm>());
-    }
-  }
-
-  // Finds, for periods of 1 to 2 groups, the longest run of groups at the end of the loop in
-  // which every group emits what the group one period earlier did, with each dependency either at
-  // the same distance or on the same instruction before the run (anchored). Emits the groups
-  // before the run as they are and the run as a repeat of its first period.
-  void EmitGroups() {
-    const size_t groups = starts_.size();
-    size_t best_start = groups, best_p = 0, best_len = rec_.size();
-    std::vector<DepRel> kinds, best_kinds;
-    for (size_t p = 1; p <= 2 && 3 * p <= groups; ++p) {
-      // Dependency kinds of the last period, against the period before it.
-      const size_t last = groups - p;
-      const size_t plen = rec_.size() - starts_[last];
-      // The repeat would emit at least one period: no shorter than the best so far, skip it.
-      if (plen >= best_len) continue;
-      if (starts_[last] - starts_[last - p] != plen) continue;
-      kinds.assign(plen * 3, DepRel{});
-      bool ok = true;
-      for (size_t i = 0; i < plen && ok; ++i) {
-        const Rec& a = rec_[starts_[last - p] + i];
-        const Rec& b = rec_[starts_[last] + i];
-        if (!(a.inst == b.inst) || a.ndeps != b.ndeps) ok = false;
-        for (int j = 0; j < a.ndeps && ok; ++j) {
-          kinds[i * 3 + size_t(j)] = Kind(a, b, j);
-          ok = kinds[i * 3 + size_t(j)].kind != kMismatch;
-        }
-      }
-      if (!ok) continue;
-      // Walk back while group g repeats group g + p with the same kinds.
-      size_t start = last - p;
-      while (start > 0) {
-        const size_t g = start - 1, off = starts_[g + p];
-        const size_t glen = GroupEnd(g) - starts_[g];
-        // Group g's records match those of group last + o of the last period.
-        const size_t o = (g % p + p - last % p) % p;
-        const size_t at = starts_[last + o] - starts_[last];
-        bool same = glen == GroupEnd(g + p) - off;
-        for (size_t i = 0; i < glen && same; ++i) {
-          const Rec& a = rec_[starts_[g] + i];
-          const Rec& b = rec_[off + i];
-          same = a.ndeps == b.ndeps && sim::SameOperation(a.inst, b.inst);
-          for (int j = 0; j < a.ndeps && same; ++j) {
-            same = Matches(a, b, j, kinds[(at + i) * 3 + size_t(j)]);
-          }
-        }
-        if (!same) break;
-        start = g;
-      }
-      // Whole periods ending at the last group; anchored and strided targets must precede the
-      // run (a strided one's last, in the last period, is its largest).
-      const size_t periods = (groups - start) / p;
-      start = groups - periods * p;
-      const int64_t entry = rec_[starts_[start]].pos;
-      for (size_t i = 0; i < plen && ok; ++i) {
-        const Rec& r = rec_[starts_[last] + i];
-        for (int j = 0; j < r.ndeps; ++j) {
-          const DepKind kind = kinds[i * 3 + size_t(j)].kind;
-          if ((kind == kAnchored || kind == kStrided) && r.deps[size_t(j)] >= entry) ok = false;
-        }
-      }
-      // The simulator simulates about three iterations before it recognises a period and then
-      // pays for its extrapolation, so a short repeat would cost more than it saves.
-      const size_t len = starts_[start] + plen;
-      if (ok && periods >= 4 && (periods - 3) * plen >= kMinRepeatSaving && len < best_len) {
-        best_start = start, best_p = p, best_len = len;
-        best_kinds = kinds;
-      }
-    }
-    if (best_p == 0) {
-      EmitRecs(0, rec_.size(), nullptr, 0);
-      return;
-    }
-    const size_t first = starts_[best_start];
-    EmitRecs(0, first, nullptr, 0);
-    core_->BeginRepeat(int64_t((groups - best_start) / best_p));
-    EmitRecs(first, best_len, &best_kinds, rec_[first].pos);
-    core_->EndRepeat();
-  }
-
   const Plan& p_;
   const sim::Target& target_;
   sim::Program* program_;
   sim::CoreProgram* core_ = nullptr;
   int64_t pos_ = 0;
-  bool recording_ = false;
   std::vector<int64_t> reads_;
-  std::vector<Rec> rec_;
-  std::vector<size_t> starts_;
+  std::vector<size_t> merge_stack_;  // MergeSegments' scratch
+  std::vector<int64_t> skipped_;     // LogSkippedReads' scratch
 
   struct Buffers {
-    std::vector<int64_t> reads;
-    std::vector<Rec> rec;
-    std::vector<size_t> starts;
+    std::vector<int64_t> reads, skipped;
+    std::vector<size_t> merge_stack;
   };
   void SwapThreadBuffers() {
     thread_local Buffers buffers;
     reads_.swap(buffers.reads);
-    rec_.swap(buffers.rec);
-    starts_.swap(buffers.starts);
+    skipped_.swap(buffers.skipped);
+    merge_stack_.swap(buffers.merge_stack);
   }
 };
 
@@ -1116,13 +1092,13 @@ class CpuEmitter {
   int64_t position() const { return 0; }
   size_t reads() const { return 0; }
   std::span<const int64_t> ReadsSince(size_t, size_t) const { return {}; }
+  void LogSkippedReads(size_t, size_t, int64_t, int64_t, int64_t, std::span<const int64_t>,
+                       std::span<const int64_t>, int64_t) {}
   size_t Cut() { return 0; }
+  void MergeSegments(size_t) {}
   size_t AnchorReads(size_t, int64_t, std::span<const int64_t>, int64_t, bool) { return 0; }
   void WrapRepeat(size_t, int64_t) {}
   void Advance(int64_t) {}
-  void BeginGroups() {}
-  void GroupStart() {}
-  void EndGroups() {}
   void CopyCore(int) {}  // not called: every core executes (kCompress is false)
   int64_t Load(int, bool, int64_t, int64_t, int64_t, int64_t, int64_t) { return -1; }
 
