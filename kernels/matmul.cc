@@ -829,9 +829,9 @@ class SimEmitter {
     reads_.clear();
     reads_.reserve(1 << 13);
     // Room for a typical core, so the program grows without copying itself several times.
-    core_->instructions.reserve(kCompact ? 2048 : 4096);
-    core_->deps.reserve(kCompact ? 4096 : 8192);
-    if (kCompact) core_->segments.reserve(256);
+    core_->instructions.reserve(kCompact ? 1024 : 4096);
+    core_->deps.reserve(kCompact ? 2048 : 8192);
+    if (kCompact) core_->segments.reserve(128);
     const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
     const int64_t out_part = p_.stationary_b ? p_.tile_n : p_.tile_m;
     const int out_partitions = int(std::min<int64_t>(out_part, target_.sbuf_partitions));
