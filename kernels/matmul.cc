@@ -196,7 +196,12 @@ enum class EvictKind { kCopyToAcc, kAddToAcc, kFinal, kFinalAdd };
 template <typename Emitter, bool kCompress>
 class Generator {
  public:
-  Generator(const Plan& p, Emitter& e) : p_(p), e_(e) {}
+  // The state and scratch of the thread's previous generator are taken over (their contents are
+  // reset before use), so their capacity is reused; handed back when done.
+  Generator(const Plan& p, Emitter& e) : p_(p), e_(e) { SwapThreadScratch(); }
+  ~Generator() { SwapThreadScratch(); }
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
 
   void Run() {
     tiles_k_ = p_.tiles_k;
@@ -226,9 +231,11 @@ class Generator {
         continue;
       }
       e_.BeginCore(core);
-      s_ = State{};
-      s_.a_loads.assign(p_.bufs, {});
-      s_.b_loads.assign(p_.bufs, {});
+      s_.Reset();
+      s_.a_loads.resize(size_t(p_.bufs));
+      s_.b_loads.resize(size_t(p_.bufs));
+      for (auto& loads : s_.a_loads) loads.clear();
+      for (auto& loads : s_.b_loads) loads.clear();
       s_.a_reader.assign(p_.bufs, -1);
       s_.b_reader.assign(p_.bufs, -1);
       s_.slot_reader.assign(p_.psum_slots, -1);
@@ -253,6 +260,15 @@ class Generator {
     size_t AccEnd() const { return acc_base + acc.size(); }
     int64_t Acc(size_t i) const { return acc[i - acc_base]; }
     std::pair<int64_t, int64_t> a_key{-1, -1}, b_key{-1, -1}, last_stationary{-1, -1};
+
+    // The state before a core's first block, keeping the vectors' capacity (Run resizes them).
+    void Reset() {
+      a_count = b_count = psum_count = stage_count = evict_count = 0;
+      a_cur = b_cur = 0;
+      acc.clear();
+      acc_head = acc_base = 0;
+      a_key = b_key = last_stationary = {-1, -1};
+    }
   };
 
   struct Counters {
@@ -547,34 +563,31 @@ class Generator {
     // Handles move with the period, except the constants CanonPeriodic allowed: entries of an array
     // that does not rotate, not written in the period (so older than `then`). In a rotating array
     // every entry is relative: an entry older than `then` was written in an earlier period.
-    auto sh = [&](int64_t h, bool still) {
-      return h < 0 || (still && h < then.pos) ? h : h + shift;
+    auto sh = [&](int64_t& h, bool still) {
+      if (h >= 0 && !(still && h < then.pos)) h += shift;
     };
     const Counters& a = then.state;
-    State n = s_;
-    // Rotates `arr` by `per` positions per period; `fix` moves each entry.
+    State& n = s_;  // updated in place
+    // Moves every entry of `arr` (`fix`), then rotates it by `per` positions per period.
     auto rotate = [&](auto& arr, int64_t per, auto fix) {
-      const int size = int(arr.size());
+      const int64_t size = int64_t(arr.size());
       const bool still = per % size == 0;
-      const int64_t delta = per * periods;
-      auto copy = arr;
-      for (int j = 0; j < size; ++j) {
-        arr[size_t(((j + delta) % size + size) % size)] = fix(copy[j], still);
-      }
+      for (auto& x : arr) fix(x, still);
+      const int64_t delta = ((per * periods) % size + size) % size;  // entry j moves to j + delta
+      std::rotate(arr.begin(), arr.end() - delta, arr.end());
     };
-    const int64_t pa = s_.a_count - a.a, pb = s_.b_count - a.b;
-    const int64_t pp = s_.psum_count - a.psum, ps = s_.stage_count - a.stage;
-    const int64_t dp = pp * periods;
+    const int64_t pa = n.a_count - a.a, pb = n.b_count - a.b;
+    const int64_t pp = n.psum_count - a.psum, ps = n.stage_count - a.stage;
+    const int64_t dp = pp * periods, psum_before = n.psum_count;
     n.a_count += pa * periods;
     n.b_count += pb * periods;
     n.psum_count += dp;
     n.stage_count += ps * periods;
-    n.evict_count += (s_.evict_count - a.evict) * periods;
+    n.evict_count += (n.evict_count - a.evict) * periods;
     rotate(n.a_reader, pa, sh);
     rotate(n.b_reader, pb, sh);
-    auto shv = [&](std::vector<int64_t> v, bool still) {
-      for (int64_t& h : v) h = sh(h, still);
-      return v;
+    auto shv = [&](std::vector<int64_t>& v, bool still) {
+      for (int64_t& h : v) sh(h, still);
     };
     rotate(n.a_loads, pa, shv);
     rotate(n.b_loads, pb, shv);
@@ -585,7 +598,7 @@ class Generator {
         g = int(((g + dp) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
     } else {  // each skipped tile takes the next slot (full_k is off)
       for (int64_t g = at; g < at + periods * p; ++g) {
-        n.group_slot[size_t(Local(g))] = int((s_.psum_count + (g - at)) % p_.psum_slots);
+        n.group_slot[size_t(Local(g))] = int((psum_before + (g - at)) % p_.psum_slots);
       }
     }
     n.a_cur = int(((n.a_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
@@ -597,10 +610,11 @@ class Generator {
       const size_t pops = now.state.acc_head - a.acc_head;
       const size_t pushes = now.state.acc_size - a.acc_size;
       const int64_t len = now.pos - then.pos;
-      const size_t live = s_.AccEnd() - s_.acc_head;
+      const size_t live = n.AccEnd() - n.acc_head;
       const size_t new_live = live + size_t(periods) * pushes - size_t(periods) * pops;
-      std::vector<int64_t> fifo(new_live);
-      const int64_t* f = s_.acc.data() + (s_.acc_head - s_.acc_base);
+      std::vector<int64_t>& fifo = fifo_;  // swapped with the FIFO below, so both keep capacity
+      fifo.resize(new_live);
+      const int64_t* f = n.acc.data() + (n.acc_head - n.acc_base);
       for (size_t u = 0; u < new_live; ++u) {
         const size_t t = size_t(periods) * pops + u;
         if (t < live) {
@@ -610,7 +624,7 @@ class Generator {
           fifo[u] = f[live - pushes + v % pushes] + int64_t(v / pushes + 1) * len;
         }
       }
-      n.acc = std::move(fifo);
+      n.acc.swap(fifo);
       n.acc_head += size_t(periods) * pops;
       n.acc_base = n.acc_head;
     }
@@ -630,7 +644,6 @@ class Generator {
       n.b_key.first += steps;
       n.last_stationary.first += steps * p_.block_k;
     }
-    s_ = std::move(n);
     e_.Advance(shift);
   }
 
@@ -791,6 +804,21 @@ class Generator {
   std::array<std::array<Mark, 3>, 4> marks_;  // per loop level: Run's boundary ring
   std::vector<int64_t> constants_;  // scratch for CanonPeriodic and ConstantReadsAnchorable
   std::vector<int64_t> acc_reads_;  // scratch for AccStride
+  std::vector<int64_t> fifo_;       // scratch for Advance
+
+  void SwapThreadScratch() {
+    struct Scratch {
+      State s;
+      std::array<std::array<Mark, 3>, 4> marks;
+      std::vector<int64_t> constants, acc_reads, fifo;
+    };
+    thread_local Scratch scratch;
+    std::swap(s_, scratch.s);
+    std::swap(marks_, scratch.marks);
+    constants_.swap(scratch.constants);
+    acc_reads_.swap(scratch.acc_reads);
+    fifo_.swap(scratch.fifo);
+  }
 };
 
 template <typename Emitter>

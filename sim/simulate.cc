@@ -430,9 +430,11 @@ class CoreSim {
   // Per-repeat resource usage and body lengths.
   void Prepare() {
     const auto& segs = core().segments;
-    rep_.resize(segs.size());
+    // Grown only, never shrunk: entries keep their vectors' capacity from program to program.
+    if (rep_.size() < segs.size()) rep_.resize(segs.size());
     strided_window_ = 0;
-    for (RepInfo& r : rep_) {
+    for (size_t i = 0; i < segs.size(); ++i) {
+      RepInfo& r = rep_[i];
       r.body_len = r.reach = r.anchor_reach = 0;
       r.engines = 0;
       r.queues = 0;
@@ -476,9 +478,11 @@ class CoreSim {
           outer.vg |= inner.vg;
           outer.vs |= inner.vs;
         }
-        levels_.resize(max_depth);
-        pins_.resize(max_depth);
-        frame_base_.resize(max_depth);
+        if (levels_.size() < max_depth) {  // grown only, as rep_
+          levels_.resize(max_depth);
+          pins_.resize(max_depth);
+          frame_base_.resize(max_depth);
+        }
       } else if (!stack.empty()) {
         RepInfo& r = rep_[stack.back()];
         for (uint32_t t = s.begin; t < s.end; ++t) {
