@@ -107,29 +107,49 @@ TEST_P(FastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
   EXPECT_GT(outer, 2) << "output-tile loops reading operands loaded before an outer loop";
 }
 
-// An M loop whose blocks all read the same hoisted B block (loaded before the loop) compresses to
-// a repeat whose reads of it are anchored to the loop's entry, and still simulates exactly.
-TEST(FastPathLoopTest, ALoopReadingOperandsLoadedBeforeItCompresses) {
+// The compact and the flat lowering of an nkm config (128 M blocks of 4 output tiles, B hoisted
+// above the M loop) for M=4096, N=256 and `k` on snc2.
+struct Lowered {
+  sim::Target target;
+  sim::Program compact, flat;
+};
+Lowered LowerNkmLoop(int64_t k) {
   const sim::Target t = *sim::LoadTarget("snc2");
   const Kernel& kernel = *FindKernel("matmul");
-  const Problem problem{*Dims::Parse("M=4096,N=256,K=256"), "bf16"};
+  const Problem problem{Dims{{"M", 4096}, {"N", 256}, {"K", k}}, "bf16"};
   const Config config = *Config::Parse(
       "tile_m=32,tile_n=64,tile_k=128,block_m=1,block_n=4,block_k=2,loop_order=nkm,bufs=2,"
       "hoist=1,stationary=a,evict=scalar,shards=1");
-  ASSERT_TRUE(kernel.SpaceFor(problem, t)->Validate(config).ok());
+  EXPECT_TRUE(kernel.SpaceFor(problem, t)->Validate(config).ok());
   absl::StatusOr<sim::Program> compact = kernel.Lower(problem, config, t);
   SetMatmulLoweringForTesting(MatmulLowering::kFlat);
   absl::StatusOr<sim::Program> flat = kernel.Lower(problem, config, t);
   SetMatmulLoweringForTesting(MatmulLowering::kCompact);
-  ASSERT_TRUE(compact.ok() && flat.ok());
-  // 128 M blocks of ~20 instructions each: compressed, a few of them are emitted.
-  const sim::CoreProgram& c = compact->cores[0];
-  EXPECT_LT(c.instructions.size() * 10, flat->cores[0].instructions.size());
-  EXPECT_TRUE(std::ranges::any_of(c.deps, [](int32_t d) { return d < 0; }));
-  absl::StatusOr<sim::SimResult> fast = sim::Simulate(t, *compact, {});
-  absl::StatusOr<sim::SimResult> reference = sim::Simulate(t, *flat, {});
+  EXPECT_TRUE(compact.ok() && flat.ok());
+  return {t, *std::move(compact), *std::move(flat)};
+}
+
+// Checks that the compact program unrolls to the flat one and simulates (fast path) exactly as
+// it does.
+void ExpectCompactIsFlat(const Lowered& l) {
+  absl::StatusOr<sim::Program> unrolled = sim::Flatten(l.compact);
+  ASSERT_TRUE(unrolled.ok()) << unrolled.status();
+  EXPECT_EQ(unrolled->cores[0].deps, l.flat.cores[0].deps);
+  absl::StatusOr<sim::SimResult> fast = sim::Simulate(l.target, l.compact, {});
+  absl::StatusOr<sim::SimResult> reference = sim::Simulate(l.target, l.flat, {});
   ASSERT_TRUE(fast.ok() && reference.ok());
   ExpectSame(*fast, *reference, "fast vs flat");
+}
+
+// An M loop whose blocks all read the same hoisted B block (loaded before the loop) compresses to
+// a repeat whose reads of it are anchored to the loop's entry, and still simulates exactly.
+TEST(FastPathLoopTest, ALoopReadingOperandsLoadedBeforeItCompresses) {
+  const Lowered l = LowerNkmLoop(256);
+  // 128 M blocks of ~20 instructions each: compressed, a few of them are emitted.
+  const sim::CoreProgram& c = l.compact.cores[0];
+  EXPECT_LT(c.instructions.size() * 10, l.flat.cores[0].instructions.size());
+  EXPECT_TRUE(std::ranges::any_of(c.deps, [](int32_t d) { return d < 0; }));
+  ExpectCompactIsFlat(l);
 }
 
 // The last K block of an nkm schedule adds each tile's partial sum from the previous K block and
@@ -137,30 +157,13 @@ TEST(FastPathLoopTest, ALoopReadingOperandsLoadedBeforeItCompresses) {
 // advance by a stride that is not its own period. The M loop still compresses, reading them
 // through strided dependencies, and still simulates exactly.
 TEST(FastPathLoopTest, TheLastKBlockReadsEarlierPartialSumsThroughStrides) {
-  const sim::Target t = *sim::LoadTarget("snc2");
-  const Kernel& kernel = *FindKernel("matmul");
-  const Problem problem{*Dims::Parse("M=4096,N=256,K=512"), "bf16"};
-  const Config config = *Config::Parse(
-      "tile_m=32,tile_n=64,tile_k=128,block_m=1,block_n=4,block_k=2,loop_order=nkm,bufs=2,"
-      "hoist=1,stationary=a,evict=scalar,shards=1");
-  ASSERT_TRUE(kernel.SpaceFor(problem, t)->Validate(config).ok());
-  absl::StatusOr<sim::Program> compact = kernel.Lower(problem, config, t);
-  SetMatmulLoweringForTesting(MatmulLowering::kFlat);
-  absl::StatusOr<sim::Program> flat = kernel.Lower(problem, config, t);
-  SetMatmulLoweringForTesting(MatmulLowering::kCompact);
-  ASSERT_TRUE(compact.ok() && flat.ok());
+  const Lowered l = LowerNkmLoop(512);
   // Two K blocks of 128 M blocks each: both M loops compress.
-  const sim::CoreProgram& c = compact->cores[0];
-  EXPECT_LT(c.instructions.size() * 10, flat->cores[0].instructions.size());
+  const sim::CoreProgram& c = l.compact.cores[0];
+  EXPECT_LT(c.instructions.size() * 10, l.flat.cores[0].instructions.size());
   EXPECT_TRUE(
       std::ranges::any_of(c.anchor_forms, [](const sim::AnchorForm& f) { return f.stride > 0; }));
-  absl::StatusOr<sim::Program> unrolled = sim::Flatten(*compact);
-  ASSERT_TRUE(unrolled.ok()) << unrolled.status();
-  EXPECT_EQ(unrolled->cores[0].deps, flat->cores[0].deps);
-  absl::StatusOr<sim::SimResult> fast = sim::Simulate(t, *compact, {});
-  absl::StatusOr<sim::SimResult> reference = sim::Simulate(t, *flat, {});
-  ASSERT_TRUE(fast.ok() && reference.ok());
-  ExpectSame(*fast, *reference, "fast vs flat");
+  ExpectCompactIsFlat(l);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, FastPathTest, ::testing::Values("snc2", "snc3"));
