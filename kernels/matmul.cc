@@ -30,6 +30,8 @@ constexpr int kQueueA = 0, kQueueB = 1, kQueueStore = 2;
 // simulator simulates about three iterations before it recognises a period and then pays for its
 // extrapolation, so a short repeat would cost more than it saves.
 constexpr int64_t kMinTileRepeatSaving = 64;
+// The farthest an anchor can reach back: program dependencies are 32-bit.
+constexpr int64_t kMaxAnchor = std::numeric_limits<int32_t>::max();
 
 MatmulFault g_fault = MatmulFault::kNone;
 MatmulLowering g_lowering = MatmulLowering::kCompact;
@@ -310,6 +312,7 @@ class Generator {
     if (constants_.empty()) return true;
     std::sort(constants_.begin(), constants_.end());
     constants_.erase(std::unique(constants_.begin(), constants_.end()), constants_.end());
+    if (then.pos - constants_.front() > kMaxAnchor) return false;
     size_t reads = 0;
     const int64_t lo = constants_.front(), hi = constants_.back();
     for (int64_t target : e_.ReadsSince(then.reads, now.reads)) {
@@ -323,6 +326,7 @@ class Generator {
   // repeats, where they can be anchored (with `stride`) to the repeat's entry.
   bool ReadsAnchorable(const Mark& then, const Mark& now, std::span<const int64_t> handles,
                        int64_t stride) {
+    if (then.pos - handles.front() > kMaxAnchor) return false;
     size_t reads = 0;
     for (int64_t target : e_.ReadsSince(then.reads, now.reads)) {
       if (target < handles.front() || target > handles.back()) continue;
@@ -470,7 +474,7 @@ class Generator {
           e_.WrapRepeat(then.seg, 1 + periods);
           if (l == 3) {
             e_.LogSkippedReads(then.reads, m.reads, then.pos, m.pos - then.pos, periods, constants_,
-                               acc_reads_, stride);
+                               acc_reads_, stride, e_.FirstTemplate(then.seg + 1));
           }
           Advance(then, m, l, i, periods, p);
           i += periods * p;
@@ -855,6 +859,7 @@ class SimEmitter {
     core_ = &program_->cores[core];
     pos_ = 0;
     reads_.clear();
+    logged_.clear();
     reads_.reserve(1 << 13);
     // Room for a typical core, so the program grows without copying itself several times.
     core_->instructions.reserve(kCompact ? 1024 : 4096);
@@ -886,9 +891,12 @@ class SimEmitter {
   // those of results before `entry` (the period's start; an enclosing loop's checks count only
   // those): a read of one of `constants` names the same result in every period, one of
   // `strided` (with `stride` > 0) the one `stride` later, any other the one a period `len` later.
+  // `first` is the period's first template: its repeat's reads are then all in the log
+  // (NestedAnchorReads counts only such repeats').
   void LogSkippedReads(size_t from, size_t to, int64_t entry, int64_t len, int64_t periods,
                        std::span<const int64_t> constants, std::span<const int64_t> strided,
-                       int64_t stride) {
+                       int64_t stride, uint32_t first) {
+    logged_.push_back(first);
     std::vector<int64_t>& before = skipped_;
     before.clear();
     for (size_t r = from; r < to; ++r) {
@@ -903,6 +911,16 @@ class SimEmitter {
         reads_.push_back(h + j * step);
       }
     }
+  }
+  // The first template at or after segment `seg` (the number of templates if none is).
+  uint32_t FirstTemplate(size_t seg) const {
+    const auto& segs = core_->segments;
+    for (size_t i = seg; i < segs.size(); ++i) {
+      if (segs[i].kind == sim::Segment::kInstructions && segs[i].begin < segs[i].end) {
+        return segs[i].begin;
+      }
+    }
+    return uint32_t(core_->instructions.size());
   }
   // Starts a new instruction segment and returns its index (a possible repeat start).
   size_t Cut() {
@@ -921,9 +939,9 @@ class SimEmitter {
       const sim::Segment g = segs[i];
       if (g.kind == sim::Segment::kInstructions) {
         if (g.begin == g.end) continue;
-        sim::Segment& last = segs[out - 1];
-        if (out > from && last.kind == sim::Segment::kInstructions && last.end == g.begin) {
-          last.end = g.end;
+        if (out > from && segs[out - 1].kind == sim::Segment::kInstructions &&
+            segs[out - 1].end == g.begin) {
+          segs[out - 1].end = g.end;
           continue;
         }
       } else if (g.kind == sim::Segment::kBegin) {
@@ -984,6 +1002,11 @@ class SimEmitter {
   size_t NestedAnchorReads(size_t begin, int64_t nested_entry, int64_t entry,
                            const IsConstant& constant, bool rewrite) {
     const auto& segs = core_->segments;
+    // Only a repeat whose skipped iterations' reads were logged: the caller compares these
+    // counts with the log, which would otherwise miss some of the reads counted here.
+    if (std::find(logged_.begin(), logged_.end(), FirstTemplate(begin + 1)) == logged_.end()) {
+      return 0;
+    }
     size_t found = 0;
     for (size_t i = begin + 1; i < segs[begin].match; ++i) {
       const sim::Segment& g = segs[i];
@@ -1090,16 +1113,19 @@ class SimEmitter {
   std::vector<int64_t> reads_;
   std::vector<size_t> merge_stack_;  // MergeSegments' scratch
   std::vector<int64_t> skipped_;     // LogSkippedReads' scratch
+  std::vector<uint32_t> logged_;     // first templates of the repeats LogSkippedReads logged
 
   struct Buffers {
     std::vector<int64_t> reads, skipped;
     std::vector<size_t> merge_stack;
+    std::vector<uint32_t> logged;
   };
   void SwapThreadBuffers() {
     thread_local Buffers buffers;
     reads_.swap(buffers.reads);
     skipped_.swap(buffers.skipped);
     merge_stack_.swap(buffers.merge_stack);
+    logged_.swap(buffers.logged);
   }
 };
 
@@ -1121,8 +1147,9 @@ class CpuEmitter {
   size_t reads() const { return 0; }
   std::span<const int64_t> ReadsSince(size_t, size_t) const { return {}; }
   void LogSkippedReads(size_t, size_t, int64_t, int64_t, int64_t, std::span<const int64_t>,
-                       std::span<const int64_t>, int64_t) {}
+                       std::span<const int64_t>, int64_t, uint32_t) {}
   size_t Cut() { return 0; }
+  uint32_t FirstTemplate(size_t) const { return 0; }
   void MergeSegments(size_t) {}
   size_t AnchorReads(size_t, int64_t, std::span<const int64_t>, int64_t, bool) { return 0; }
   void WrapRepeat(size_t, int64_t) {}

@@ -15,12 +15,12 @@ namespace {
 
 template <typename Items>
 std::string JoinPairs(const Items& items) {
-  std::string out;
+  fmt::memory_buffer out;  // then one allocation for the result
   for (const auto& [name, value] : items) {
-    if (!out.empty()) out += ',';
+    if (out.size() > 0) out.push_back(',');
     fmt::format_to(std::back_inserter(out), "{}={}", name, value);
   }
-  return out;
+  return fmt::to_string(out);
 }
 
 bool IsIdentifier(std::string_view s) {

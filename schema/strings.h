@@ -16,12 +16,13 @@
 
 namespace tessel {
 
-// Concatenates the arguments' fmt "{}" renderings.
+// Concatenates the arguments' fmt "{}" renderings (into an inline buffer first, so a result is
+// allocated once rather than grown piece by piece).
 template <typename... Args>
 std::string StrCat(const Args&... args) {
-  std::string out;
+  fmt::memory_buffer out;
   (fmt::format_to(std::back_inserter(out), "{}", args), ...);
-  return out;
+  return fmt::to_string(out);
 }
 
 // Joins a range with `sep`, rendering each element with "{}".

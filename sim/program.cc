@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 
 #include "schema/strings.h"
 
@@ -59,7 +60,7 @@ absl::Status CheckPartitions(const Target& target, int partitions, int start, co
 }
 
 // The dependency checks of instruction `index`.
-absl::Status CheckDeps(const CoreProgram& core, int index, const std::string& where) {
+absl::Status CheckDeps(const CoreProgram& core, int index, std::string_view where) {
   for (int32_t dep : core.DepsOf(index)) {
     if (core.compact() ? dep == 0 : (dep < 0 || dep >= index)) {
       return absl::InvalidArgumentError(
@@ -73,7 +74,7 @@ absl::Status CheckDeps(const CoreProgram& core, int index, const std::string& wh
 // The checks of instruction `index` that depend on its fields only (not on its deps), so they
 // give the same answer for every instruction that is the SameOperation.
 absl::Status CheckOperation(const Target& target, const CoreProgram& core, int index,
-                            const std::string& where) {
+                            std::string_view where) {
   const Instruction& inst = core.instructions[index];
   // Built only when a check fails: validation runs for every instruction of every simulation.
   auto what = [&] { return StrCat(where, " instruction ", index, " (", OpName(inst.op), ")"); };
@@ -175,7 +176,7 @@ absl::Status CheckOperation(const Target& target, const CoreProgram& core, int i
 }
 
 absl::Status CheckAllocations(const Target& target, const CoreProgram& core,
-                              const std::string& where) {
+                              std::string_view where) {
   int psum_groups = 0;
   for (const Allocation& a : core.allocations) {
     auto what = [&] { return StrCat(where, " allocation '", a.name, "'"); };
@@ -276,7 +277,7 @@ int32_t CoreProgram::AddCompact(const Instruction& inst, std::span<const int32_t
   for (size_t j = 0; j < distances.size(); ++j) {
     if (distances[j] == 0) continue;
     deps.push_back(distances[j]);
-    const AnchorForm form = forms.empty() ? AnchorForm{} : forms[j];
+    const AnchorForm form = j < forms.size() ? forms[j] : AnchorForm{};
     if (form != AnchorForm{} || !anchor_forms.empty()) {
       anchor_forms.resize(deps.size() - 1);
       anchor_forms.push_back(form);
@@ -448,10 +449,20 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
       (*copies)[c] = true;
       continue;
     }
-    const std::string where = StrCat("core ", c);
+    // "core N", for messages only: built without allocating (this runs on every simulation).
+    char where_text[32];
+    const std::string_view where(
+        where_text, size_t(std::snprintf(where_text, sizeof where_text, "core %zu", c)));
     if (!target.systolic) {
       absl::Status status = CheckAllocations(target, core, where);
       if (!status.ok()) return status;
+    }
+    for (size_t t = 0; t < core.instructions.size(); ++t) {
+      const Instruction& inst = core.instructions[t];
+      if (uint64_t(inst.dep_begin) + inst.dep_count > core.deps.size()) {
+        return absl::InvalidArgumentError(
+            StrCat(where, ": instruction ", t, " has deps outside the dependency list"));
+      }
     }
     if (core.compact()) {
       if (!core.anchor_forms.empty() && core.anchor_forms.size() != core.deps.size()) {
@@ -480,7 +491,14 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
                   StrCat(where, ": instruction template ", t,
                          " has an anchored dependency outside any repeat"));
             }
-            if (form.up < 0 || (form.up > 0 && (d > 0 || form.up >= depth))) {
+            if (form == AnchorForm{}) continue;
+            if (d > 0) {
+              return absl::InvalidArgumentError(
+                  StrCat(where, ": instruction template ", t, " has a relative dependency (", d,
+                         ") with an anchor form; only anchors (< 0) can be strided or count "
+                         "from an enclosing repeat"));
+            }
+            if (form.up < 0 || form.up >= depth) {
               return absl::InvalidArgumentError(StrCat(where, ": instruction template ", t,
                                                        " has a dependency anchored to the repeat ",
                                                        form.up, " levels out, but it is inside ",
@@ -494,12 +512,12 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
             }
             const int32_t stride = form.stride;
             if (stride == 0) continue;
-            const int64_t count = depth > 0 ? core.segments[EnclosingRepeat(core, i)].count : 1;
-            if (d > 0 || stride < 0 || -int64_t(d) <= (count - 1) * stride) {
+            const int64_t count = core.segments[EnclosingRepeat(core, i)].count;
+            if (stride < 0 || -int64_t(d) <= (count - 1) * stride) {
               return absl::InvalidArgumentError(StrCat(
                   where, ": instruction template ", t, " has a strided dependency (", d,
-                  ", stride ", stride, ") that does not stay before its repeat's entry over ",
-                  count, " iterations"));
+                  ", stride ", stride, ") that does not stay before its repeat's entry over its ",
+                  count, count == 1 ? " iteration" : " iterations"));
             }
           }
         }

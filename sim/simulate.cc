@@ -187,7 +187,8 @@ struct RepInfo {
   uint32_t engines = 0;  // bit e: compute engine e
   uint64_t queues = 0;   // bit q: DMA queue q
   // How far back (flat positions) an instruction of the body can read a result: dependency
-  // distances of every template in it, and anchors of nested repeats (pinned at their entries).
+  // distances of every template in it, and the anchors (of any form) of nested repeats' templates
+  // (all of them before those repeats' entries).
   int64_t reach = 0;
   // Distinct anchors of the templates directly in the body (its pins), ascending.
   std::vector<int32_t> anchors;
@@ -199,13 +200,18 @@ struct RepInfo {
     int64_t a, s, off;
   };
   std::vector<Strided> strided;
-  // Pins of enclosing repeats that those templates read (anchors with AnchorForm::up = u > 0):
-  // the repeat u levels out and the slot in its pins.
+  // Pins of enclosing repeats read by templates in the body, directly or in nested repeats
+  // (anchors with AnchorForm::up reaching past this repeat): the pinning repeat's distance from
+  // this one and the slot in its pins.
   struct OuterPin {
     int32_t up, slot;
   };
   std::vector<OuterPin> outer;
-  int64_t anchor_reach = 0;  // the largest anchor (of any form) of those templates
+  int64_t anchor_reach = 0;  // the largest anchor (of any form) of the templates in the body
+  // Whether a template in the body, or in a repeat nested in it, reads a result from before this
+  // repeat's entry through an anchor (of any form) that this repeat or one around it fixes: then
+  // an engine's last instruction may be that result, in the first iteration only (Canon).
+  bool reads_before_entry = false;
   bool matmul = false, reload = false, vg = false, vs = false;
 };
 
@@ -436,6 +442,7 @@ class CoreSim {
     for (size_t i = 0; i < segs.size(); ++i) {
       RepInfo& r = rep_[i];
       r.body_len = r.reach = r.anchor_reach = 0;
+      r.reads_before_entry = false;
       r.engines = 0;
       r.queues = 0;
       r.anchors.clear();
@@ -493,6 +500,10 @@ class CoreSim {
             if (d >= 0) continue;
             r.anchor_reach = std::max<int64_t>(r.anchor_reach, -d);
             const AnchorForm form = core().FormOf(j);
+            // Every repeat from this one out to the one the anchor counts from reads it.
+            for (int32_t k = 0; k <= form.up; ++k) {
+              rep_[stack[stack.size() - 1 - size_t(k)]].reads_before_entry = true;
+            }
             if (form.stride != 0) {
               r.strided.push_back({j, -int64_t(d), form.stride, r.body_len + (t - s.begin)});
             } else {  // pinned by the repeat `up` levels out
@@ -659,8 +670,12 @@ class CoreSim {
                 form.up == 0 ? anchors : rep_[stack[stack.size() - 1 - size_t(form.up)]].anchors;
             pin_slot_[j] = int32_t(std::lower_bound(pinned.begin(), pinned.end(), -core().deps[j]) -
                                    pinned.begin());
-            pin_up_[j] = int8_t(form.up);
-            if (form.up > 0) rep_[stack.back()].outer.push_back({form.up, pin_slot_[j]});
+            pin_up_[j] = form.up;
+            // The repeats inside the pinning one see the pin as a fixed input (Canon).
+            for (int32_t k = 0; k < form.up; ++k) {
+              rep_[stack[stack.size() - 1 - size_t(k)]].outer.push_back(
+                  {form.up - k, pin_slot_[j]});
+            }
           }
         }
       }
@@ -710,7 +725,7 @@ class CoreSim {
       if (!(r.engines >> e & 1)) continue;
       out->push_back(free_[e] - l);
       out->push_back(last_[e] < 0 ? far : std::min(far, pos_ - last_[e]));
-      if (r.anchor_reach > 0) out->push_back(last_[e] >= 0 && last_[e] < pin_base_);
+      if (r.reads_before_entry) out->push_back(last_[e] >= 0 && last_[e] < pin_base_);
     }
     bool settled = true;
     for (size_t a = 0; a < r.anchors.size(); ++a) settled &= pin_[a] <= l;
@@ -831,9 +846,9 @@ class CoreSim {
   // read, shifted by delta. With equal states at the two boundaries (Canon), iterations whose
   // inputs also repeat so repeat the schedule. An input at or below its period's lower bound
   // cannot influence it (see Bound), so only its excess over that bound must match. Canon tells
-  // the entry's boundary (engines' last instructions before the entry) from the others, so r - p
-  // >= 1: every last instruction is in the body, never a strided dependency's target, and no
-  // same-engine penalty differs.
+  // the entry's boundary (engines' last instructions before the entry, RepInfo::reads_before_entry)
+  // from the others, so r - p >= 1: every last instruction is in the body, never a strided
+  // dependency's target, and no same-engine penalty differs.
   int64_t StridedPeriods(const RepInfo& info, int64_t r, int p, int64_t k, int64_t l,
                          int64_t delta) const {
     for (int64_t j = r; j < r + k * p; ++j) {
@@ -926,7 +941,7 @@ class CoreSim {
   std::vector<std::vector<int64_t>> pins_;
   int frame_ = 0;
   std::vector<int32_t> pin_slot_;    // per entry of core().deps (anchored ones; -1: strided)
-  std::vector<int8_t> pin_up_;       // and how many repeats out its pin is
+  std::vector<int32_t> pin_up_;      // and how many repeats out its pin is
   std::vector<int64_t> frame_base_;  // per active repeat (frame), its entry position
   size_t pruned_size_ = 0;
   const int64_t* pin_ = nullptr;

@@ -303,13 +303,47 @@ TEST(SimulateTest, AnchorsCanCountFromAnEnclosingRepeat) {
   }
   ExpectFastExactAndFlatAgree(t, compact);
 
+  // The engine's previous instruction is the pinned result only in the outer repeat's first
+  // iteration (a same-engine penalty then, none later): the outer repeat must not extrapolate
+  // from its entry. Likewise through an intermediate repeat, anchored two levels out.
+  for (const int inner : {1, 2, 3}) {
+    Program p = OneCore();
+    CoreProgram& q = p.cores[0];
+    q.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 512, 128), {});  // flat 0
+    q.BeginRepeat(50);
+    q.BeginRepeat(inner);
+    const int32_t read_first[] = {-1};
+    const AnchorForm one_out[] = {{.up = 1}};
+    q.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 64, 128), read_first, one_out);
+    q.EndRepeat();
+    q.EndRepeat();
+    ExpectFastExactAndFlatAgree(t, p);
+  }
+  {
+    Program p = OneCore();
+    CoreProgram& q = p.cores[0];
+    q.AddCompact(MakeDma(Op::kDmaLoad, 128, 65536, 0), {});  // flat 0: a slow load
+    q.BeginRepeat(3);
+    q.BeginRepeat(40);
+    q.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kScalar, 256, 128), {});
+    q.BeginRepeat(2);
+    const int32_t read_first[] = {-1};
+    const AnchorForm two_out[] = {{.up = 2}};
+    q.AddCompact(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 64, 128), read_first, two_out);
+    q.EndRepeat();
+    q.EndRepeat();
+    q.EndRepeat();
+    ExpectFastExactAndFlatAgree(t, p);
+  }
+
   // Anchored to a repeat that does not enclose it: rejected.
   Program bad = OneCore();
   bad.cores[0].AddCompact(MakeDma(Op::kDmaLoad, 128, 4096, 0), {});
   bad.cores[0].BeginRepeat(4);
   bad.cores[0].AddCompact(MakeMatmul(DType::kBf16, 128, 128, 512), mm_deps, mm_forms);
   bad.cores[0].EndRepeat();
-  EXPECT_THAT(std::string(ValidateProgram(t, bad).message()), HasSubstr("levels out, but it is inside 1 repeat"));
+  EXPECT_THAT(std::string(ValidateProgram(t, bad).message()),
+              HasSubstr("levels out, but it is inside 1 repeat"));
 }
 
 // Appends a repeat of `count` long Scalar copies (an otherwise idle engine, so they end last and
