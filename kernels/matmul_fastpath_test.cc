@@ -107,19 +107,15 @@ TEST_P(FastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
   EXPECT_GT(outer, 2) << "output-tile loops reading operands loaded before an outer loop";
 }
 
-// The compact and the flat lowering of an nkm config (128 M blocks of 4 output tiles, B hoisted
-// above the M loop) for M=4096, N=256 and `k` on snc2.
+// The compact and the flat lowering of `config_text` for `problem` on snc2.
 struct Lowered {
   sim::Target target;
   sim::Program compact, flat;
 };
-Lowered LowerNkmLoop(int64_t k) {
+Lowered LowerBoth(const Problem& problem, const char* config_text) {
   const sim::Target t = *sim::LoadTarget("snc2");
   const Kernel& kernel = *FindKernel("matmul");
-  const Problem problem{Dims{{"M", 4096}, {"N", 256}, {"K", k}}, "bf16"};
-  const Config config = *Config::Parse(
-      "tile_m=32,tile_n=64,tile_k=128,block_m=1,block_n=4,block_k=2,loop_order=nkm,bufs=2,"
-      "hoist=1,stationary=a,evict=scalar,shards=1");
+  const Config config = *Config::Parse(config_text);
   EXPECT_TRUE(kernel.SpaceFor(problem, t)->Validate(config).ok());
   absl::StatusOr<sim::Program> compact = kernel.Lower(problem, config, t);
   SetMatmulLoweringForTesting(MatmulLowering::kFlat);
@@ -127,6 +123,14 @@ Lowered LowerNkmLoop(int64_t k) {
   SetMatmulLoweringForTesting(MatmulLowering::kCompact);
   EXPECT_TRUE(compact.ok() && flat.ok());
   return {t, *std::move(compact), *std::move(flat)};
+}
+
+// An nkm config (128 M blocks of 4 output tiles, B hoisted above the M loop) for M=4096, N=256
+// and `k`.
+Lowered LowerNkmLoop(int64_t k) {
+  return LowerBoth(Problem{Dims{{"M", 4096}, {"N", 256}, {"K", k}}, "bf16"},
+                   "tile_m=32,tile_n=64,tile_k=128,block_m=1,block_n=4,block_k=2,loop_order=nkm,"
+                   "bufs=2,hoist=1,stationary=a,evict=scalar,shards=1");
 }
 
 // Checks that the compact program unrolls to the flat one and simulates (fast path) exactly as
@@ -164,6 +168,35 @@ TEST(FastPathLoopTest, TheLastKBlockReadsEarlierPartialSumsThroughStrides) {
   EXPECT_TRUE(
       std::ranges::any_of(c.anchor_forms, [](const sim::AnchorForm& f) { return f.stride > 0; }));
   ExpectCompactIsFlat(l);
+}
+
+// One block of 8 x 8 output tiles: its tile loop compresses (level 3 of the generator's Run)
+// after a few tiles, the remaining ones are never generated, and the program still flattens to
+// the flat one; with evict=split the tiles alternate engines, a period of two tiles.
+TEST(FastPathLoopTest, AnOutputTileLoopCompressesOnceItsTilesRepeat) {
+  for (const char* evict : {"vector", "split"}) {
+    const std::string config =
+        std::string(
+            "tile_m=64,tile_n=64,tile_k=128,block_m=8,block_n=8,block_k=2,loop_order=mnk,"
+            "bufs=1,hoist=0,stationary=a,shards=1,evict=") +
+        evict;
+    const Lowered l =
+        LowerBoth(Problem{Dims{{"M", 512}, {"N", 512}, {"K", 256}}, "bf16"}, config.c_str());
+    // 4 loads (A and B, two K tiles each), then 64 tiles of two matmuls, an eviction, a store.
+    const sim::CoreProgram& f = l.flat.cores[0];
+    ASSERT_EQ(f.instructions.size(), 4u + 64 * 4) << evict;
+    const sim::CoreProgram& c = l.compact.cores[0];
+    EXPECT_LT(c.instructions.size() * 4, f.instructions.size()) << evict;
+    // A repeat covers at least 40 of the tiles (each of 4 instructions).
+    int64_t longest = 0;
+    for (size_t i = 0; i < c.segments.size(); ++i) {
+      if (c.segments[i].kind == sim::Segment::kBegin) {
+        longest = std::max(longest, c.RepeatFlatSize(i));
+      }
+    }
+    EXPECT_GE(longest, 40 * 4) << evict << ": " << c.instructions.size() << " templates";
+    ExpectCompactIsFlat(l);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, FastPathTest, ::testing::Values("snc2", "snc3"));
