@@ -312,15 +312,7 @@ class Generator {
     if (constants_.empty()) return true;
     std::sort(constants_.begin(), constants_.end());
     constants_.erase(std::unique(constants_.begin(), constants_.end()), constants_.end());
-    if (then.pos - constants_.front() > kMaxAnchor) return false;
-    size_t reads = 0;
-    const int64_t lo = constants_.front(), hi = constants_.back();
-    for (int64_t target : e_.ReadsSince(then.reads, now.reads)) {
-      // Most reads are of the period's own results, above every constant.
-      if (target < lo || target > hi) continue;
-      reads += std::binary_search(constants_.begin(), constants_.end(), target);
-    }
-    return reads == 0 || reads == e_.AnchorReads(then.seg, then.pos, constants_, 0, false);
+    return ReadsAnchorable(then, now, constants_, 0);
   }
   // Whether the period's reads of `handles` (ascending, before then.pos) are all outside nested
   // repeats, where they can be anchored (with `stride`) to the repeat's entry.
@@ -329,10 +321,11 @@ class Generator {
     if (then.pos - handles.front() > kMaxAnchor) return false;
     size_t reads = 0;
     for (int64_t target : e_.ReadsSince(then.reads, now.reads)) {
+      // Most reads are of the period's own results, above every handle.
       if (target < handles.front() || target > handles.back()) continue;
       reads += std::binary_search(handles.begin(), handles.end(), target);
     }
-    return reads == e_.AnchorReads(then.seg, then.pos, handles, stride, false);
+    return reads == 0 || reads == e_.AnchorReads(then.seg, then.pos, handles, stride, false);
   }
   Counters Count() const {
     return {s_.a_count,     s_.b_count,  s_.psum_count, s_.stage_count,
@@ -392,6 +385,7 @@ class Generator {
 
   // Whether iteration `i` of loop level `l` emits like its regular neighbours.
   bool Regular(int l, int64_t i) const {
+    if (l == 3) return RegularGroup(i);
     const int d = d_[l];
     if (d == 2) return i != 0 && i != nblocks_[d] - 1;  // first and last K blocks differ
     return i != nblocks_[d] - 1 || !ragged_[d];
@@ -411,10 +405,15 @@ class Generator {
     }
   }
 
+  // The iterations of level l: the current core's blocks of its dimension, or the current
+  // block's output tiles (l = 3).
+  int64_t LevelBegin(int l) const { return l == 3 ? 0 : begin_[d_[l]]; }
+  int64_t LevelEnd(int l) const { return l == 3 ? blk_.rows * blk_.cols : end_[d_[l]]; }
+
   void Level(int l) {
-    const int d = d_[l];
-    int64_t i = begin_[d];
-    while (i < end_[d]) {
+    int64_t i = LevelBegin(l);
+    const int64_t end = LevelEnd(l);
+    while (i < end) {
       if (!kCompress || !Regular(l, i)) {
         Iterate(l, i);
         ++i;
@@ -422,13 +421,19 @@ class Generator {
       }
       // A run of regular iterations [i, run_end).
       int64_t run_end = i;
-      while (run_end < end_[d] && Regular(l, run_end)) ++run_end;
+      while (run_end < end && Regular(l, run_end)) ++run_end;
       i = Run(l, i, run_end);
     }
   }
 
   // Emits iterations [first, last) of level l (all regular), compressing periods; returns last.
   int64_t Run(int l, int64_t first, int64_t last) {
+    // Too few output tiles to repay a repeat (see below): emit them as they are.
+    if (l == 3 && (last - first < 4 ||
+                   (last - first - 3) * (blk_.tk_hi - blk_.tk_lo + 1) < kMinTileRepeatSaving)) {
+      for (int64_t i = first; i < last; ++i) Iterate(l, i);
+      return last;
+    }
     // The boundaries before iterations first + j: only the last three are compared, in a ring
     // of this level's (reused, so their vectors keep their capacity).
     std::array<Mark, 3>& marks = marks_[size_t(l)];
@@ -684,30 +689,14 @@ class Generator {
     }
 
     // The output tiles ("groups"), row by row; a run of regular ones compresses like the block
-    // loops (level 3 of Run).
-    blk_ = {tm_lo, tn_lo, tn_hi - tn_lo, tk_lo, tk_hi, bk};
-    const int64_t groups = (tm_hi - tm_lo) * (tn_hi - tn_lo);
-    int64_t g = 0;
-    while (g < groups) {
-      if (!kCompress || !RegularGroup(g)) {
-        Group(g++);
-        continue;
-      }
-      int64_t run_end = g;
-      while (run_end < groups && RegularGroup(run_end)) ++run_end;
-      // Too few tiles to repay a repeat (see Run): emit them as they are.
-      const int64_t per_tile = blk_.tk_hi - blk_.tk_lo + 1;
-      if (run_end - g < 4 || (run_end - g - 3) * per_tile < kMinTileRepeatSaving) {
-        while (g < run_end) Group(g++);
-        continue;
-      }
-      g = Run(3, g, run_end);
-    }
+    // loops (level 3).
+    blk_ = {tm_lo, tn_lo, tm_hi - tm_lo, tn_hi - tn_lo, tk_lo, tk_hi, bk};
+    Level(3);
   }
 
   // The current block's output tiles: tile g is (tm_lo + g / cols, tn_lo + g % cols).
   struct BlockTiles {
-    int64_t tm_lo = 0, tn_lo = 0, cols = 1, tk_lo = 0, tk_hi = 0, bk = 0;
+    int64_t tm_lo = 0, tn_lo = 0, rows = 0, cols = 1, tk_lo = 0, tk_hi = 0, bk = 0;
   };
   int64_t TileM(int64_t g) const { return blk_.tm_lo + g / blk_.cols; }
   int64_t TileN(int64_t g) const { return blk_.tn_lo + g % blk_.cols; }
