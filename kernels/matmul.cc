@@ -886,19 +886,20 @@ class SimEmitter {
                        std::span<const int64_t> constants, std::span<const int64_t> strided,
                        int64_t stride, uint32_t first) {
     logged_.push_back(first);
-    std::vector<int64_t>& before = skipped_;
+    // Each read before the period, with how far it moves per period.
+    std::vector<std::pair<int64_t, int64_t>>& before = skipped_;
     before.clear();
     for (size_t r = from; r < to; ++r) {
-      if (reads_[r] < entry) before.push_back(reads_[r]);
+      const int64_t h = reads_[r];
+      if (h >= entry) continue;
+      const int64_t step = std::binary_search(constants.begin(), constants.end(), h) ? 0
+                           : stride > 0 && std::binary_search(strided.begin(), strided.end(), h)
+                               ? stride
+                               : len;
+      before.push_back({h, step});
     }
     for (int64_t j = 1; j <= periods; ++j) {
-      for (int64_t h : before) {
-        const int64_t step = std::binary_search(constants.begin(), constants.end(), h) ? 0
-                             : stride > 0 && std::binary_search(strided.begin(), strided.end(), h)
-                                 ? stride
-                                 : len;
-        reads_.push_back(h + j * step);
-      }
+      for (const auto& [h, step] : before) reads_.push_back(h + j * step);
     }
   }
   // The first template at or after segment `seg` (the number of templates if none is).
@@ -1100,12 +1101,13 @@ class SimEmitter {
   sim::CoreProgram* core_ = nullptr;
   int64_t pos_ = 0;
   std::vector<int64_t> reads_;
-  std::vector<size_t> merge_stack_;  // MergeSegments' scratch
-  std::vector<int64_t> skipped_;     // LogSkippedReads' scratch
-  std::vector<uint32_t> logged_;     // first templates of the repeats LogSkippedReads logged
+  std::vector<size_t> merge_stack_;                   // MergeSegments' scratch
+  std::vector<std::pair<int64_t, int64_t>> skipped_;  // LogSkippedReads' scratch
+  std::vector<uint32_t> logged_;  // first templates of the repeats LogSkippedReads logged
 
   struct Buffers {
-    std::vector<int64_t> reads, skipped;
+    std::vector<int64_t> reads;
+    std::vector<std::pair<int64_t, int64_t>> skipped;
     std::vector<size_t> merge_stack;
     std::vector<uint32_t> logged;
   };
