@@ -41,6 +41,7 @@ struct Plan {
   int p_dma_num = 0, p_dma_den = 1;
   bool sum_vector = false, resident = false, skip = false;
   int pipeline = 0;           // stage order of the step stream, see Generate
+  int lead = 0;               // how many steps ahead the scores are issued (0-2, from pipeline)
   bool stats_scalar = false;  // small running-statistics ops on ScalarE (else VectorE)
   bool step_ops = false;      // one max and one exp instruction per softmax step (else per tile)
   // softmax=two_pass: a first pass over a query tile's keys forms its row max (QK^T, max); a
@@ -296,8 +297,8 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   // P of step s is read (P^T, PV) after step s+1's exp with pipeline=2: two steps of buffers.
   p.p_slots = int(p.kv_block * p.q_group * (p.bufs > 1 || p.pipeline >= 2 ? 2 : 1));
   // (K/V tiles of the steps whose scores are issued ahead of this step's PV stay live.)
-  const int ahead = p.pipeline == 4 ? 2 : p.pipeline > 0 ? 1 : 0;
-  p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * (p.bufs + ahead));
+  p.lead = p.pipeline == 4 ? 2 : p.pipeline > 0 ? 1 : 0;
+  p.kv_ring = int(p.resident ? p.kv_tiles : p.kv_block * (p.bufs + p.lead));
   p.pt_bank = p.p_dma_num < p.p_dma_den && !p.st;
   p.tr_bank = !p.qk_dma || p.qk_k || p.pv_v;
   const int groups = p.s_slots + (p.pt_bank ? 1 : 0) + int(p.q_group) + (p.tr_bank ? 1 : 0);
@@ -623,26 +624,14 @@ void Generate(const Plan& p, Emitter& e) {
       // (two_pass only: its exp pass's max is final) issues the scores two steps ahead and the
       // next step's softmax before this step's P^T and PV, so TensorE's in-order queue holds
       // two steps of QK^T while each PV waits for its exp.
-      if (p.pipeline == 4) {
-        for (size_t k = 0; k < 2 && k < steps.size(); ++k) front(k);
-        middle(0);
-        for (size_t k = 0; k < steps.size(); ++k) {
-          if (k + 2 < steps.size()) front(k + 2);
-          if (k + 1 < steps.size()) middle(k + 1);
-          transpose(k);
-          finish();
-          accumulate(k);
-        }
-        finish();
-        continue;
-      }
-      if (p.pipeline > 0) front(0);
+      const size_t lead = size_t(p.lead);
+      for (size_t k = 0; k < lead && k < steps.size(); ++k) front(k);
       if (p.pipeline >= 2) middle(0);
       for (size_t k = 0; k < steps.size(); ++k) {
         const bool next = k + 1 < steps.size();
-        if (p.pipeline == 0) front(k);
+        if (lead == 0) front(k);
         if (p.pipeline < 2) middle(k);
-        if (p.pipeline > 0 && next) front(k + 1);
+        if (lead > 0 && k + lead < steps.size()) front(k + lead);
         if (p.pipeline == 3) transpose(k);
         if (p.pipeline >= 2 && next) middle(k + 1);
         if (p.pipeline != 3) transpose(k);
@@ -1029,7 +1018,7 @@ class SimEmitter {
       return;
     }
     std::vector<int32_t> deps(sum_.begin() + base, sum_.begin() + base + n);
-    if (rescale) deps.push_back(alpha_[phase]);
+    deps.push_back(alpha_[phase]);
     deps.push_back(ids_.l);
     // l = l * alpha + sum of the tiles' row sums: one fused op (Vector scalar_tensor_tensor, or
     // a Scalar activation with per-partition scale and bias) after summing several tiles' sums.
@@ -1043,7 +1032,7 @@ class SimEmitter {
     update.dtype = DType::kFp32;
     deps.push_back(partial);
     ids_.l = c_->Add(update, deps);
-    if (rescale) ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], ids_.l);
+    ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], ids_.l);
     stats_ = std::max(stats_, ids_.l);
   }
 
@@ -1606,8 +1595,6 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
                                                 const sim::Target& target) const {
   absl::Status valid = ValidateProblem(problem, target);
   if (!valid.ok()) return valid;
-  std::vector<std::string> shards;
-  for (int s = 1; s <= target.cores_per_chip; s *= 2) shards.push_back(std::to_string(s));
   std::vector<std::string> skip = {"0"}, mask = {"select"};
   if (*problem.dims.Get("causal") == 1) skip.push_back("1"), mask.push_back("matmul");
   std::vector<Param> params = {
@@ -1643,7 +1630,7 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
       {"softmax",
        {"online", "two_pass"},
        "online: running max, rescaled output; two_pass: a max pass, then exp and PV (QK^T twice)"},
-      {"shards", shards, "cores the batch x heads pairs are split over"},
+      {"shards", ShardValues(target), "cores the batch x heads pairs are split over"},
   };
   Problem p = problem;
   sim::Target t = target;
