@@ -104,6 +104,11 @@ int Run(int argc, char** argv) {
     if (!valid(c)) continue;
     samples.push_back({evaluate(c), c});
   }
+  if (samples.empty()) {
+    std::fprintf(stderr, "no valid config found in %.0f s (does FIX exclude them all?)\n",
+                 seconds / 3);
+    return 1;
+  }
   std::sort(samples.begin(), samples.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   double best_ns = samples[0].first;
