@@ -224,43 +224,38 @@ void ModelStrategy::RankLocal() {
   // The centre is the best point whose neighbourhood is not used up: the best one, unless the
   // search has exhausted it and must move on to the runners-up. With widen_at_local_optimum, a
   // best point whose single moves have all been seen offers its whole Ball(best, 2) first.
-  std::vector<std::pair<double, uint64_t>> ok;
-  for (const Result& r : history()) {
-    if (r.ok && !exhausted_centers_.contains(r.index)) ok.emplace_back(r.time_ns, r.index);
-  }
-  std::sort(ok.begin(), ok.end());
   local_.clear();
   local_center_ = best_index();
-  local_wide_ = false;
-  if (options_.widen_at_local_optimum && has_best() && !exhausted_centers_.contains(best_index()) &&
-      AtLocalOptimum(best_index())) {
-    local_wide_ = true;
+  local_wide_ = WidenAtBest();
+  if (local_wide_) {
     for (uint64_t n : space_.Ball(best_index(), 2)) {
       if (!Seen(n)) local_.push_back(n);
     }
-    if (!local_.empty()) {
-      if (!RankByModel(local_)) local_.clear();
-      return;
-    }
   }
-  for (const auto& [time, center] : ok) {
-    absl::flat_hash_set<uint64_t> unique;
-    for (int radius = 1; radius <= 2; ++radius) {
-      for (uint64_t n : space_.Neighbours(center, radius)) {
-        if (!Seen(n) && unique.insert(n).second) local_.push_back(n);
-      }
+  if (local_.empty()) {
+    std::vector<std::pair<double, uint64_t>> ok;
+    for (const Result& r : history()) {
+      if (r.ok && !exhausted_centers_.contains(r.index)) ok.emplace_back(r.time_ns, r.index);
     }
-    if (!local_.empty()) break;
-    exhausted_centers_.insert(center);
+    std::sort(ok.begin(), ok.end());
+    for (const auto& [time, center] : ok) {
+      absl::flat_hash_set<uint64_t> unique;
+      for (int radius = 1; radius <= 2; ++radius) {
+        for (uint64_t n : space_.Neighbours(center, radius)) {
+          if (!Seen(n) && unique.insert(n).second) local_.push_back(n);
+        }
+      }
+      if (!local_.empty()) break;
+      exhausted_centers_.insert(center);
+    }
   }
   if (!RankByModel(local_)) local_.clear();
 }
 
-bool ModelStrategy::AtLocalOptimum(uint64_t index) const {
-  for (uint64_t n : space_.Neighbours(index, 1)) {
-    if (!Seen(n)) return false;
-  }
-  return true;
+bool ModelStrategy::WidenAtBest() const {
+  if (!options_.widen_at_local_optimum || exhausted_centers_.contains(best_index())) return false;
+  const std::vector<uint64_t> neighbours = space_.Neighbours(best_index(), 1);
+  return std::ranges::all_of(neighbours, [&](uint64_t n) { return Seen(n); });
 }
 
 void ModelStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
@@ -275,9 +270,9 @@ void ModelStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
     local_credit_ += options_.local_share;
     if (local_credit_ >= 1 && has_best()) {
       local_credit_ -= 1;
-      const bool widen = options_.widen_at_local_optimum && !local_wide_ &&
-                         !exhausted_centers_.contains(best_index()) && AtLocalOptimum(best_index());
-      if (!local_center_ || *local_center_ != best_index() || widen) RankLocal();
+      if (!local_center_ || *local_center_ != best_index() || (!local_wide_ && WidenAtBest())) {
+        RankLocal();
+      }
       bool taken = false;
       for (int refill = 0; refill < 2 && !taken; ++refill) {
         while (!local_.empty() && !taken) {

@@ -149,8 +149,9 @@ class ModelStrategy final : public SpaceStrategy {
   absl::flat_hash_set<uint64_t> exhausted_centers_;  // neighbourhoods fully seen
   double local_credit_ = 0;                          // accumulates local_share per proposal
   void RankLocal();
-  // Whether every one-move neighbour (Neighbours(index, 1)) of `index` has been seen.
-  bool AtLocalOptimum(uint64_t index) const;
+  // Whether the next local ranking widens to Ball(best, 2): with widen_at_local_optimum, when
+  // every one-move neighbour (Neighbours(best, 1)) of an unexhausted best has been seen.
+  bool WidenAtBest() const;
   bool local_wide_ = false;  // local_ is the Ball around a certified local optimum
   // Sorts `points` by predicted score, best last; false without a model.
   bool RankByModel(std::vector<uint64_t>& points);
