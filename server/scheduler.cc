@@ -318,11 +318,16 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
   return view;
 }
 
+std::optional<v1::Job> Scheduler::MemoryJobViewLocked(int64_t job_id) const {
+  if (auto it = jobs_.find(job_id); it != jobs_.end()) return JobView(*it->second);
+  if (auto it = finished_.find(job_id); it != finished_.end()) return it->second;
+  return std::nullopt;
+}
+
 absl::StatusOr<v1::Job> Scheduler::GetJob(int64_t job_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = jobs_.find(job_id); it != jobs_.end()) return JobView(*it->second);
-    if (auto it = finished_.find(job_id); it != finished_.end()) return it->second;
+    if (std::optional<v1::Job> view = MemoryJobViewLocked(job_id)) return *std::move(view);
   }
   return StoredJobView(job_id);
 }
@@ -336,14 +341,8 @@ absl::StatusOr<std::vector<v1::Job>> Scheduler::ListJobs(int limit) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < records->size(); ++i) {
-      const int64_t id = (*records)[i].id;
-      if (auto it = jobs_.find(id); it != jobs_.end()) {
-        views[i] = JobView(*it->second);
-      } else if (auto done = finished_.find(id); done != finished_.end()) {
-        views[i] = done->second;
-      } else {
-        stored.push_back(id);
-      }
+      views[i] = MemoryJobViewLocked((*records)[i].id);
+      if (!views[i]) stored.push_back((*records)[i].id);
     }
   }
   if (!stored.empty()) {
@@ -386,11 +385,7 @@ absl::StatusOr<v1::Job> Scheduler::Cancel(int64_t job_id) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end() || it->second->phase == Phase::kDone) {
-      auto view = (it == jobs_.end()) ? std::optional<v1::Job>() : JobView(*it->second);
-      if (!view) {
-        if (auto f = finished_.find(job_id); f != finished_.end()) view = f->second;
-      }
-      if (!view) {
+      if (it == jobs_.end() && !finished_.contains(job_id)) {
         auto stored = store_->GetJob(job_id);
         if (!stored.ok()) return stored.status();
         return absl::FailedPreconditionError(StrCat("job ", job_id, " is already ", stored->state));

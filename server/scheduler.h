@@ -202,6 +202,8 @@ class Scheduler {
                         const std::string& message) const;
   void ExpireLease(int64_t trial_id, const std::string& why, Effects& effects);
   v1::Job JobView(const Job& job) const;
+  // The view of a job held in memory (running, or finished while this server ran); mu_ held.
+  std::optional<v1::Job> MemoryJobViewLocked(int64_t job_id) const;
   v1::TrialSpec SpecFor(const Job& job, const PendingTrial& trial) const;
 
   // Runs effects: store writes, publication, callbacks, watcher notifications. Not under mu_.
