@@ -28,10 +28,10 @@ namespace v1 = tessel::v1;
 
 constexpr const char* kShape = "M=256,N=256,K=256";
 
-v1::Workload MatmulWorkload() {
+v1::Workload MatmulWorkload(std::string_view shape = kShape) {
   v1::Workload workload;
   workload.set_kernel("matmul");
-  const Dims dims = *Dims::Parse(kShape);
+  const Dims dims = *Dims::Parse(shape);
   for (const auto& [name, value] : dims.items()) {
     v1::Dim* dim = workload.add_dims();
     dim->set_name(name);
@@ -42,11 +42,13 @@ v1::Workload MatmulWorkload() {
   return workload;
 }
 
-kernels::Problem MatmulProblem() { return {*Dims::Parse(kShape), "bf16"}; }
+kernels::Problem MatmulProblem(std::string_view shape = kShape) {
+  return {*Dims::Parse(shape), "bf16"};
+}
 
-std::string DefaultConfig() {
+std::string DefaultConfig(std::string_view shape = kShape) {
   const kernels::Kernel* kernel = kernels::FindKernel("matmul");
-  return kernel->Default(MatmulProblem(), *sim::LoadTarget("snc2")).ToString();
+  return kernel->Default(MatmulProblem(shape), *sim::LoadTarget("snc2")).ToString();
 }
 
 v1::TrialSpec Spec(std::string config, double noise_sigma = 0, uint64_t seed = 1) {
@@ -89,16 +91,9 @@ TEST(MeasureTrialTest, VerifyAlwaysMarksACorrectConfigVerified) {
 // Issue 4: a deliberately broken lowering (the matmul drops its ragged last K tile) is caught by
 // verification and reported as WRONG_ANSWER, with the kernel's message.
 TEST(MeasureTrialTest, ABrokenLoweringIsAWrongAnswer) {
-  v1::TrialSpec spec = Spec("");
-  spec.mutable_workload()->clear_dims();
-  const Dims dims = *Dims::Parse("M=300,N=600,K=1000");  // K = 7 full tiles + 104
-  for (const auto& [name, value] : dims.items()) {
-    v1::Dim* dim = spec.mutable_workload()->add_dims();
-    dim->set_name(name);
-    dim->set_value(value);
-  }
-  const kernels::Kernel* kernel = kernels::FindKernel("matmul");
-  spec.set_config(kernel->Default({dims, "bf16"}, *sim::LoadTarget("snc2")).ToString());
+  constexpr const char* kRagged = "M=300,N=600,K=1000";  // K = 7 full tiles + 104
+  v1::TrialSpec spec = Spec(DefaultConfig(kRagged));
+  *spec.mutable_workload() = MatmulWorkload(kRagged);
   spec.mutable_protocol()->set_verify("always");
   ASSERT_EQ(MeasureTrial(spec).status(), v1::TRIAL_OK);
   kernels::SetMatmulFaultForTesting(kernels::MatmulFault::kDropRaggedKTile);
