@@ -1355,6 +1355,13 @@ class CpuEmitter {
       m.s = s_, m.pm = pm_, m.tile_max = tile_max_, m.tile_sum = tile_sum_;
       m.m = m_, m.l = l_, m.alpha = alpha_, m.o_psum = o_psum_, m.o_acc = o_acc_;
     }
+    if (p_.max_fp8) {  // the max pass's fp8 copies of Q and K, rounded once
+      auto fp8 = [](float x) { return RoundToDType(x, DType::kFp8); };
+      q8_.resize(q_.size());
+      k8_.resize(k_.size());
+      std::transform(q_.begin(), q_.end(), q8_.begin(), fp8);
+      std::transform(k_.begin(), k_.end(), k8_.begin(), fp8);
+    }
   }
 
   void BeginCore(int) {}
@@ -1378,18 +1385,17 @@ class CpuEmitter {
   }
 
   void Scores(int i, const KvTile& tile, int64_t i0, int64_t qsz) {
-    const float* q = &q_[(h_ * p_.sq + i0) * p_.d];
-    const float* k = &k_[(h_ * p_.sk + tile.j0) * p_.d];
+    // max_dtype=fp8: the max pass multiplies fp8 copies.
+    const float* q = &(fp8_ ? q8_ : q_)[(h_ * p_.sq + i0) * p_.d];
+    const float* k = &(fp8_ ? k8_ : k_)[(h_ * p_.sk + tile.j0) * p_.d];
     // S^T evicted as bf16 (qk_role=k), except in the exp pass's S^T layout, which accumulates
     // the bf16 -m (ones x diag(-m)) onto the fp32 scores instead.
     const bool round = p_.qk_k && p_.dtype != DType::kFp32 && !st_;
-    // max_dtype=fp8: the max pass multiplies fp8 copies.
-    auto in = [&](float x) { return fp8_ ? RoundToDType(x, DType::kFp8) : x; };
     for (int64_t r = 0; r < qsz; ++r) {
       const float bias = st_ ? RoundBf16(-m_[r]) : 0.0f;
       for (int64_t c = 0; c < tile.size; ++c) {
         float acc = 0;
-        for (int64_t x = 0; x < p_.d; ++x) acc += in(q[r * p_.d + x]) * in(k[c * p_.d + x]);
+        for (int64_t x = 0; x < p_.d; ++x) acc += q[r * p_.d + x] * k[c * p_.d + x];
         if (st_) acc += bias;
         s_[i][r * p_.kv_tile + c] = round ? RoundBf16(acc) : acc;
       }
@@ -1517,6 +1523,7 @@ class CpuEmitter {
   const Plan& p_;
   const std::vector<float>& q_;
   const std::vector<float>& k_;
+  std::vector<float> q8_, k8_;  // max_dtype=fp8: q_ and k_ rounded to fp8
   const std::vector<float>& v_;
   std::vector<float>* o_;
   struct Member {
