@@ -151,6 +151,8 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
     const char* yes;
     const char* no;
     bool* out;
+    // Added after configs were stored (softmax, mask, exp_layout, max_dtype): when absent, `no`.
+    bool optional = false;
   };
   for (Choice c : {Choice{"qk_role", "k", "q", &p.qk_k},
                    {"pv_role", "v", "p", &p.pv_v},
@@ -159,15 +161,11 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                    {"sum_engine", "vector", "scalar", &p.sum_vector},
                    {"stats_engine", "scalar", "vector", &p.stats_scalar},
                    {"softmax_ops", "step", "tile", &p.step_ops},
-                   {"softmax", "two_pass", "online", &p.two_pass},
-                   {"mask", "matmul", "select", &p.mask_matmul},
-                   {"exp_layout", "st", "s", &p.st},
-                   {"max_dtype", "fp8", "input", &p.max_fp8}}) {
-    // Configs from before softmax, mask, exp_layout and max_dtype existed (stored bests) mean
-    // online, select, s and input.
-    const bool added =
-        c.out == &p.two_pass || c.out == &p.mask_matmul || c.out == &p.st || c.out == &p.max_fp8;
-    if (added && !config.Get(c.name)) continue;
+                   {"softmax", "two_pass", "online", &p.two_pass, true},
+                   {"mask", "matmul", "select", &p.mask_matmul, true},
+                   {"exp_layout", "st", "s", &p.st, true},
+                   {"max_dtype", "fp8", "input", &p.max_fp8, true}}) {
+    if (c.optional && !config.Get(c.name)) continue;
     absl::StatusOr<bool> v = GetChoice(config, c.name, c.yes, c.no);
     if (!v.ok()) return v.status();
     *c.out = *v;
