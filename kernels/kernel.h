@@ -38,6 +38,10 @@ struct Param {
 class Space {
  public:
   using Check = std::function<absl::Status(const Config&)>;
+  // A cheap analytic estimate of a valid config's time in ns, computed without simulating (bytes
+  // moved, instruction counts, engine-time bounds). Only its order matters: the search ranks
+  // candidates by it and measures the most promising first. nullopt when it cannot judge a config.
+  using Estimate = std::function<std::optional<double>(const Config&)>;
   Space(std::vector<Param> params, Check check);
 
   const std::vector<Param>& params() const { return params_; }
@@ -50,9 +54,18 @@ class Space {
   // OK when valid; InvalidArgument with a human-readable reason (the violated rule) otherwise.
   absl::Status Validate(const Config& config) const;
 
+  // The kernel's analytic estimate, if it has one (recorded replay spaces have none).
+  void set_estimate(Estimate estimate) { estimate_ = std::move(estimate); }
+  bool has_estimate() const { return static_cast<bool>(estimate_); }
+  // The estimate of `config`; nullopt without an estimate or when it cannot judge the config.
+  std::optional<double> EstimateNs(const Config& config) const {
+    return estimate_ ? estimate_(config) : std::nullopt;
+  }
+
  private:
   std::vector<Param> params_;
   Check check_;
+  Estimate estimate_;
   uint64_t size_ = 1;
 };
 
