@@ -46,4 +46,20 @@ StopReason StopTracker::Check(Clock::time_point now) const {
   return StopReason::kNone;
 }
 
+const EffortPreset* FindEffortPreset(std::string_view name) {
+  for (const EffortPreset& preset : kEffortPresets) {
+    if (preset.name == name) return &preset;
+  }
+  return nullptr;
+}
+
+std::string EffortPresetNames() {
+  std::string names;
+  for (const EffortPreset& preset : kEffortPresets) {
+    if (!names.empty()) names += ", ";
+    names += preset.name;
+  }
+  return names;
+}
+
 }  // namespace tessel::search

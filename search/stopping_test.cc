@@ -51,5 +51,36 @@ TEST(StopTrackerTest, TimeLimitUsesTheGivenClock) {
   EXPECT_EQ(StopReasonName(StopReason::kTimeLimit), "time_limit");
 }
 
+TEST(EffortPresetTest, EachPresetIsFoundByItsNameAndUnknownNamesAreNot) {
+  for (const EffortPreset& preset : kEffortPresets) {
+    const EffortPreset* found = FindEffortPreset(preset.name);
+    ASSERT_NE(found, nullptr) << preset.name;
+    EXPECT_EQ(found, &preset);
+    EXPECT_FALSE(preset.summary.empty()) << preset.name << " needs its --help line";
+  }
+  EXPECT_EQ(FindEffortPreset("Quick"), nullptr);
+  EXPECT_EQ(FindEffortPreset(""), nullptr);
+  EXPECT_EQ(EffortPresetNames(), "quick, default, full");
+}
+
+TEST(EffortPresetTest, TheDefaultPresetIsTheOldDefaultAndEffortBuysTrials) {
+  // `tessel tune` without --effort ran 64 trials with no early stop before presets existed.
+  const EffortPreset* standard = FindEffortPreset(kDefaultEffort);
+  ASSERT_NE(standard, nullptr);
+  EXPECT_EQ(standard->budget, 64);
+  EXPECT_EQ(standard->no_improvement, 0);
+  const EffortPreset* quick = FindEffortPreset("quick");
+  const EffortPreset* full = FindEffortPreset("full");
+  ASSERT_NE(quick, nullptr);
+  ASSERT_NE(full, nullptr);
+  EXPECT_LT(quick->budget, standard->budget);
+  EXPECT_GT(full->budget, standard->budget);
+  // An early stop may end a preset before its budget, never demand more than it.
+  for (const EffortPreset& preset : kEffortPresets) {
+    EXPECT_GT(preset.budget, 0) << preset.name;
+    EXPECT_LT(preset.no_improvement, preset.budget) << preset.name;
+  }
+}
+
 }  // namespace
 }  // namespace tessel::search

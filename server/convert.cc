@@ -196,6 +196,11 @@ v1::Job JobViewFromRecord(const JobRecord& job, const std::vector<TrialRecord>& 
   view.set_kernel_version(job.kernel_version);
   view.set_target_version(job.target_version);
   view.mutable_default_config()->set_config(job.default_config);
+  view.set_effort(job.effort);
+  view.set_time_limit_s(job.time_limit_s);
+  view.set_stop_after_no_improvement(job.stop_after_no_improvement);
+  view.set_target_time_ns(job.target_time_ns);
+  view.set_stopped_by(job.stopped_by);
 
   v1::TrialCounts* counts = view.mutable_trials();
   std::map<std::string, bool> verified;  // config -> passed a verification

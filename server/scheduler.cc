@@ -241,16 +241,38 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
     return absl::InvalidArgumentError(
         StrCat("unknown strategy '", strategy, "'; known strategies: ", StrJoin(names, ", ")));
   }
-  if (request.budget() <= 0 || request.budget() > kMaxBudget) {
-    return absl::InvalidArgumentError(
-        StrCat("budget must be between 1 and ", kMaxBudget, ", got ", request.budget()));
+  // The effort preset fills the budget and the no-improvement stop where the request left them 0.
+  const search::EffortPreset* preset = nullptr;
+  if (!request.effort().empty()) {
+    preset = search::FindEffortPreset(request.effort());
+    if (preset == nullptr) {
+      return absl::InvalidArgumentError(StrCat("effort must be one of ",
+                                               search::EffortPresetNames(), " (or empty), got '",
+                                               request.effort(), "'"));
+    }
   }
-
-  if (request.time_limit_s() < 0 || request.stop_after_no_improvement() < 0 ||
-      !(request.target_time_ns() >= 0)) {  // NaN too
-    return absl::InvalidArgumentError(
-        "time_limit_s, stop_after_no_improvement and target_time_ns must be >= 0 (0 = none)");
+  const int budget = request.budget() == 0 && preset ? preset->budget : request.budget();
+  if (budget <= 0 || budget > kMaxBudget) {
+    return absl::InvalidArgumentError(StrCat("budget must be between 1 and ", kMaxBudget,
+                                             preset ? " (or 0 for the effort's)" : "", ", got ",
+                                             request.budget()));
   }
+  if (request.time_limit_s() < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("time_limit_s must be >= 0 (0 = none), got ", request.time_limit_s()));
+  }
+  if (request.stop_after_no_improvement() < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("stop_after_no_improvement must be >= 0 (0 = none), got ",
+               request.stop_after_no_improvement()));
+  }
+  if (!(request.target_time_ns() >= 0)) {  // NaN too
+    return absl::InvalidArgumentError(
+        StrCat("target_time_ns must be >= 0 (0 = none), got ", request.target_time_ns()));
+  }
+  const int no_improvement = request.stop_after_no_improvement() == 0 && preset
+                                 ? preset->no_improvement
+                                 : request.stop_after_no_improvement();
   std::vector<Config> seeds;
   if (request.seed_configs_size() > 0) {
     auto space = resolved->kernel->SpaceFor(resolved->problem, resolved->target);
@@ -272,15 +294,16 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
   record.kernel_version = resolved->kernel->version();
   record.target_version = resolved->target.version;
   record.strategy = strategy;
-  record.budget = request.budget();
+  record.budget = budget;
   record.seed = request.seed();
   record.state = "queued";
   record.default_config = resolved->kernel->Default(resolved->problem, resolved->target).ToString();
   record.roofline_ns = kernels::RooflineNs(*resolved->kernel, resolved->problem, resolved->target);
   record.created_ms = NowUnixMs();
   record.time_limit_s = request.time_limit_s();
-  record.stop_after_no_improvement = request.stop_after_no_improvement();
+  record.stop_after_no_improvement = no_improvement;
   record.target_time_ns = request.target_time_ns();
+  record.effort = request.effort();
   auto id = store_->CreateJob(record);
   if (!id.ok()) return id.status();
   record.id = *id;
@@ -669,6 +692,11 @@ v1::Job Scheduler::JobView(const Job& job) const {
   view.set_created_unix_ms(job.record.created_ms);
   view.set_state(JobStateFromString(job.record.state));
   view.set_message(job.record.message);
+  view.set_effort(job.record.effort);
+  view.set_time_limit_s(job.record.time_limit_s);
+  view.set_stop_after_no_improvement(job.record.stop_after_no_improvement);
+  view.set_target_time_ns(job.record.target_time_ns);
+  view.set_stopped_by(job.record.stopped_by);
   *view.mutable_trials() = job.counts;
   view.mutable_trials()->set_pending(static_cast<int>(job.queue.size()) + job.leased);
   const std::optional<Candidate>& best = job.published ? job.published : job.best;
@@ -711,12 +739,22 @@ void Scheduler::Apply(Effects effects) {
 void Scheduler::FinishJob(int64_t job_id) {
   std::string state;
   std::string message;
+  std::string stopped_by;
   std::optional<BestRecord> publish;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return;
     Job& job = *it->second;
+    if (job.cancelled) {
+      stopped_by = "cancelled";
+    } else if (!job.stop_reason.empty()) {
+      stopped_by = job.stop_reason;
+    } else if (job.charged < job.record.budget && job.strategy_exhausted) {
+      stopped_by = std::string(search::StopReasonName(search::StopReason::kExhausted));
+    } else {
+      stopped_by = std::string(search::StopReasonName(search::StopReason::kBudget));
+    }
     if (job.cancelled) {
       state = "cancelled";
       message = "cancelled by request";
@@ -757,7 +795,7 @@ void Scheduler::FinishJob(int64_t job_id) {
           StrCat("cannot publish the best config: ", std::string(snapshot.status().message()));
     }
   }
-  if (absl::Status s = store_->UpdateJobState(job_id, state, message); !s.ok()) {
+  if (absl::Status s = store_->UpdateJobState(job_id, state, message, stopped_by); !s.ok()) {
     spdlog::error("store: job {}: {}", job_id, std::string(s.message()));
   }
   {
@@ -766,6 +804,7 @@ void Scheduler::FinishJob(int64_t job_id) {
     if (it == jobs_.end()) return;
     it->second->record.state = state;
     it->second->record.message = message;
+    it->second->record.stopped_by = stopped_by;
     v1::Job view = JobView(*it->second);
     view.set_finished_unix_ms(NowUnixMs());
     finished_[job_id] = std::move(view);

@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "search/stopping.h"
 #include "server/convert.h"
 
 namespace tessel::server {
@@ -176,6 +177,15 @@ TEST_F(SchedulerTest, SubmitRejectsBadWorkloadsWithActionableMessages) {
       {[](auto& r) { r.set_budget(0); }, "budget must be between 1"},
       {[](auto& r) { r.set_strategy("psychic"); }, "unknown strategy 'psychic'"},
       {[](auto& r) { r.mutable_workload()->set_dtype("int3"); }, "int3"},
+      {[](auto& r) { r.set_effort("fastest"); }, "effort must be one of quick, default, full"},
+      {[](auto& r) { r.set_time_limit_s(-5); }, "time_limit_s must be >= 0 (0 = none), got -5"},
+      {[](auto& r) { r.set_stop_after_no_improvement(-1); }, "stop_after_no_improvement must"},
+      {[](auto& r) { r.set_target_time_ns(-1); }, "target_time_ns must be >= 0"},
+      {[](auto& r) {
+         r.set_effort("quick");
+         r.set_budget(-2);
+       },
+       "budget must be between 1 and 1000000 (or 0 for the effort's), got -2"},
   };
   for (const Case& c : cases) {
     v1::SubmitJobRequest request = Job(Gemm(512, 512, 512), 8);
@@ -613,6 +623,112 @@ TEST_F(SchedulerEarlyStopTest, ATimeLimitCountsTheDowntimeSinceSubmission) {
   EXPECT_EQ(done.trials().total(), 3);
   EXPECT_EQ(verifications_, 1);
   EXPECT_THAT(done.message(), HasSubstr("stopped early: time_limit"));
+}
+
+}  // namespace
+}  // namespace tessel::server
+
+namespace tessel::server {
+namespace {
+
+// Effort presets and the time limit as the server applies them.
+TEST_F(SchedulerTest, AnEffortFillsTheBudgetAndStopsTheRequestLeftZeroAndNothingElse) {
+  for (const search::EffortPreset& preset : search::kEffortPresets) {
+    v1::SubmitJobRequest request = Job(Gemm(512, 512, 512), /*budget=*/0);
+    request.set_effort(std::string(preset.name));
+    auto job = scheduler_->Submit(request);
+    ASSERT_TRUE(job.ok()) << preset.name << ": " << job.status();
+    EXPECT_EQ(job->effort(), preset.name);
+    EXPECT_EQ(job->budget(), preset.budget) << preset.name;
+    EXPECT_EQ(job->stop_after_no_improvement(), preset.no_improvement) << preset.name;
+    EXPECT_EQ(job->time_limit_s(), 0) << preset.name << ": no preset sets a time limit";
+    ASSERT_TRUE(scheduler_->Cancel(job->id()).ok());
+  }
+  // The request's own budget and stops win over the preset's.
+  v1::SubmitJobRequest own = Job(Gemm(512, 512, 512), /*budget=*/7);
+  own.set_effort("full");
+  own.set_stop_after_no_improvement(3);
+  own.set_time_limit_s(9);
+  auto job = scheduler_->Submit(own);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->budget(), 7);
+  EXPECT_EQ(job->stop_after_no_improvement(), 3);
+  EXPECT_EQ(job->time_limit_s(), 9);
+  // The stored record says the same after a restart.
+  Open();
+  auto stored = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->effort(), "full");
+  EXPECT_EQ(stored->budget(), 7);
+  EXPECT_EQ(stored->time_limit_s(), 9);
+  // The default preset is what a request without an effort gets: same budget, no early stops.
+  const search::EffortPreset* standard = search::FindEffortPreset(search::kDefaultEffort);
+  ASSERT_NE(standard, nullptr);
+  EXPECT_EQ(standard->no_improvement, 0);
+}
+
+TEST_F(SchedulerTest, AJobThatSpentItsBudgetSaysSoAndKeepsSayingItAfterARestart) {
+  const std::string worker = RegisterWorker();
+  auto job = scheduler_->Submit(Job(Gemm(512, 512, 512), 10));
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->stopped_by(), "") << "not stopped while it runs";
+  v1::Job done = RunToEnd(job->id(), worker);
+  ASSERT_EQ(done.state(), v1::JOB_COMPLETED);
+  EXPECT_EQ(done.stopped_by(), "budget");
+  EXPECT_EQ(done.trials().total(), 10);
+  Open();
+  auto stored = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->stopped_by(), "budget");
+
+  auto cancelled = scheduler_->Submit(Job(Gemm(512, 512, 512), 10, /*seed=*/2));
+  ASSERT_TRUE(cancelled.ok());
+  auto after = scheduler_->Cancel(cancelled->id());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->stopped_by(), "cancelled");
+}
+
+TEST_F(SchedulerTest, ATimeLimitEndsAJobFarFromItsBudgetOnTimeWithItsBestPublished) {
+  constexpr int kLimitS = 1;
+  constexpr int kBudget = 1'000'000;
+  const std::string worker = RegisterWorker();
+  v1::SubmitJobRequest request = Job(Gemm(1024, 1024, 1024), kBudget);
+  request.set_time_limit_s(kLimitS);
+  request.set_cold_start(true);
+  const auto start = std::chrono::steady_clock::now();
+  auto job = scheduler_->Submit(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  // A worker that measures as fast as the fake allows, until the job is final (RunToEnd's round
+  // cap could run out first).
+  v1::Job done;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    auto now = scheduler_->GetJob(job->id());
+    ASSERT_TRUE(now.ok());
+    if (now->state() != v1::JOB_QUEUED && now->state() != v1::JOB_RUNNING) {
+      done = *now;
+      break;
+    }
+    std::vector<v1::TrialResult> results;
+    for (const auto& spec : Lease(worker, 8)) results.push_back(Measure(spec));
+    if (!results.empty()) Report(worker, results);
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(done.state(), v1::JOB_COMPLETED) << done.message();
+  EXPECT_EQ(done.stopped_by(), "time_limit");
+  EXPECT_EQ(done.time_limit_s(), kLimitS);
+  EXPECT_THAT(done.message(), HasSubstr("stopped early: time_limit"));
+  EXPECT_GE(elapsed, std::chrono::seconds(kLimitS));
+  // The limit plus the trials in flight, the best's verification and a housekeeping round.
+  EXPECT_LT(elapsed, std::chrono::milliseconds(kLimitS * 1000 + 500));
+  EXPECT_GT(done.trials().total(), 8) << "it searched until the limit";
+  EXPECT_LT(done.trials().total(), kBudget);
+  v1::LookupRequest lookup;
+  *lookup.mutable_workload() = Gemm(1024, 1024, 1024);
+  auto found = scheduler_->Lookup(lookup);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->match(), "exact");
+  EXPECT_EQ(found->config(), done.best().config());
+  EXPECT_EQ(found->job_id(), job->id());
 }
 
 }  // namespace

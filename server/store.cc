@@ -312,7 +312,8 @@ constexpr std::string_view kJobSelect =
     "SELECT j.id, w.kernel, w.dims, w.dtype, w.target, j.dims_display, j.kernel_version, "
     "j.target_version, j.strategy, j.budget, j.seed, j.state, j.message, j.default_config, "
     "j.roofline_ns, j.created_ms, j.finished_ms, j.time_limit_s, j.stop_after_no_improvement, "
-    "j.target_time_ns FROM jobs j JOIN workloads w ON w.id = j.workload_id ";
+    "j.target_time_ns, j.effort, j.stopped_by FROM jobs j JOIN workloads w ON w.id = "
+    "j.workload_id ";
 
 JobRecord JobFromRow(const Statement& row) {
   JobRecord job;
@@ -333,6 +334,8 @@ JobRecord JobFromRow(const Statement& row) {
   job.time_limit_s = static_cast<int>(row.Int(17));
   job.stop_after_no_improvement = static_cast<int>(row.Int(18));
   job.target_time_ns = row.Double(19);
+  job.effort = row.Text(20);
+  job.stopped_by = row.Text(21);
   return job;
 }
 
@@ -646,11 +649,13 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
   absl::Status status = impl_->Write([&](Connection& db) -> absl::Status {
     absl::StatusOr<int64_t> workload_id = WorkloadId(db, job.workload);
     if (!workload_id.ok()) return workload_id.status();
-    TESSEL_PREPARE(insert, db,
-                   "INSERT INTO jobs (workload_id, dims_display, kernel_version, target_version, "
-                   "strategy, budget, seed, state, message, default_config, roofline_ns, "
-                   "created_ms, finished_ms, time_limit_s, stop_after_no_improvement, "
-                   "target_time_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    TESSEL_PREPARE(
+        insert, db,
+        "INSERT INTO jobs (workload_id, dims_display, kernel_version, target_version, "
+        "strategy, budget, seed, state, message, default_config, roofline_ns, "
+        "created_ms, finished_ms, time_limit_s, stop_after_no_improvement, "
+        "target_time_ns, effort, stopped_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?)");
     insert.BindInt(*workload_id)
         .BindText(job.dims_display)
         .BindInt(job.kernel_version)
@@ -666,7 +671,9 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
         .BindOptionalInt(job.finished_ms)
         .BindInt(job.time_limit_s)
         .BindInt(job.stop_after_no_improvement)
-        .BindDouble(job.target_time_ns);
+        .BindDouble(job.target_time_ns)
+        .BindText(job.effort)
+        .BindText(job.stopped_by);
     TESSEL_RETURN_IF_ERROR(insert.Run());
     job_id = db.LastInsertRowId();
     return absl::OkStatus();
@@ -676,7 +683,7 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
 }
 
 absl::Status Store::UpdateJobState(int64_t job_id, const std::string& state,
-                                   const std::string& message) {
+                                   const std::string& message, const std::string& stopped_by) {
   if (!Contains(kJobStates, state)) {
     return absl::InvalidArgumentError(fmt::format(
         "job state '{}' is not one of queued, running, completed, cancelled, failed", state));
@@ -685,8 +692,13 @@ absl::Status Store::UpdateJobState(int64_t job_id, const std::string& state,
   if (Contains(kFinalJobStates, state)) finished_ms = NowUnixMs();
   return impl_->Write([&](Connection& db) -> absl::Status {
     TESSEL_PREPARE(update, db,
-                   "UPDATE jobs SET state = ?, message = ?, finished_ms = ? WHERE id = ?");
-    update.BindText(state).BindText(message).BindOptionalInt(finished_ms).BindInt(job_id);
+                   "UPDATE jobs SET state = ?, message = ?, finished_ms = ?, stopped_by = ? "
+                   "WHERE id = ?");
+    update.BindText(state)
+        .BindText(message)
+        .BindOptionalInt(finished_ms)
+        .BindText(stopped_by)
+        .BindInt(job_id);
     TESSEL_RETURN_IF_ERROR(update.Run());
     if (db.Changes() == 0) return absl::NotFoundError(fmt::format("job {} not found", job_id));
     return absl::OkStatus();

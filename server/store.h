@@ -51,6 +51,10 @@ struct JobRecord {
   int time_limit_s = 0;  // wall time since created_ms
   int stop_after_no_improvement = 0;
   double target_time_ns = 0;
+  // schema/sql/003_job_effort.sql: the request's effort preset ("" = none), and why the search
+  // stopped (v1::Job.stopped_by; "" until the job is final). Set by CreateJob and UpdateJobState.
+  std::string effort;
+  std::string stopped_by;
 };
 
 struct TrialRecord {
@@ -121,8 +125,10 @@ class Store {
   // ---- writes: each returns after its transaction committed ----
   // Inserts the job (and its workload row if new); returns the job id.
   absl::StatusOr<int64_t> CreateJob(const JobRecord& job);
-  // Sets state and message; sets finished_ms when the state is final.
-  absl::Status UpdateJobState(int64_t job_id, const std::string& state, const std::string& message);
+  // Sets state, message and stopped_by (why the search stopped; "" = not stopped); sets
+  // finished_ms when the state is final.
+  absl::Status UpdateJobState(int64_t job_id, const std::string& state, const std::string& message,
+                              const std::string& stopped_by = "");
   // Inserts trials (all in one transaction). AlreadyExists if an id is taken; nothing is written
   // then.
   absl::Status InsertTrials(std::span<const TrialRecord> trials);

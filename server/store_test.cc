@@ -87,6 +87,7 @@ JobRecord MatmulJob() {
   job.time_limit_s = 600;
   job.stop_after_no_improvement = 25;
   job.target_time_ns = 1500.5;
+  job.effort = "quick";
   return job;
 }
 
@@ -190,6 +191,8 @@ TEST_F(StoreTest, JobRoundTripsThroughCreateAndGet) {
   EXPECT_EQ(got->time_limit_s, 600);
   EXPECT_EQ(got->stop_after_no_improvement, 25);
   EXPECT_DOUBLE_EQ(got->target_time_ns, 1500.5);
+  EXPECT_EQ(got->effort, "quick");
+  EXPECT_EQ(got->stopped_by, "");
   absl::StatusOr<std::vector<JobRecord>> queued = store->JobsInState("queued");
   ASSERT_TRUE(queued.ok()) << queued.status();
   ASSERT_THAT(*queued, SizeIs(1));
@@ -245,6 +248,8 @@ TEST_F(StoreTest, ADatabaseOfTheFirstSchemaIsUpgradedInPlaceAndItsJobsHaveNoEarl
     EXPECT_EQ(old.time_limit_s, 0);
     EXPECT_EQ(old.stop_after_no_improvement, 0);
     EXPECT_EQ(old.target_time_ns, 0);
+    EXPECT_EQ(old.effort, "") << "jobs from before migration 3 had no effort";
+    EXPECT_EQ(old.stopped_by, "");
     if (open == 0) {
       // The upgraded file takes jobs with early stops.
       absl::StatusOr<int64_t> id = store->CreateJob(MatmulJob());
@@ -333,11 +338,13 @@ TEST_F(StoreTest, UpdateJobStateSetsFinishedMsOnlyForFinalStates) {
   EXPECT_FALSE(running->finished_ms.has_value());
 
   int64_t before = NowUnixMs();
-  ASSERT_TRUE(store->UpdateJobState(first, "completed", "budget spent").ok());
+  EXPECT_EQ(running->stopped_by, "");
+  ASSERT_TRUE(store->UpdateJobState(first, "completed", "budget spent", "time_limit").ok());
   absl::StatusOr<JobRecord> done = store->GetJob(first);
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->state, "completed");
   EXPECT_EQ(done->message, "budget spent");
+  EXPECT_EQ(done->stopped_by, "time_limit");
   ASSERT_TRUE(done->finished_ms.has_value());
   EXPECT_GE(*done->finished_ms, before);
   EXPECT_LE(*done->finished_ms, NowUnixMs());

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "search/stopping.h"
 #include "tests/process.h"
 
 namespace tessel::testing {
@@ -349,6 +351,127 @@ TEST_F(Local, SnapshotExportAnswersLookupsWithoutAServerAndImportIsIdempotent) {
   EXPECT_EQ(third["imported"], 0);
   auto rows = Query(other_db, "SELECT COUNT(*) FROM best");
   EXPECT_EQ(rows[0][0], "1");
+}
+
+}  // namespace
+}  // namespace tessel::testing
+
+namespace tessel::testing {
+namespace {
+
+// Effort presets and the wall-clock limit, through the real CLI and server.
+constexpr int kTimeLimitS = 2;
+// What a time-limited job may take beyond its limit: the trials in flight, the best's
+// verification, one housekeeping round and the processes' scheduling on a shared machine.
+constexpr auto kTimeLimitMargin = milliseconds(1500);
+
+TEST_F(Cluster, ATimeLimitedJobSubmittedOverGrpcEndsByItselfWithItsBestPublished) {
+  StartServer();
+  StartWorker("w1");
+  StartWorker("w2");
+  // Nothing waits on the job: the server alone must stop it.
+  json submitted = CliJson({"tune", "matmul", "--shape", "M=4096,N=4096,K=4096", "--budget",
+                            "1000000", "--time-limit", std::to_string(kTimeLimitS) + "s",
+                            "--no-wait", "--server", address_, "--json"});
+  ASSERT_TRUE(submitted.is_object());
+  EXPECT_EQ(submitted["time_limit_s"], kTimeLimitS);
+  EXPECT_EQ(submitted["budget"], 1000000);
+  const std::string job_id = std::to_string(submitted["job_id"].get<int64_t>());
+  std::vector<std::vector<std::string>> times;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(kTimeLimitS + 10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    times = Query(
+        db_, "SELECT state, created_ms, finished_ms, stopped_by FROM jobs WHERE id = " + job_id);
+    if (!times.empty() && times[0][0] != "queued" && times[0][0] != "running") break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_EQ(times.size(), 1u);
+  ASSERT_EQ(times[0][0], "completed") << "job still " << times[0][0];
+  EXPECT_EQ(times[0][3], "time_limit");
+  const auto ran = milliseconds(std::stoll(times[0][2]) - std::stoll(times[0][1]));
+  EXPECT_GE(ran, seconds(kTimeLimitS));
+  EXPECT_LT(ran, seconds(kTimeLimitS) + kTimeLimitMargin);
+
+  json done = CliJson({"watch", job_id, "--server", address_, "--json"});
+  EXPECT_EQ(done["state"], "completed");
+  EXPECT_EQ(done["stopped_by"], "time_limit");
+  EXPECT_GT(done["trials"]["total"].get<int>(), 1) << "it searched beyond the default";
+  EXPECT_LT(done["trials"]["total"].get<int>(), 1000000);
+  const std::string best = done["best"]["config"];
+  auto published = Query(db_, "SELECT config FROM best WHERE job_id = " + job_id);
+  ASSERT_EQ(published.size(), 1u);
+  EXPECT_EQ(published[0][0], best);
+  auto verified = Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + job_id +
+                                 " AND config = '" + best + "' AND verified = 1");
+  EXPECT_GE(std::stoi(verified[0][0]), 1);
+  json lookup = CliJson(
+      {"lookup", "matmul", "--shape", "M=4096,N=4096,K=4096", "--server", address_, "--json"});
+  EXPECT_EQ(lookup["config"], best);
+  EXPECT_EQ(lookup["match"], "exact");
+}
+
+TEST_F(Local, ATimeLimitEndsAnEmbeddedTuneOnTimeAndItsJsonSaysSo) {
+  const auto start = std::chrono::steady_clock::now();
+  json tune = CliJson({"tune", "matmul", "--shape", "M=4096,N=4096,K=4096", "--budget", "1000000",
+                       "--time-limit", std::to_string(kTimeLimitS), "--workers", "2", "--db", db_,
+                       "--json", "-q"});
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(tune.is_object());
+  EXPECT_EQ(tune["state"], "completed");
+  EXPECT_EQ(tune["stopped_by"], "time_limit");
+  EXPECT_EQ(tune["time_limit_s"], kTimeLimitS);
+  EXPECT_EQ(tune["effort"], "default");
+  EXPECT_EQ(tune["budget"], 1000000) << "an explicit --budget overrides the effort's";
+  EXPECT_FALSE(tune["best"].is_null());
+  EXPECT_GE(tune["speedup_vs_default"].get<double>(), 1.0);
+  // Process start and the embedded server's start count here, on top of the job's own time.
+  EXPECT_LT(elapsed, seconds(kTimeLimitS) + kTimeLimitMargin + seconds(1));
+  json lookup =
+      CliJson({"lookup", "matmul", "--shape", "M=4096,N=4096,K=4096", "--db", db_, "--json"});
+  EXPECT_EQ(lookup["config"], tune["best"]["config"]);
+}
+
+TEST_F(Local, EachEffortRunsItsDocumentedBudgetAndStops) {
+  RunResult help = Cli({"tune", "--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  for (const search::EffortPreset& preset : search::kEffortPresets) {
+    SCOPED_TRACE(std::string(preset.name));
+    // --help documents each preset's budget and early stop.
+    std::string line = std::string(preset.name);
+    line.resize(std::max<size_t>(line.size(), 8), ' ');
+    line += " " + std::to_string(preset.budget) + " trials";
+    EXPECT_NE(help.out.find(line), std::string::npos) << "no '" << line << "' in\n" << help.out;
+    if (preset.no_improvement > 0) {
+      EXPECT_NE(help.out.find("stop after " + std::to_string(preset.no_improvement) +
+                              " without a faster one"),
+                std::string::npos);
+    }
+    // The job runs with them (a short time limit keeps the big presets' test short).
+    json tune = CliJson({"tune", "matmul", "--shape", "M=512,N=512,K=512", "--effort",
+                         std::string(preset.name), "--time-limit", "3", "--workers", "2",
+                         "--cold-start", "--db", db_, "--json", "-q"});
+    ASSERT_TRUE(tune.is_object());
+    EXPECT_EQ(tune["state"], "completed");
+    EXPECT_EQ(tune["effort"], std::string(preset.name));
+    EXPECT_EQ(tune["budget"], preset.budget);
+    if (preset.no_improvement > 0) {
+      EXPECT_EQ(tune["stop_after_no_improvement"], preset.no_improvement);
+    } else {
+      EXPECT_TRUE(tune["stop_after_no_improvement"].is_null());
+    }
+    const std::string stopped_by = tune["stopped_by"];
+    if (stopped_by == "budget") {
+      EXPECT_EQ(tune["trials"]["total"], preset.budget);
+    }
+    EXPECT_LE(tune["trials"]["total"].get<int>(), preset.budget);
+  }
+  // An explicit --budget wins over the preset's.
+  json own = CliJson({"tune", "matmul", "--shape", "M=512,N=512,K=512", "--effort", "quick",
+                      "--budget", "5", "--cold-start", "--db", db_, "--json", "-q"});
+  EXPECT_EQ(own["budget"], 5);
+  EXPECT_EQ(own["trials"]["total"], 5);
+  EXPECT_EQ(own["stopped_by"], "budget");
+  EXPECT_TRUE(own["time_limit_s"].is_null());
 }
 
 }  // namespace

@@ -44,6 +44,16 @@ expect_error "bad --shape" tune matmul --shape "M512,N=512,K=512"
 expect_error "bad --shape" tune matmul --shape "M=abc,N=512,K=512"
 expect_error "budget" tune matmul --shape M=512,N=512,K=512 --budget 0
 expect_error "unknown strategy" tune matmul --shape M=512,N=512,K=512 --strategy nope
+expect_error "unknown --effort 'fastest' (presets: quick, default, full)" \
+  tune matmul --shape M=512,N=512,K=512 --effort fastest --json
+for bad in abc -5 1.5s 10d 2ms s 30S 99999999999; do
+  expect_error "bad --time-limit '$bad': expected whole seconds (e.g. 90) or a duration like" \
+    tune matmul --shape M=512,N=512,K=512 --time-limit="$bad" --json
+done
+expect_error "--time-limit '600000h' is more than 2147483647 seconds" \
+  tune matmul --shape M=512,N=512,K=512 --time-limit 600000h
+expect_error "--budget must be positive, got 0" \
+  tune matmul --shape M=512,N=512,K=512 --effort full --budget 0
 expect_error "cannot reach tessel server at 127.0.0.1:9" \
   tune matmul --shape M=512,N=512,K=512 --server 127.0.0.1:9 --json
 expect_error "cannot reach tessel server at 127.0.0.1:9" jobs --server 127.0.0.1:9

@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <iostream>
+#include <limits>
+#include <string>
 #include <thread>
 
 #include "schema/strings.h"
@@ -87,6 +90,34 @@ std::string ShapeOf(const v1::Workload& workload) {
 }
 
 // "1.23 ms", "45.6 us", "789 ns".
+absl::StatusOr<int> ParseTimeLimitSeconds(const std::string& text, const std::string& flag) {
+  auto bad = [&] {
+    return absl::InvalidArgumentError(
+        StrCat("bad ", flag, " '", text,
+               "': expected whole seconds (e.g. 90) or a duration like 30s, 2m or 1h"));
+  };
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 10) return bad();
+  const std::string unit = text.substr(digits);
+  int64_t scale = 0;
+  if (unit.empty() || unit == "s") {
+    scale = 1;
+  } else if (unit == "m") {
+    scale = 60;
+  } else if (unit == "h") {
+    scale = 3600;
+  } else {
+    return bad();
+  }
+  const int64_t seconds = std::stoll(text.substr(0, digits)) * scale;
+  if (seconds > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(
+        StrCat(flag, " '", text, "' is more than ", std::numeric_limits<int>::max(), " seconds"));
+  }
+  return static_cast<int>(seconds);
+}
+
 std::string HumanTime(double ns) {
   if (ns >= 1e6) return fmt::format("{:.3f} ms", ns / 1e6);
   if (ns >= 1e3) return fmt::format("{:.2f} us", ns / 1e3);

@@ -58,6 +58,10 @@ absl::StatusOr<Workload> ValidateWorkload(const std::string& kernel_name, const 
                                           const std::string& dtype, const std::string& target);
 // "M=512,N=512,K=512" in the workload's dim order.
 std::string ShapeOf(const tessel::v1::Workload& workload);
+// A --time-limit value in whole seconds: plain seconds ("90") or a number with a unit s, m or h
+// ("30s", "2m", "1h"); "0" is no limit. InvalidArgument naming `flag` for anything else (a
+// negative, fractional or empty value, another unit, more than 2^31 - 1 seconds).
+absl::StatusOr<int> ParseTimeLimitSeconds(const std::string& text, const std::string& flag);
 // "1.23 ms", "45.6 us", "789 ns".
 std::string HumanTime(double ns);
 // Prints one JSON object on stdout.

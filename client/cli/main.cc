@@ -32,6 +32,7 @@
 #include "nlohmann/json.hpp"
 #include "schema/key.h"
 #include "schema/strings.h"
+#include "search/stopping.h"
 #include "search/strategy.h"
 #include "server/server.h"
 #include "sim/api.h"
@@ -54,17 +55,19 @@ struct TuneArgs {
   std::string dtype = kDefaultDtype;
   std::string target = kDefaultTarget;
   std::string strategy;
-  int budget = 64;
+  std::string effort = std::string(search::kDefaultEffort);  // a row of search::kEffortPresets
+  int budget = 0;                                            // 0 = the effort's
+  bool budget_set = false;  // --budget was given (then it must be positive)
   uint64_t seed = 1;
   std::string server;
   std::string db = kDefaultDb;
   int workers = 0;
   bool quiet = false;
   bool json = false;
-  bool no_wait = false;     // submit, print the job, return (needs --server)
-  bool cold_start = false;  // no warm start from earlier jobs of the kernel
-  int time_limit_s = 0;     // early stops (0 = none)
-  int patience = 0;
+  bool no_wait = false;          // submit, print the job, return (needs --server)
+  bool cold_start = false;       // no warm start from earlier jobs of the kernel
+  std::string time_limit = "0";  // early stops (0 = none); --time-limit as given
+  int patience = 0;              // 0 = the effort's
   double target_ns = 0;
   int64_t watch_job = 0;  // `tessel watch`: follow this existing job instead of submitting
 };
@@ -98,6 +101,11 @@ json JobJson(const v1::Job& job) {
         {"pending", job.trials().pending()},
         {"retried", job.trials().retried()}}},
       {"stale", job.stale()},
+      {"effort", job.effort().empty() ? json(nullptr) : json(job.effort())},
+      {"time_limit_s", job.time_limit_s() > 0 ? json(job.time_limit_s()) : json(nullptr)},
+      {"stop_after_no_improvement",
+       job.stop_after_no_improvement() > 0 ? json(job.stop_after_no_improvement()) : json(nullptr)},
+      {"stopped_by", job.stopped_by().empty() ? json(nullptr) : json(job.stopped_by())},
   };
   if (job.has_default_config() && !has_default) {
     out["default"] = {{"config", job.default_config().config()}, {"time_ns", nullptr}};
@@ -121,6 +129,12 @@ void PrintTuneSummary(const v1::Job& job) {
       job.workload().dtype(), job.workload().target(), job.strategy(), job.trials().total(),
       job.trials().ok(), job.trials().invalid(), job.trials().failed());
   if (!job.message().empty()) std::cout << "  message:  " << job.message() << "\n";
+  if (!job.stopped_by().empty()) {
+    std::cout << fmt::format(
+        "  stopped by: {}{}{}\n", job.stopped_by(),
+        job.effort().empty() ? "" : fmt::format(" (effort {})", job.effort()),
+        job.time_limit_s() > 0 ? fmt::format(", time limit {} s", job.time_limit_s()) : "");
+  }
   if (!j["best"].is_null()) {
     std::cout << fmt::format("  best:     {}  {}\n", HumanTime(job.best().time_ns()),
                              job.best().config());
@@ -244,9 +258,15 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
                                                ", auto)"));
     }
   }
-  if (args.budget <= 0) {
+  if (search::FindEffortPreset(args.effort) == nullptr) {
+    return absl::InvalidArgumentError(StrCat("unknown --effort '", args.effort,
+                                             "' (presets: ", search::EffortPresetNames(), ")"));
+  }
+  if (args.budget_set && args.budget <= 0) {
     return absl::InvalidArgumentError(StrCat("--budget must be positive, got ", args.budget));
   }
+  absl::StatusOr<int> time_limit_s = ParseTimeLimitSeconds(args.time_limit, "--time-limit");
+  if (!time_limit_s.ok()) return time_limit_s.status();
   int workers = args.workers > 0
                     ? args.workers
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -254,10 +274,11 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
   v1::SubmitJobRequest request;
   *request.mutable_workload() = workload->ToProto();
   request.set_strategy(strategy);
-  request.set_budget(args.budget);
+  request.set_effort(args.effort);
+  request.set_budget(args.budget_set ? args.budget : 0);  // 0: the effort's
   request.set_seed(args.seed);
   request.set_cold_start(args.cold_start);
-  request.set_time_limit_s(args.time_limit_s);
+  request.set_time_limit_s(*time_limit_s);
   request.set_stop_after_no_improvement(args.patience);
   request.set_target_time_ns(args.target_ns);
 
@@ -389,19 +410,22 @@ absl::Status RunJobs(const ListArgs& args) {
     json list = json::array();
     for (const v1::Job& job : *jobs) {
       const bool has_best = job.has_best() && job.best().time_ns() > 0;
-      list.push_back({{"id", job.id()},
-                      {"kernel", job.workload().kernel()},
-                      {"shape", ShapeOf(job.workload())},
-                      {"dtype", job.workload().dtype()},
-                      {"target", job.workload().target()},
-                      {"strategy", job.strategy()},
-                      {"state", client::JobStateName(job.state())},
-                      {"trials", job.trials().total()},
-                      {"budget", job.budget()},
-                      {"best_time_ns", has_best ? json(job.best().time_ns()) : json(nullptr)},
-                      {"best_config", has_best ? json(job.best().config()) : json(nullptr)},
-                      {"created_unix_ms", job.created_unix_ms()},
-                      {"stale", job.stale()}});
+      list.push_back(
+          {{"id", job.id()},
+           {"kernel", job.workload().kernel()},
+           {"shape", ShapeOf(job.workload())},
+           {"dtype", job.workload().dtype()},
+           {"target", job.workload().target()},
+           {"strategy", job.strategy()},
+           {"state", client::JobStateName(job.state())},
+           {"trials", job.trials().total()},
+           {"budget", job.budget()},
+           {"effort", job.effort().empty() ? json(nullptr) : json(job.effort())},
+           {"stopped_by", job.stopped_by().empty() ? json(nullptr) : json(job.stopped_by())},
+           {"best_time_ns", has_best ? json(job.best().time_ns()) : json(nullptr)},
+           {"best_config", has_best ? json(job.best().config()) : json(nullptr)},
+           {"created_unix_ms", job.created_unix_ms()},
+           {"stale", job.stale()}});
     }
     PrintJson({{"jobs", list}});
     return absl::OkStatus();
@@ -646,20 +670,25 @@ int Main(int argc, char** argv) {
   tune_cmd->add_option("--target", tune.target, "target (see `tessel targets`)")
       ->capture_default_str();
   tune_cmd->add_option("--strategy", tune.strategy, "search strategy (default: the server's)");
-  tune_cmd->add_option("--budget", tune.budget, "trials charged to the budget")
+  tune_cmd
+      ->add_option("--effort", tune.effort,
+                   StrCat("search effort: ", search::EffortPresetNames(),
+                          " (a budget and early stops; see below)"))
       ->capture_default_str();
+  CLI::Option* budget_opt = tune_cmd->add_option(
+      "--budget", tune.budget, "trials charged to the budget (default: the effort's)");
   tune_cmd->add_option("--seed", tune.seed, "search seed")->capture_default_str();
   tune_cmd->add_option("--workers", tune.workers,
                        "embedded worker threads (default: hardware threads)");
   tune_cmd->add_flag("-q,--quiet", tune.quiet, "no progress on stderr");
   tune_cmd->add_flag("--json", tune.json, "print one JSON object");
-  tune_cmd
-      ->add_option("--time-limit", tune.time_limit_s,
-                   "stop searching after this many seconds (0 = no limit)")
-      ->check(CLI::NonNegativeNumber);
+  tune_cmd->add_option("--time-limit", tune.time_limit,
+                       "wall-clock limit: 90, 30s, 2m or 1h; the job then verifies and publishes "
+                       "the best found so far (0 = no limit)");
   tune_cmd
       ->add_option("--patience", tune.patience,
-                   "stop after this many trials in a row without a faster result (0 = never)")
+                   "stop after this many trials in a row without a faster result (default: the "
+                   "effort's)")
       ->check(CLI::NonNegativeNumber);
   tune_cmd
       ->add_option("--target-ns", tune.target_ns,
@@ -670,6 +699,16 @@ int Main(int argc, char** argv) {
   tune_cmd->add_flag("--no-wait", tune.no_wait,
                      "submit, print the job and return (needs --server; see `tessel watch`)");
   AddServerOptions(tune_cmd, tune.server, tune.db);
+  std::string efforts = "Effort presets (--budget and --patience override theirs):";
+  for (const search::EffortPreset& preset : search::kEffortPresets) {
+    efforts +=
+        fmt::format("\n  {:<8} {} trials{}: {}", preset.name, preset.budget,
+                    preset.no_improvement > 0
+                        ? fmt::format(", stop after {} without a faster one", preset.no_improvement)
+                        : "",
+                    preset.summary);
+  }
+  tune_cmd->footer(efforts);
 
   TuneArgs watch;
   CLI::App* watch_cmd =
@@ -753,6 +792,7 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  tune.budget_set = budget_opt->count() > 0;
   int exit_code = 0;
   absl::Status status;
   if (*tune_cmd) {
