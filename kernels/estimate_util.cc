@@ -1,0 +1,105 @@
+#include "kernels/estimate_util.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/schedule_util.h"
+#include "sim/simulate.h"
+
+namespace tessel::kernels {
+
+double EngineNs(const sim::Target& target, const sim::Instruction& inst, double count) {
+  int64_t cycles = sim::InstructionCycles(target, inst);
+  if (inst.op == sim::Op::kMatmul) {
+    cycles = std::max(cycles, sim::StationaryLoadCycles(target, inst));
+  }
+  const double ticks = double(cycles) * target.ticks_per_cycle[int(inst.engine)];
+  return count * ticks / target.tick_ghz;
+}
+
+namespace {
+
+// The pieces a transfer over `partitions` partitions is split into (as the simulator splits it).
+struct Pieces {
+  int count = 1, n_lo = 1, lo = 1;
+};
+Pieces Split(const sim::Target& target, int partitions) {
+  Pieces p;
+  const int ppe = std::max(1, target.dma_partitions_per_engine);
+  p.count = std::max(1, std::min<int>(target.dma_engines, int(CeilDiv(partitions, ppe))));
+  p.lo = partitions / p.count;
+  p.n_lo = p.count - partitions % p.count;
+  return p;
+}
+
+}  // namespace
+
+void DmaLoad::Add(const sim::Target& target, const sim::Instruction& inst, double count) {
+  if (count <= 0) return;
+  Queue& q = q_[size_t(std::clamp<int>(inst.queue, 0, kMaxQueues - 1))];
+  const double bytes = double(inst.partitions) * double(inst.bytes_per_partition) * count;
+  q.bytes += bytes;
+  total_bytes_ += bytes;
+  if (inst.op != sim::Op::kDmaCopy) {
+    q.hbm_bytes += bytes;
+    hbm_bytes_ += bytes;
+  }
+  const Pieces p = Split(target, inst.partitions);
+  const double fixed = target.dma_fixed_ns;
+  const double lo = sim::DmaPieceNs(target, inst, p.lo) - fixed;
+  const double hi = p.count > p.n_lo ? sim::DmaPieceNs(target, inst, p.lo + 1) - fixed : 0;
+  q.fixed_ns += count * p.count * fixed;
+  q.data_ns += count * (lo * p.n_lo + hi * (p.count - p.n_lo));
+}
+
+double DmaLoad::HbmNs(const sim::Target& target, int cores) const {
+  const double chip = target.HbmGbps(cores);
+  return chip > 0 ? hbm_bytes_ * cores / chip : 0;
+}
+
+double DmaLoad::QueueNs(const sim::Target& target, int cores, int queue) const {
+  const Queue& q = q_[size_t(queue)];
+  if (q.bytes <= 0) return 0;
+  const double share = q.bytes / total_bytes_;
+  const double engines = std::max(1, target.dma_engines);
+  const double eng = (q.fixed_ns + q.data_ns / share) / engines;
+  return std::max(eng, q.hbm_bytes > 0 ? HbmNs(target, cores) : 0.0);
+}
+
+double DmaLoad::QueueNs(const sim::Target& target, int cores) const {
+  double worst = 0;
+  for (int q = 0; q < kMaxQueues; ++q) worst = std::max(worst, QueueNs(target, cores, q));
+  return worst;
+}
+
+double DmaLoad::BurstNs(const sim::Target& target, int cores, const sim::Instruction& inst,
+                        double count) const {
+  const Queue& q = q_[size_t(std::clamp<int>(inst.queue, 0, kMaxQueues - 1))];
+  if (q.bytes <= 0 || count <= 0) return 0;
+  const double share = q.bytes / total_bytes_;
+  const Pieces p = Split(target, inst.partitions);
+  const double data =
+      sim::DmaPieceNs(target, inst, p.count > p.n_lo ? p.lo + 1 : p.lo) - target.dma_fixed_ns;
+  const double waves = std::ceil(count * p.count / std::max(1, target.dma_engines));
+  const double eng = waves * (target.dma_fixed_ns + data / share);
+  const double chip = target.HbmGbps(cores);
+  double hbm = 0;
+  if (chip > 0 && q.hbm_bytes > 0) {
+    const double rate = chip / cores * (q.hbm_bytes / hbm_bytes_);  // bytes per ns
+    hbm = target.dma_fixed_ns +
+          count * double(inst.partitions) * double(inst.bytes_per_partition) / rate;
+  }
+  return std::max(eng, hbm);
+}
+
+double DmaLoad::LatencyNs(const sim::Target& target, const sim::Instruction& inst) {
+  const Pieces p = Split(target, inst.partitions);
+  const double piece = sim::DmaPieceNs(target, inst, p.count > p.n_lo ? p.lo + 1 : p.lo);
+  const double rate = target.HbmGbps(1);
+  const double bytes = double(inst.partitions) * double(inst.bytes_per_partition);
+  const double hbm =
+      rate > 0 && inst.op != sim::Op::kDmaCopy ? target.dma_fixed_ns + bytes / rate : 0.0;
+  return std::max(piece, hbm);
+}
+
+}  // namespace tessel::kernels
