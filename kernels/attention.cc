@@ -4,8 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <utility>
 
+#include "kernels/estimate_util.h"
 #include "kernels/schedule_util.h"
 #include "schema/strings.h"
 
@@ -643,9 +645,12 @@ void Generate(const Plan& p, Emitter& e) {
 }
 
 // Turns schedule steps into simulator instructions, tracking the buffers' readers and writers.
+// `ProgramT` is sim::Program, or CountingProgram for the analytic estimate (which keeps only the
+// instructions' costs).
+template <typename ProgramT>
 class SimEmitter {
  public:
-  SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
+  SimEmitter(const Plan& plan, const sim::Target& target, ProgramT* program)
       : p_(plan), target_(target), program_(program) {}
 
   void BeginCore(int core) {
@@ -1294,8 +1299,8 @@ class SimEmitter {
 
   const Plan& p_;
   const sim::Target& target_;
-  sim::Program* program_;
-  sim::CoreProgram* c_ = nullptr;
+  ProgramT* program_;
+  std::remove_reference_t<decltype(std::declval<ProgramT&>().cores[0])>* c_ = nullptr;
   std::vector<Member> members_;
   int current_ = 0;
   std::vector<int32_t> kv_reader_, k_ready_, v_ready_, s_reader_, p_reader_;
@@ -1596,6 +1601,27 @@ absl::Status AttentionKernel::ValidateProblem(const Problem& problem,
   return absl::OkStatus();
 }
 
+namespace {
+
+// The analytic estimate (docs/kernels.md "Analytic estimates"): the schedule's instructions for
+// one (batch, head) pair, emitted into a CountingProgram (their costs, no program, no
+// simulation), bounded by the slowest resource and multiplied by the pairs of the busiest core.
+std::optional<double> EstimateAttention(const Problem& problem, const Config& config,
+                                        const sim::Target& target) {
+  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
+  if (!plan.ok()) return std::nullopt;
+  const int64_t pairs = CeilDiv(plan->bh, plan->shards);
+  Plan one = *plan;
+  one.bh = 1;
+  one.shards = 1;
+  CountingProgram program(target);
+  SimEmitter emitter(one, target, &program);
+  Generate(one, emitter);
+  return double(pairs) * program.cores[0].BoundNs(plan->shards);
+}
+
+}  // namespace
+
 absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
                                                 const sim::Target& target) const {
   absl::Status valid = ValidateProblem(problem, target);
@@ -1639,10 +1665,12 @@ absl::StatusOr<Space> AttentionKernel::SpaceFor(const Problem& problem,
   };
   Problem p = problem;
   sim::Target t = target;
-  return Space(std::move(params), [p, t](const Config& config) -> absl::Status {
+  Space space(std::move(params), [p, t](const Config& config) -> absl::Status {
     absl::StatusOr<Plan> plan = MakePlan(p, config, t, /*strict=*/true);
     return plan.ok() ? absl::OkStatus() : plan.status();
   });
+  space.set_estimate([p, t](const Config& config) { return EstimateAttention(p, config, t); });
+  return space;
 }
 
 Config AttentionKernel::Default(const Problem& problem, const sim::Target& target) const {

@@ -8,6 +8,8 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/matmul_estimate.h"
+#include "kernels/matmul_plan.h"
 #include "kernels/schedule_util.h"
 #include "schema/strings.h"
 
@@ -457,6 +459,48 @@ absl::Status BmmKernel::ValidateProblem(const Problem& problem, const sim::Targe
   return absl::OkStatus();
 }
 
+namespace {
+
+// The analytic estimate (docs/kernels.md "Analytic estimates"): matmul's (EstimateMatmul) for
+// one batch's GEMM as bmm runs it (M, N, then the K blocks innermost with the whole reduction in
+// PSUM, an operand block kept while its indices do not change), for the batches of the busiest
+// core, loaded batch_group at a time.
+std::optional<double> EstimateBmm(const Problem& problem, const Config& config,
+                                  const sim::Target& target) {
+  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
+  if (!plan.ok()) return std::nullopt;
+  const Plan& b = *plan;
+  matmul_internal::Plan m;
+  static_cast<GemmOperands&>(m) = b;
+  static_cast<GemmTiling&>(m) = b;
+  m.order = "mnk";
+  m.bufs = b.bufs;
+  m.hoist = 1;
+  m.stationary_b = b.stationary_b;
+  m.evict = b.evict;
+  m.shards = b.shard_batch ? 1 : b.shards;
+  m.tiles_m = b.tiles_m, m.tiles_n = b.tiles_n, m.tiles_k = b.tiles_k;
+  m.blocks_m = b.blocks_m, m.blocks_n = b.blocks_n, m.blocks_k = b.blocks_k;
+  m.split_m = true;
+  m.full_k = true;
+  m.psum_slots = b.psum_slots;
+  m.rows_per_partition = b.rows_per_partition;
+  const int64_t batches = b.shard_batch ? CeilDiv(b.b, b.shards) : b.b;
+  const int64_t group = std::min(b.group, batches);
+  // An operand block is loaded again unless it is still in one of the bufs buffers: A blocks
+  // cycle over the K blocks of an M block, B blocks over the N x K blocks. Without interleaving
+  // each batch of the group walks the K blocks again.
+  const int64_t blocks_m = m.shards > 1 ? CeilDiv(b.blocks_m, m.shards) : b.blocks_m;
+  const double every = double(blocks_m * b.blocks_n * b.blocks_k);
+  const double sets = b.interleave ? 1.0 : double(group);
+  double loads[2] = {
+      b.blocks_k <= b.bufs ? double(blocks_m * b.blocks_k) : every * sets,
+      b.blocks_n * b.blocks_k <= b.bufs ? double(b.blocks_n * b.blocks_k) : every * sets};
+  return EstimateMatmul(m, target, double(batches), group, loads).total_ns;
+}
+
+}  // namespace
+
 absl::StatusOr<Space> BmmKernel::SpaceFor(const Problem& problem, const sim::Target& target) const {
   absl::Status valid = ValidateProblem(problem, target);
   if (!valid.ok()) return valid;
@@ -481,10 +525,12 @@ absl::StatusOr<Space> BmmKernel::SpaceFor(const Problem& problem, const sim::Tar
   };
   Problem p = problem;
   sim::Target t = target;
-  return Space(std::move(params), [p, t](const Config& config) -> absl::Status {
+  Space space(std::move(params), [p, t](const Config& config) -> absl::Status {
     absl::StatusOr<Plan> plan = MakePlan(p, config, t, /*strict=*/true);
     return plan.ok() ? absl::OkStatus() : plan.status();
   });
+  space.set_estimate([p, t](const Config& config) { return EstimateBmm(p, config, t); });
+  return space;
 }
 
 Config BmmKernel::Default(const Problem&, const sim::Target&) const {

@@ -6,7 +6,9 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <type_traits>
 
+#include "kernels/estimate_util.h"
 #include "kernels/schedule_util.h"
 #include "schema/strings.h"
 #include "sim/program.h"
@@ -365,11 +367,12 @@ void Generate(const Plan& p, Emitter& e) {
   }
 }
 
-// Turns schedule steps into simulator instructions.
+// Turns schedule steps into simulator instructions. `ProgramT` is sim::Program, or
+// CountingProgram for the analytic estimate (which keeps only the instructions' costs).
+template <typename ProgramT>
 class SimEmitter {
  public:
-  SimEmitter(const sim::Target& target, sim::Program* program)
-      : target_(target), program_(program) {}
+  SimEmitter(const sim::Target& target, ProgramT* program) : target_(target), program_(program) {}
 
   void BeginCore(int core, const Plan& p) {
     p_ = &p;
@@ -445,9 +448,9 @@ class SimEmitter {
 
  private:
   const sim::Target& target_;
-  sim::Program* program_;
+  ProgramT* program_;
   const Plan* p_ = nullptr;
-  sim::CoreProgram* core_ = nullptr;
+  std::remove_reference_t<decltype(std::declval<ProgramT&>().cores[0])>* core_ = nullptr;
 };
 
 // Executes the steps on the CPU: inputs and weights as loaded into SBUF (a halo row that was not
@@ -594,6 +597,72 @@ absl::Status Conv2dKernel::ValidateProblem(const Problem& problem,
   return absl::OkStatus();
 }
 
+namespace {
+
+// The analytic estimate (docs/kernels.md "Analytic estimates"): the instructions of one image's
+// pixel tiles (each kind emitted once into a CountingProgram and weighted by how often the
+// busiest core issues it: its share of the images and K blocks, R x S matmuls per channel and K
+// tile), bounded by the slowest resource. No program, no simulation.
+std::optional<double> EstimateConv2d(const Problem& problem, const Config& config,
+                                     const sim::Target& target) {
+  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
+  if (!plan.ok()) return std::nullopt;
+  const Plan& p = *plan;
+  CountingProgram program(target);
+  SimEmitter emitter(target, &program);
+  emitter.BeginCore(0, p);
+  CountingCore& core = program.cores[0];
+  // The busiest core's items (images x pixel tiles) and K blocks.
+  const double items = double(p.split_items ? CeilDiv(p.items, p.shards) : p.items);
+  const int64_t kbs = p.split_items ? p.k_blocks : CeilDiv(p.k_blocks, p.shards);
+  const double per_tile = items / double(p.pix_tiles);  // runs of each pixel tile of an image
+  const int64_t k_tiles = std::min(p.k_tiles, kbs * p.block_k);
+  const int64_t k_core = std::min(p.k, k_tiles * p.tile_k);
+  // (size, count) of the full and the last tile of `extent` in tiles of `tile`.
+  auto cut = [](int64_t extent, int64_t tile) {
+    const int64_t n = CeilDiv(extent, tile);
+    return std::array<std::pair<int64_t, double>, 2>{std::pair{tile, double(n - 1)},
+                                                     std::pair{extent - (n - 1) * tile, 1.0}};
+  };
+  const auto c_cut = cut(p.c, p.tile_c), k_cut = cut(k_core, p.tile_k);
+  const auto kb_cut = cut(k_core, p.block_k * p.tile_k);
+  auto weights = [&](double runs) {
+    for (auto [ksz, nk] : kb_cut) {
+      for (auto [csz, nc] : c_cut) {
+        core.set_weight(runs * nk * nc);
+        emitter.LoadWeights(0, 0, csz, 0, ksz, -1);
+      }
+    }
+  };
+  if (p.weights_resident || p.k_outer) weights(1);
+  const double scalar_share = p.evict == "scalar" ? 1.0 : p.evict == "split" ? 0.5 : 0.0;
+  for (int64_t t = 0; t < p.pix_tiles; ++t) {
+    const PixTile tile = TileAt(p, t);
+    const Halo halo = HaloOf(p, tile);
+    for (auto [csz, nc] : c_cut) {
+      core.set_weight(per_tile * nc * double(p.k_outer ? kbs : 1));
+      emitter.LoadInput(0, 0, 0, csz, halo, -1);
+    }
+    if (!p.weights_resident && !p.k_outer) weights(per_tile);
+    for (auto [ksz, nk] : k_cut) {
+      for (auto [csz, nc] : c_cut) {
+        core.set_weight(per_tile * nk * nc * double(p.r * p.s));
+        emitter.Matmul(0, 0, 0, 0, 0, csz, 0, ksz, 0, tile, 0, 0, false, true, -1, -1, -1);
+      }
+      for (auto [engine, share] : {std::pair{EngineKind::kVector, 1 - scalar_share},
+                                   std::pair{EngineKind::kScalar, scalar_share}}) {
+        core.set_weight(per_tile * nk * share);
+        if (share > 0) emitter.Evict(0, 0, engine, ksz, tile, -1, -1);
+      }
+      core.set_weight(per_tile * nk);
+      emitter.Store(0, 0, 0, ksz, tile, -1);
+    }
+  }
+  return core.BoundNs(p.shards);
+}
+
+}  // namespace
+
 absl::StatusOr<Space> Conv2dKernel::SpaceFor(const Problem& problem,
                                              const sim::Target& target) const {
   absl::Status valid = ValidateProblem(problem, target);
@@ -614,10 +683,12 @@ absl::StatusOr<Space> Conv2dKernel::SpaceFor(const Problem& problem,
   };
   Problem p = problem;
   sim::Target t = target;
-  return Space(std::move(params), [p, t](const Config& config) -> absl::Status {
+  Space space(std::move(params), [p, t](const Config& config) -> absl::Status {
     absl::StatusOr<Plan> plan = MakePlan(p, config, t, /*strict=*/true);
     return plan.ok() ? absl::OkStatus() : plan.status();
   });
+  space.set_estimate([p, t](const Config& config) { return EstimateConv2d(p, config, t); });
+  return space;
 }
 
 Config Conv2dKernel::Default(const Problem& problem, const sim::Target&) const {

@@ -102,4 +102,34 @@ double DmaLoad::LatencyNs(const sim::Target& target, const sim::Instruction& ins
   return std::max(piece, hbm);
 }
 
+int32_t CountingCore::Add(const sim::Instruction& inst, std::span<const int32_t>) {
+  if (inst.engine == sim::EngineKind::kDma) {
+    dma_.Add(*target_, inst, weight_);
+    return count_++;
+  }
+  const double ns = EngineNs(*target_, inst, weight_);
+  engine_ns_[int(inst.engine)] += ns;
+  auto touches = [&](sim::Mem m) {
+    return inst.in0 == m || inst.out == m || (inst.op == sim::Op::kTensorTensor && inst.in1 == m);
+  };
+  const sim::EngineKind e = inst.engine;
+  if (target_->port_conflict_vector_scalar_psum &&
+      (e == sim::EngineKind::kVector || e == sim::EngineKind::kScalar) &&
+      touches(sim::Mem::kPsum)) {
+    psum_port_ns_ += ns;
+  }
+  if (target_->port_conflict_vector_gpsimd_sbuf &&
+      (e == sim::EngineKind::kVector || e == sim::EngineKind::kGpSimd) &&
+      touches(sim::Mem::kSbuf)) {
+    sbuf_port_ns_ += ns;
+  }
+  return count_++;
+}
+
+double CountingCore::BoundNs(int cores) const {
+  double bound = std::max({psum_port_ns_, sbuf_port_ns_, dma_.QueueNs(*target_, cores)});
+  for (double ns : engine_ns_) bound = std::max(bound, ns);
+  return bound;
+}
+
 }  // namespace tessel::kernels

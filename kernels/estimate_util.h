@@ -7,6 +7,10 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "sim/api.h"
 #include "sim/program.h"
@@ -54,6 +58,53 @@ class DmaLoad {
   };
   std::array<Queue, kMaxQueues> q_{};
   double total_bytes_ = 0, hbm_bytes_ = 0;
+};
+
+// A stand-in for sim::CoreProgram that a kernel's emitter can write to instead (the same Add
+// and allocations): it keeps no instructions, only what they cost. Each instruction runs once,
+// or `weight` times (set_weight).
+class CountingCore {
+ public:
+  explicit CountingCore(const sim::Target* target) : target_(target) {}
+  std::vector<sim::Allocation> allocations;  // written by the emitter, unused
+
+  int32_t Add(const sim::Instruction& inst, std::span<const int32_t> deps);
+  // Later instructions count `weight` times each (an analytic caller adds one instruction of a
+  // kind and weights it by how often the schedule issues it). 1 at the start.
+  void set_weight(double weight) { weight_ = weight; }
+  int32_t Add(const sim::Instruction& inst, std::initializer_list<int32_t> deps) {
+    return Add(inst, std::span<const int32_t>(deps.begin(), deps.size()));
+  }
+
+  // The slowest resource over this core's instructions, when `cores` cores run such programs at
+  // once (they share the chip's HBM): each compute engine's busy time, the Vector/Scalar PSUM and
+  // Vector/GpSimd SBUF ports where the target has those conflicts, and the busiest DMA queue.
+  double BoundNs(int cores) const;
+  int64_t instructions() const { return count_; }
+
+ private:
+  const sim::Target* target_;
+  double engine_ns_[sim::kNumEngines] = {};
+  double psum_port_ns_ = 0, sbuf_port_ns_ = 0;
+  DmaLoad dma_;
+  int32_t count_ = 0;
+  double weight_ = 1;
+};
+
+// A stand-in for sim::Program whose cores are CountingCores (what an emitter needs of it).
+struct CountingProgram {
+  explicit CountingProgram(const sim::Target& target) : cores(&target) {}
+  struct Cores {
+    explicit Cores(const sim::Target* target) : target(target) {}
+    void resize(size_t n) {
+      while (v.size() < n) v.emplace_back(target);
+    }
+    CountingCore& operator[](size_t i) { return v[i]; }
+    size_t size() const { return v.size(); }
+    const sim::Target* target;
+    std::vector<CountingCore> v;
+  } cores;
+  std::string name;
 };
 
 }  // namespace tessel::kernels

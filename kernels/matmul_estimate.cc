@@ -35,7 +35,8 @@ int DimOf(char c) { return c == 'm' ? 0 : c == 'n' ? 1 : 2; }
 
 }  // namespace
 
-MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t) {
+MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t, double batches, int64_t group,
+                              const double* block_loads) {
   MatmulEstimate e;
   if (t.systolic) {
     e.tensor_ns = EngineNs(t, sim::MakeMatmul(p.dtype, int(p.k), int(p.m), int(p.n)));
@@ -70,18 +71,20 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t) {
     return n;
   };
   // How many times each distinct block is loaded, on average.
-  const double per_a = loads(0, 2) / double(blocks[0] * blocks[2]);
-  const double per_b = loads(2, 1) / double(blocks[1] * blocks[2]);
+  const double loads_a = block_loads ? block_loads[0] : loads(0, 2);
+  const double loads_b = block_loads ? block_loads[1] : loads(2, 1);
+  const double per_a = loads_a / double(blocks[0] * blocks[2]);
+  const double per_b = loads_b / double(blocks[1] * blocks[2]);
 
   DmaLoad dma;
   const int rows = p.rows_per_partition;
   auto add_loads = [&](const Cut& free, double per, int queue) {
     tk.Each([&](int64_t ksz, double nk) {
       free.Each([&](int64_t xsz, double nx) {
-        sim::Instruction load =
-            sim::MakeDma(Op::kDmaLoad, int(CeilDiv(ksz, rows)), xsz * p.in_bytes * rows, queue);
+        sim::Instruction load = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(ksz, rows)),
+                                             group * xsz * p.in_bytes * rows, queue);
         load.chunk_bytes = int32_t(xsz * p.in_bytes);
-        dma.Add(t, load, per * nk * nx);
+        dma.Add(t, load, per * nk * nx * batches / double(group));
       });
     });
   };
@@ -101,7 +104,7 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t) {
   double scalar_share = p.evict == "scalar" ? 1.0 : p.evict == "split" ? 0.5 : 0.0;
   tm.Each([&](int64_t msz, double nm) {
     tn.Each([&](int64_t nsz, double nn) {
-      const double tiles = nm * nn;
+      const double tiles = nm * nn * batches;
       const int64_t stat = p.stationary_b ? nsz : msz, moving = p.stationary_b ? msz : nsz;
       tk.Each([&](int64_t ksz, double nk) {
         sim::Instruction mm =
@@ -167,12 +170,13 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t) {
   // Latency: a block's loads start when the buffer they overwrite is free (its last matmul's
   // result, `bufs` loads earlier) and the block's matmuls wait for them, so with few buffers an
   // iteration that reloads an operand also waits for part of its load latency.
-  const double compute = std::max(e.tensor_ns, e.evict_ns) / iterations;
+  const double visits = iterations * batches / double(group);  // block iterations, all batches
+  const double compute = std::max(e.tensor_ns, e.evict_ns) / visits;
   const double result_ns =
       double(sim::FirstResultLatencyCycles(t)) / t.engine_ghz[int(EngineKind::kTensor)];
   auto extra = [&](const Cut& free, double loads_per_iteration, int queue) {
     sim::Instruction load = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(tk.size, rows)),
-                                         free.size * p.in_bytes * rows, queue);
+                                         group * free.size * p.in_bytes * rows, queue);
     load.chunk_bytes = int32_t(free.size * p.in_bytes);
     const double latency = dma.BurstNs(t, cores, load, double(std::min(p.block_k, tk.count)));
     // The matmuls of a K tile start once that tile has arrived, so within a block the loads
@@ -181,9 +185,9 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t) {
     const double block = std::max(compute, latency) + std::min(compute, latency) / nk + result_ns;
     return loads_per_iteration * std::max(0.0, block / double(p.bufs) - compute);
   };
-  e.chain_ns = iterations * compute +
-               iterations * std::max(extra(bm, loads(0, 2) / iterations, matmul_internal::kQueueA),
-                                     extra(bn, loads(2, 1) / iterations, matmul_internal::kQueueB));
+  e.chain_ns = visits * compute +
+               visits * std::max(extra(bm, loads_a / iterations, matmul_internal::kQueueA),
+                                 extra(bn, loads_b / iterations, matmul_internal::kQueueB));
   e.total_ns = std::max(e.total_ns, e.chain_ns + e.fill_ns);
   return e;
 }

@@ -23,7 +23,12 @@ struct MatmulEstimate {
 
 // The estimate of a valid `plan` on `target` (a neuron target; systolic targets run one GEMM
 // instruction and get its cycles).
-MatmulEstimate EstimateMatmul(const matmul_internal::Plan& plan, const sim::Target& target);
+// bmm reuses it: `batches` independent GEMMs of the plan's shape run one after another on the
+// busiest core, their operand blocks loaded `group` batches per DMA; `block_loads`, when given,
+// replaces the hoisting rule's A and B block loads per pass over the blocks (of one group).
+MatmulEstimate EstimateMatmul(const matmul_internal::Plan& plan, const sim::Target& target,
+                              double batches = 1, int64_t group = 1,
+                              const double* block_loads = nullptr);
 
 // The Space::Estimate of matmul `problem` on `target`: MakePlan, then EstimateMatmul's total;
 // nullopt for an invalid config.
