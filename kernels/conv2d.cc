@@ -658,6 +658,13 @@ std::optional<double> EstimateConv2d(const Problem& problem, const Config& confi
       emitter.Store(0, 0, 0, ksz, tile, -1);
     }
   }
+  // With one buffer the loads of the next inputs (or weights) wait for the matmuls reading the
+  // previous ones, and those matmuls for the loads: they do not overlap.
+  if (p.bufs == 1) {
+    return std::max(core.BoundNs(p.shards),
+                    core.ComputeNs() + std::max(core.QueueNs(p.shards, kQueueInput),
+                                                core.QueueNs(p.shards, kQueueWeights)));
+  }
   return core.BoundNs(p.shards);
 }
 

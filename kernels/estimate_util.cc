@@ -126,10 +126,14 @@ int32_t CountingCore::Add(const sim::Instruction& inst, std::span<const int32_t>
   return count_++;
 }
 
-double CountingCore::BoundNs(int cores) const {
-  double bound = std::max({psum_port_ns_, sbuf_port_ns_, dma_.QueueNs(*target_, cores)});
+double CountingCore::ComputeNs() const {
+  double bound = std::max(psum_port_ns_, sbuf_port_ns_);
   for (double ns : engine_ns_) bound = std::max(bound, ns);
   return bound;
+}
+
+double CountingCore::BoundNs(int cores) const {
+  return std::max(ComputeNs(), dma_.QueueNs(*target_, cores));
 }
 
 }  // namespace tessel::kernels

@@ -80,6 +80,9 @@ class CountingCore {
   // once (they share the chip's HBM): each compute engine's busy time, the Vector/Scalar PSUM and
   // Vector/GpSimd SBUF ports where the target has those conflicts, and the busiest DMA queue.
   double BoundNs(int cores) const;
+  // The busiest compute engine (or shared port), and DMA queue `queue` (DmaLoad::QueueNs).
+  double ComputeNs() const;
+  double QueueNs(int cores, int queue) const { return dma_.QueueNs(*target_, cores, queue); }
   int64_t instructions() const { return count_; }
 
  private:
