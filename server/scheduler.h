@@ -69,7 +69,9 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // ---- client side ----
-  // InvalidArgument for an unknown kernel, target, strategy or dtype, a bad shape or budget.
+  // InvalidArgument for an unknown kernel, target, strategy, dtype or effort, a bad shape or
+  // budget, or a negative early stop (each message names the field). An effort preset
+  // (search::kEffortPresets) fills the budget and stop_after_no_improvement where they are 0.
   absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request);
   absl::StatusOr<v1::Job> GetJob(int64_t job_id);  // NotFound when absent
   absl::StatusOr<std::vector<v1::Job>> ListJobs(int limit);
