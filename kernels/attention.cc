@@ -67,6 +67,10 @@ struct Plan {
   std::string evict;
   int bufs = 2;
   int shards = 1;
+  // The analytic estimate's sampling (EstimateAttention; 1 everywhere else): only the query
+  // groups g with g % group_stride == group_stride / 2 are generated, and a resident head's K/V
+  // loads are left to the caller.
+  int64_t group_stride = 1;
 
   int64_t q_tiles = 0, kv_tiles = 0, kv_blocks = 0;
   int s_slots = 0;  // score PSUM banks in rotation (all query tiles of a group)
@@ -391,7 +395,7 @@ void Generate(const Plan& p, Emitter& e) {
     const int64_t lo = p.bh * core / p.shards, hi = p.bh * (core + 1) / p.shards;
     for (int64_t h = lo; h < hi; ++h) {
       e.BeginHead(h);
-      if (p.resident) {
+      if (p.resident && p.group_stride == 1) {
         for (int64_t t = 0; t < kv_tiles; ++t) {
           e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
         }
@@ -401,6 +405,7 @@ void Generate(const Plan& p, Emitter& e) {
       std::vector<Group> groups;
       std::vector<Step> steps;
       for (int64_t qg = 0; qg < p.q_tiles; qg += p.q_group) {
+        if (p.group_stride > 1 && qg / p.q_group % p.group_stride != p.group_stride / 2) continue;
         Group grp;
         grp.members = int(std::min(p.q_group, p.q_tiles - qg));
         for (int g = 0; g < grp.members; ++g) {
@@ -1606,6 +1611,10 @@ namespace {
 // The analytic estimate (docs/kernels.md "Analytic estimates"): the schedule's instructions for
 // one (batch, head) pair, emitted into a CountingProgram (their costs, no program, no
 // simulation), bounded by the slowest resource and multiplied by the pairs of the busiest core.
+// Of a head's query groups only about kSampledGroups, evenly spread, are generated, each standing
+// for group_stride groups (a causal head's groups grow linearly in work, so evenly spread samples
+// keep the sum).
+constexpr int64_t kSampledGroups = 4;
 std::optional<double> EstimateAttention(const Problem& problem, const Config& config,
                                         const sim::Target& target) {
   absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
@@ -1614,10 +1623,23 @@ std::optional<double> EstimateAttention(const Problem& problem, const Config& co
   Plan one = *plan;
   one.bh = 1;
   one.shards = 1;
+  const int64_t groups = CeilDiv(one.q_tiles, one.q_group);
+  one.group_stride = std::max<int64_t>(1, groups / kSampledGroups);
+  int64_t sampled = 0;
+  for (int64_t g = 0; g < groups; ++g) sampled += g % one.group_stride == one.group_stride / 2;
   CountingProgram program(target);
   SimEmitter emitter(one, target, &program);
+  program.cores.resize(1);  // Generate's BeginCore keeps it
+  CountingCore& core = program.cores[0];
+  core.set_weight(double(groups) / double(sampled));
   Generate(one, emitter);
-  return double(pairs) * program.cores[0].BoundNs(plan->shards);
+  if (one.resident && one.group_stride > 1) {  // once per head, not per group
+    core.set_weight(1);
+    for (int64_t t = 0; t < one.kv_tiles; ++t) {
+      emitter.LoadKv(t, t * one.kv_tile, std::min(one.kv_tile, one.sk - t * one.kv_tile));
+    }
+  }
+  return double(pairs) * core.BoundNs(plan->shards);
 }
 
 }  // namespace
