@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -194,6 +195,87 @@ const ReplayCache::Entry* ReplayCache::Find(uint64_t index) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
+ReplayCache ReplayCache::WithShuffledValues(uint64_t seed) const {
+  std::mt19937_64 rng(Mix(seed, 0x5487));
+  std::vector<std::vector<uint64_t>> perm(params_.size());
+  for (size_t p = 0; p < params_.size(); ++p) {
+    perm[p].resize(params_[p].values.size());
+    std::iota(perm[p].begin(), perm[p].end(), 0);
+    std::shuffle(perm[p].begin(), perm[p].end(), rng);
+  }
+  ReplayCache out = *this;
+  out.entries_.clear();
+  for (const auto& [index, entry] : entries_) {
+    uint64_t rest = index, moved = 0, scale = 1;
+    for (size_t p = 0; p < params_.size(); ++p) {
+      const uint64_t radix = params_[p].values.size();
+      moved += scale * perm[p][rest % radix];
+      rest /= radix;
+      scale *= radix;
+    }
+    out.entries_.emplace(moved, entry);
+  }
+  return out;
+}
+
+ReplayCache ReplayCache::WithFailedEntries(double fraction, uint64_t seed) const {
+  // Sorted indices, so that the failed set depends on the seed only, not on hash-map order.
+  std::vector<uint64_t> ok;
+  for (const auto& [index, entry] : entries_) {
+    if (entry.ok) ok.push_back(index);
+  }
+  std::sort(ok.begin(), ok.end());
+  std::mt19937_64 rng(Mix(seed, 0xfa11));
+  std::shuffle(ok.begin(), ok.end(), rng);
+  const size_t failed = std::min(ok.size() - 1, static_cast<size_t>(fraction * ok.size()));
+  ReplayCache out = *this;
+  for (size_t i = 0; i < failed; ++i) {
+    Entry& entry = out.entries_[ok[i]];
+    entry = Entry{};
+  }
+  out.ok_entries_ = ok.size() - failed;
+  out.best_time_ = std::numeric_limits<double>::infinity();
+  for (const auto& [index, entry] : out.entries_) {
+    if (entry.ok) out.best_time_ = std::min(out.best_time_, entry.time);
+  }
+  return out;
+}
+
+absl::StatusOr<Variant> ParseVariant(std::string_view name) {
+  for (Variant v : AllVariants()) {
+    if (VariantName(v) == name) return v;
+  }
+  return absl::InvalidArgumentError(
+      StrCat("unknown variant '", name, "' (known: plain, shuffled, monotone, noise, failures)"));
+}
+
+std::string_view VariantName(Variant variant) {
+  switch (variant) {
+    case Variant::kPlain:
+      return "plain";
+    case Variant::kShuffledValues:
+      return "shuffled";
+    case Variant::kMonotone:
+      return "monotone";
+    case Variant::kNoise:
+      return "noise";
+    case Variant::kFailures:
+      return "failures";
+  }
+  return "plain";
+}
+
+std::vector<Variant> AllVariants() {
+  return {Variant::kPlain, Variant::kShuffledValues, Variant::kMonotone, Variant::kNoise,
+          Variant::kFailures};
+}
+
+ReplayCache VariantCache(const ReplayCache& cache, Variant variant, uint64_t seed) {
+  if (variant == Variant::kShuffledValues) return cache.WithShuffledValues(seed);
+  if (variant == Variant::kFailures) return cache.WithFailedEntries(kVariantFailedShare, seed);
+  return cache;
+}
+
 absl::StatusOr<Protocol> ParseProtocol(std::string_view name) {
   if (name == "constrained") return Protocol::kConstrained;
   if (name == "cartesian") return Protocol::kCartesian;
@@ -223,8 +305,9 @@ uint64_t ReplaySpaceSize(const ReplayCache& cache, Protocol protocol) {
   return protocol == Protocol::kCartesian ? cache.product_size() : cache.entries();
 }
 
-ReplayEvaluator::ReplayEvaluator(const ReplayCache& cache, bool noisy, uint64_t seed)
-    : cache_(cache), noisy_(noisy), rng_(seed) {}
+ReplayEvaluator::ReplayEvaluator(const ReplayCache& cache, const ObservationModel& model,
+                                 uint64_t seed)
+    : cache_(cache), model_(model), rng_(seed) {}
 
 Observation ReplayEvaluator::Evaluate(const Config& config, std::optional<double>* true_time) {
   Observation observation{config, false, 0};
@@ -234,9 +317,13 @@ Observation ReplayEvaluator::Evaluate(const Config& config, std::optional<double
   if (entry == nullptr || !entry->ok) return observation;
   observation.ok = true;
   observation.time_ns = entry->time;
-  if (noisy_ && !entry->runs.empty()) {
+  if (model_.recorded_runs && !entry->runs.empty()) {
     observation.time_ns = entry->runs[rng_() % entry->runs.size()];
   }
+  if (model_.noise > 0) {
+    observation.time_ns *= std::exp(model_.noise * std::normal_distribution<double>()(rng_));
+  }
+  if (model_.monotone) observation.time_ns = std::log1p(observation.time_ns / cache_.best_time());
   if (true_time != nullptr) *true_time = entry->time;
   return observation;
 }
@@ -254,7 +341,10 @@ absl::StatusOr<std::vector<ReplayRun>> RunReplay(const ReplayCache& cache,
   auto run_one = [&](int r) {
     const uint64_t seed = Mix(options.seed, r);
     std::unique_ptr<Strategy> strategy = *MakeStrategy(options.strategy, space, seed);
-    ReplayEvaluator evaluator(cache, options.noisy, Mix(seed, 0x5eed));
+    ObservationModel model{.recorded_runs = options.noisy,
+                           .noise = options.variant == Variant::kNoise ? kVariantNoise : 0.0,
+                           .monotone = options.variant == Variant::kMonotone};
+    ReplayEvaluator evaluator(cache, model, Mix(seed, 0x5eed));
     double observed_best = std::numeric_limits<double>::infinity();
     double published = std::numeric_limits<double>::infinity();
     std::vector<double>& trace = runs[r].published;
@@ -331,6 +421,11 @@ ReplaySummary Summarize(const ReplayCache& cache, const std::vector<ReplayRun>& 
   double sum = 0;
   for (double s : scores) sum += s;
   summary.score_mean = sum / scores.size();
+  if (scores.size() > 1) {
+    double squares = 0;
+    for (double s : scores) squares += (s - summary.score_mean) * (s - summary.score_mean);
+    summary.score_stderr = std::sqrt(squares / (scores.size() - 1) / scores.size());
+  }
   summary.score_min = sorted.front();
   summary.score_p10 = sorted[static_cast<size_t>(0.1 * (sorted.size() - 1))];
   auto reached = [](const std::vector<double>& v) {

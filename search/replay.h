@@ -60,6 +60,15 @@ class ReplayCache {
   // The entry at product index `index`, or nullptr when it was not recorded.
   const Entry* Find(uint64_t index) const;
 
+  // Robustness variants: the same measurements, seen as another landscape could show them.
+  // Each parameter's values relabelled by a seeded random permutation (the entry recorded with
+  // value i of a parameter now sits at value perm(i)): the same landscape, but the order in which
+  // the values are listed (and their numbers) says nothing about it any more.
+  ReplayCache WithShuffledValues(uint64_t seed) const;
+  // A seeded random `fraction` (in [0, 1)) of the successful entries marked failed, as if they
+  // had crashed; at least one entry stays successful. best_time() is recomputed over the rest.
+  ReplayCache WithFailedEntries(double fraction, uint64_t seed) const;
+
  private:
   std::vector<kernels::Param> params_;
   uint64_t product_size_ = 1;
@@ -82,20 +91,45 @@ kernels::Space MakeReplaySpace(const ReplayCache& cache, Protocol protocol);
 // Number of points the search can draw under `protocol`.
 uint64_t ReplaySpaceSize(const ReplayCache& cache, Protocol protocol);
 
-// Evaluates configs against a cache: the recorded mean, or with `noisy` one of the recorded runs
-// drawn at random (seeded). Not thread-safe; `cache` must outlive it.
+// What a replayed search observes of a recorded time. Scores always use the recorded mean.
+struct ObservationModel {
+  bool recorded_runs = false;  // one of the recorded runs at random instead of the mean
+  double noise = 0;            // multiplicative noise: time x exp(noise x N(0, 1))
+  bool monotone = false;       // time t seen as log(1 + t / best): same order, another shape
+};
+
+// Evaluates configs against a cache: the recorded mean as `model` shows it (seeded). Not
+// thread-safe; `cache` must outlive it.
 class ReplayEvaluator {
  public:
-  ReplayEvaluator(const ReplayCache& cache, bool noisy, uint64_t seed);
+  ReplayEvaluator(const ReplayCache& cache, const ObservationModel& model, uint64_t seed);
+  ReplayEvaluator(const ReplayCache& cache, bool noisy, uint64_t seed)
+      : ReplayEvaluator(cache, ObservationModel{.recorded_runs = noisy}, seed) {}
   // The observation a worker would report, and the recorded mean (the true time; nullopt when
   // the config failed or is not recorded).
   Observation Evaluate(const Config& config, std::optional<double>* true_time = nullptr);
 
  private:
   const ReplayCache& cache_;
-  bool noisy_;
+  ObservationModel model_;
   std::mt19937_64 rng_;
 };
+
+// A robustness variant of a recorded space (see ReplayCache::With*, ObservationModel).
+enum class Variant {
+  kPlain,
+  kShuffledValues,  // ReplayCache::WithShuffledValues
+  kMonotone,        // ObservationModel::monotone
+  kNoise,           // ObservationModel::noise = 0.02
+  kFailures,        // ReplayCache::WithFailedEntries(0.2)
+};
+// "plain", "shuffled", "monotone", "noise", "failures"; InvalidArgument listing them otherwise.
+absl::StatusOr<Variant> ParseVariant(std::string_view name);
+std::string_view VariantName(Variant variant);
+std::vector<Variant> AllVariants();
+// The noise level and failed share the variants use.
+inline constexpr double kVariantNoise = 0.02;
+inline constexpr double kVariantFailedShare = 0.2;
 
 struct ReplayOptions {
   std::string strategy = "auto";
@@ -103,7 +137,8 @@ struct ReplayOptions {
   int runs = 50;
   uint64_t seed = 1;
   Protocol protocol = Protocol::kConstrained;
-  bool noisy = false;
+  bool noisy = false;  // ObservationModel::recorded_runs
+  Variant variant = Variant::kPlain;
   int batch = 1;    // configs per Propose call (parallel workers)
   int threads = 1;  // runs in parallel; results do not depend on it
 };
@@ -115,9 +150,14 @@ struct ReplayRun {
   std::vector<double> published;
 };
 
-// Runs `options.runs` seeded searches (run r seeded from options.seed and r).
+// Runs `options.runs` seeded searches (run r seeded from options.seed and r). `cache` must already
+// have the variant's structural change applied (VariantCache); RunReplay applies its observation
+// model.
 absl::StatusOr<std::vector<ReplayRun>> RunReplay(const ReplayCache& cache,
                                                  const ReplayOptions& options);
+// The cache a variant's runs replay: `cache` itself (a copy) unless the variant changes the
+// recorded entries (shuffled values, failures), seeded from `seed`.
+ReplayCache VariantCache(const ReplayCache& cache, Variant variant, uint64_t seed);
 
 // Figures over runs at `budget` evaluations. score = best recorded time / true time of the
 // published config (0 while none succeeded).
@@ -125,6 +165,7 @@ struct ReplaySummary {
   int budget = 0;
   int runs = 0;
   double score_mean = 0, score_p10 = 0, score_min = 0;
+  double score_stderr = 0;  // standard error of score_mean (sample sd / sqrt(runs))
   // Median evaluations until the published config is within 5% / 1% of the best; nullopt when
   // fewer than half the runs got there within the budget. reached_* is the share that did.
   std::optional<double> evals_to_5pct_median, evals_to_1pct_median;

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
+#include "fmt/format.h"
 #include "search/space.h"
 
 namespace tessel::search {
@@ -206,6 +208,118 @@ TEST(SharedSpacesTest, ParsesTheFourRecordedSpaces) {
     EXPECT_NEAR(cache->best_time(), e.best_ms, 0.0006 * e.best_ms) << e.file;
     EXPECT_GE(cache->product_size(), cache->entries()) << e.file;
   }
+}
+
+}  // namespace
+}  // namespace tessel::search
+
+namespace tessel::search {
+namespace {
+
+// A 10 x 10 product, every point recorded: time = 1 + |x - 3| + 2 |y - 7| (ms), x and y the
+// value positions; optimum 1.0 at x=3, y=7.
+std::string GridCache() {
+  std::string cache;
+  for (int y = 0; y < 10; ++y) {
+    for (int x = 0; x < 10; ++x) {
+      double t = 1 + std::abs(x - 3) + 2 * std::abs(y - 7);
+      cache += fmt::format("{}\"{},{}\": {{\"x\": {}, \"y\": {}, \"time\": {}}}",
+                           cache.empty() ? "" : ",", x, y, x, y, t);
+    }
+  }
+  return R"({"device_name": "Grid", "tune_params_keys": ["x", "y"],
+    "tune_params": {"x": [0,1,2,3,4,5,6,7,8,9], "y": [0,1,2,3,4,5,6,7,8,9]},
+    "cache": {)" +
+         cache + "}}";
+}
+
+std::multiset<double> OkTimes(const ReplayCache& cache) {
+  std::multiset<double> times;
+  for (uint64_t i = 0; i < cache.product_size(); ++i) {
+    if (const ReplayCache::Entry* e = cache.Find(i); e != nullptr && e->ok) times.insert(e->time);
+  }
+  return times;
+}
+
+TEST(ReplayVariantTest, ShuffledValuesRelabelEachParamByOnePermutation) {
+  auto cache = ReplayCache::Parse(GridCache(), "grid");
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  ReplayCache shuffled = cache->WithShuffledValues(3);
+  EXPECT_EQ(OkTimes(shuffled), OkTimes(*cache));
+  EXPECT_EQ(shuffled.best_time(), 1.0);
+  int moved = 0;
+  for (uint64_t i = 0; i < 100; ++i) moved += shuffled.Find(i)->time != cache->Find(i)->time;
+  EXPECT_GT(moved, 50) << "a random relabelling moves most entries";
+  // Relabelling x and y separately keeps columns and rows whole: every shuffled column holds the
+  // times of one original column, every shuffled row those of one original row.
+  auto line = [](const ReplayCache& c, int fixed_param, uint64_t at) {
+    std::multiset<double> times;
+    for (uint64_t k = 0; k < 10; ++k)
+      times.insert(c.Find(fixed_param == 0 ? k * 10 + at : at * 10 + k)->time);
+    return times;
+  };
+  for (int param = 0; param < 2; ++param) {
+    std::set<std::multiset<double>> original;
+    for (uint64_t at = 0; at < 10; ++at) original.insert(line(*cache, param, at));
+    for (uint64_t at = 0; at < 10; ++at) {
+      EXPECT_TRUE(original.contains(line(shuffled, param, at)))
+          << "param " << param << " at " << at;
+    }
+  }
+  EXPECT_EQ(cache->WithShuffledValues(3).Find(0)->time, shuffled.Find(0)->time) << "seeded";
+}
+
+TEST(ReplayVariantTest, FailedEntriesFailTheGivenShareAndRecomputeTheBest) {
+  auto cache = ReplayCache::Parse(GridCache(), "grid");
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  ReplayCache failed = cache->WithFailedEntries(0.2, 5);
+  EXPECT_EQ(failed.entries(), 100u);
+  EXPECT_EQ(failed.ok_entries(), 80u);
+  double best = *OkTimes(failed).begin();
+  EXPECT_EQ(failed.best_time(), best);
+  EXPECT_EQ(OkTimes(cache->WithFailedEntries(0.2, 5)), OkTimes(failed)) << "seeded";
+  int differ = 0;
+  ReplayCache other = cache->WithFailedEntries(0.2, 6);
+  for (uint64_t i = 0; i < 100; ++i) differ += failed.Find(i)->ok != other.Find(i)->ok;
+  EXPECT_GT(differ, 0) << "another seed fails other entries";
+  EXPECT_EQ(cache->WithFailedEntries(0.999, 5).ok_entries(), 1u) << "one entry always survives";
+}
+
+TEST(ReplayVariantTest, ObservationModelsKeepTheTrueTimeForScoring) {
+  auto cache = ReplayCache::Parse(GridCache(), "grid");
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  const kernels::Space space = MakeReplaySpace(*cache, Protocol::kConstrained);
+  ReplayEvaluator monotone(*cache, ObservationModel{.monotone = true}, 1);
+  ReplayEvaluator noisy(*cache, ObservationModel{.noise = 0.02}, 1);
+  ReplayEvaluator noisy_again(*cache, ObservationModel{.noise = 0.02}, 1);
+  std::vector<std::pair<double, double>> seen;  // true, monotone
+  for (uint64_t i = 0; i < 100; ++i) {
+    std::optional<double> truth;
+    Observation m = monotone.Evaluate(space.Decode(i), &truth);
+    ASSERT_TRUE(truth.has_value());
+    EXPECT_EQ(m.time_ns, std::log1p(*truth / cache->best_time()));
+    seen.emplace_back(*truth, m.time_ns);
+    Observation n = noisy.Evaluate(space.Decode(i), &truth);
+    EXPECT_EQ(n.time_ns, noisy_again.Evaluate(space.Decode(i)).time_ns) << "seeded";
+    EXPECT_NE(n.time_ns, *truth);
+    EXPECT_NEAR(n.time_ns / *truth, 1.0, 0.12) << "2% noise stays within 6 sigma";
+  }
+  std::sort(seen.begin(), seen.end());
+  for (size_t k = 1; k < seen.size(); ++k) EXPECT_LE(seen[k - 1].second, seen[k].second);
+  EXPECT_FALSE(ParseVariant("sorted").ok());
+  EXPECT_NE(std::string(ParseVariant("sorted").status().message()).find("shuffled"),
+            std::string::npos);
+  for (Variant v : AllVariants()) EXPECT_EQ(*ParseVariant(VariantName(v)), v);
+}
+
+TEST(ReplaySummaryTest, ReportsTheStandardErrorOfTheMeanScore) {
+  auto cache = ReplayCache::Parse(GridCache(), "grid");
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  // Scores 1.0 and 0.5: mean 0.75, sd 0.3536, stderr 0.25.
+  std::vector<ReplayRun> runs = {{{1.0}}, {{2.0}}};
+  ReplaySummary s = Summarize(*cache, runs, 1);
+  EXPECT_DOUBLE_EQ(s.score_mean, 0.75);
+  EXPECT_NEAR(s.score_stderr, 0.25, 1e-12);
 }
 
 }  // namespace
