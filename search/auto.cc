@@ -1,27 +1,28 @@
 // auto: a bandit over the other strategies.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <functional>
 #include <limits>
 
+#include "schema/strings.h"
 #include "search/design.h"
 #include "search/strategies.h"
 
 namespace tessel::search {
 namespace {
 
-// Points of the initial design (search/design.h) before the bandit starts: a spread-out sample
-// every arm (and the model) learns from. A Latin hypercube of 16 points puts every value of a
-// parameter with up to 16 values into the sample once (tile sizes and block sizes often have
-// 8-32 values), and spreads the rest.
-constexpr int kInitialDesign = 16;
 // The explore arm proposes the unseen valid point farthest (DesignMetric) from everything
 // observed among this many random ones: a mild push towards regions nobody has looked at.
 constexpr int kExploreCandidates = 4;
-// Per-result discount of the arms' records: an arm's old successes fade over ~50 results.
-constexpr double kDiscount = 0.98;
 // Reward for a result that does not improve the best but lands among the best tenth so far.
 constexpr double kNearBestReward = 0.25;
 constexpr double kNearBestQuantile = 0.1;
+// With a kernel's analytic estimate: valid points sampled and ranked by it (the whole space when
+// it is small), the initial design's first kPriorDesign points are the best ranked ones (no two
+// within one param of each other), and a "prior" arm keeps proposing in that order.
+constexpr int kPriorPool = 16384;
+constexpr int kPriorDesign = 8;
 
 uint64_t Mix(uint64_t seed, uint64_t salt) {
   uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (salt + 1);
@@ -39,17 +40,151 @@ double SampleBeta(std::mt19937_64& rng, double a, double b) {
 }  // namespace
 
 AutoStrategy::AutoStrategy(const kernels::Space& space, uint64_t seed)
-    : SpaceStrategy(space, seed), metric_(space_), initial_design_(kInitialDesign) {
-  ModelStrategy::Options model_options;
-  model_options.initial_random = 0;  // auto's own random start feeds it
-  model_options.explore = 0.0;       // the other arms explore
-  // At a certified local optimum the model looks at points two params away, any values.
-  model_options.widen_at_local_optimum = true;
-  arms_.push_back({std::make_unique<ModelStrategy>(space, Mix(seed, 1), model_options), "model"});
-  arms_.push_back({std::make_unique<IlsStrategy>(space, Mix(seed, 2)), "ils"});
-  arms_.push_back({std::make_unique<GeneticStrategy>(space, Mix(seed, 3)), "genetic"});
-  arms_.push_back({std::make_unique<AnnealStrategy>(space, Mix(seed, 4)), "anneal"});
-  arms_.push_back({nullptr, "explore"});
+    : AutoStrategy(space, seed, Options{}) {}
+
+AutoStrategy::AutoStrategy(const kernels::Space& space, uint64_t seed, Options options)
+    : SpaceStrategy(space, seed),
+      options_(std::move(options)),
+      metric_(space_),
+      initial_design_(options_.design) {
+  for (const std::string& name : options_.arms) {
+    if (name == "model") {
+      ModelStrategy::Options model_options;
+      model_options.initial_random = 0;  // auto's own random start feeds it
+      model_options.explore = 0.0;       // the other arms explore
+      // At a certified local optimum the model looks at points two params away, any values.
+      model_options.widen_at_local_optimum = true;
+      model_options.any_value_moves = options_.any_value_moves;
+      model_options.one_hot = options_.one_hot;
+      arms_.push_back(
+          {std::make_unique<ModelStrategy>(space, Mix(seed, 1), model_options), "model"});
+    } else if (name == "ils") {
+      arms_.push_back({std::make_unique<IlsStrategy>(space, Mix(seed, 2)), "ils"});
+    } else if (name == "genetic") {
+      arms_.push_back({std::make_unique<GeneticStrategy>(space, Mix(seed, 3)), "genetic"});
+    } else if (name == "anneal") {
+      arms_.push_back({std::make_unique<AnnealStrategy>(space, Mix(seed, 4)), "anneal"});
+    } else if (name == "ga") {
+      arms_.push_back({std::make_unique<StandardGaStrategy>(space, Mix(seed, 5)), "ga"});
+    } else if (name == "explore" || name == "random") {
+      arms_.push_back({nullptr, name});
+    }
+  }
+  if (space_.has_estimate()) arms_.push_back({nullptr, "prior"});
+}
+
+absl::StatusOr<AutoStrategy::Options> AutoStrategy::ParseOptions(std::string_view text) {
+  Options options;
+  for (std::string_view item : StrSplit(text, ',')) {
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return absl::InvalidArgumentError(
+          StrCat("auto option '", item, "' is not name=value (e.g. auto:design=16,floor=0.1)"));
+    }
+    std::string name(item.substr(0, eq)), value(item.substr(eq + 1));
+    auto number = [&](double low, double high) -> absl::StatusOr<double> {
+      char* end = nullptr;
+      double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(v >= low && v <= high)) {
+        return absl::InvalidArgumentError(StrCat("auto option ", name, "=", value,
+                                                 ": expected a number in [", low, ", ", high, "]"));
+      }
+      return v;
+    };
+    if (name == "design") {
+      absl::StatusOr<double> v = number(0, 1000);
+      if (!v.ok()) return v.status();
+      options.design = static_cast<int>(*v);
+    } else if (name == "floor") {
+      absl::StatusOr<double> v = number(0, 1);
+      if (!v.ok()) return v.status();
+      options.floor = *v;
+    } else if (name == "discount") {
+      absl::StatusOr<double> v = number(0.5, 1);
+      if (!v.ok()) return v.status();
+      options.discount = *v;
+    } else if (name == "moves") {
+      if (value != "adjacent" && value != "any") {
+        return absl::InvalidArgumentError(
+            StrCat("auto option moves=", value, ": expected adjacent or any"));
+      }
+      options.any_value_moves = value == "any";
+    } else if (name == "features") {
+      if (value != "numeric" && value != "onehot") {
+        return absl::InvalidArgumentError(
+            StrCat("auto option features=", value, ": expected numeric or onehot"));
+      }
+      options.one_hot = value == "onehot";
+    } else if (name == "arms") {
+      options.arms.clear();
+      for (std::string_view arm : StrSplit(value, '+')) {
+        static const char* const kArms[] = {"model", "ils",     "genetic", "anneal",
+                                            "ga",    "explore", "random"};
+        if (std::find(std::begin(kArms), std::end(kArms), arm) == std::end(kArms)) {
+          return absl::InvalidArgumentError(
+              StrCat("auto option arms: unknown arm '", arm,
+                     "' (known: model, ils, genetic, anneal, ga, explore, random)"));
+        }
+        options.arms.emplace_back(arm);
+      }
+      if (options.arms.empty()) return absl::InvalidArgumentError("auto option arms: no arm");
+    } else {
+      return absl::InvalidArgumentError(
+          StrCat("unknown auto option '", name,
+                 "' (known: design, floor, discount, moves, features, arms)"));
+    }
+  }
+  return options;
+}
+
+void AutoStrategy::BuildPriorRanking() {
+  prior_built_ = true;
+  std::vector<uint64_t> pool;
+  if (space_.size() <= 4 * static_cast<uint64_t>(kPriorPool)) {
+    for (uint64_t i = 0; i < space_.size(); ++i) {
+      if (space_.Valid(i)) pool.push_back(i);
+    }
+  } else {
+    absl::flat_hash_set<uint64_t> drawn;
+    std::uniform_int_distribution<uint64_t> pick(0, space_.size() - 1);
+    for (int draw = 0; draw < 64 * kPriorPool && static_cast<int>(pool.size()) < kPriorPool;
+         ++draw) {
+      uint64_t i = pick(rng_);
+      if (drawn.insert(i).second && space_.Valid(i)) pool.push_back(i);
+    }
+  }
+  std::vector<std::pair<double, uint64_t>> ranked;
+  for (uint64_t i : pool) {
+    double estimate = space_.EstimateAt(i);
+    if (std::isfinite(estimate)) ranked.emplace_back(estimate, i);
+  }
+  std::sort(ranked.begin(), ranked.end(), std::greater<>());  // best last
+  prior_ranked_.clear();
+  for (const auto& [estimate, i] : ranked) prior_ranked_.push_back(i);
+}
+
+std::optional<uint64_t> AutoStrategy::NextByEstimate() {
+  if (!prior_built_) BuildPriorRanking();
+  while (!prior_ranked_.empty()) {
+    uint64_t index = prior_ranked_.back();
+    prior_ranked_.pop_back();
+    if (Claim(index)) return index;
+  }
+  return std::nullopt;
+}
+
+std::vector<uint64_t> AutoStrategy::PriorDesign(int n) {
+  if (!prior_built_) BuildPriorRanking();
+  std::vector<uint64_t> chosen;
+  for (auto it = prior_ranked_.rbegin();
+       it != prior_ranked_.rend() && static_cast<int>(chosen.size()) < n; ++it) {
+    if (Seen(*it)) continue;
+    bool close = std::any_of(chosen.begin(), chosen.end(),
+                             [&](uint64_t c) { return space_.Distance(c, *it) < 2; });
+    if (!close) chosen.push_back(*it);
+  }
+  return chosen;
 }
 
 std::vector<std::pair<std::string, int>> AutoStrategy::ArmUsage() const {
@@ -82,6 +217,9 @@ std::optional<uint64_t> AutoStrategy::ExploreUnseen() {
 int AutoStrategy::PickArm() {
   int best = 0;
   double best_draw = -1;
+  if (options_.floor > 0 && Uniform(rng_) < options_.floor) {
+    return static_cast<int>(rng_() % arms_.size());
+  }
   for (int a = 0; a < static_cast<int>(arms_.size()); ++a) {
     const Arm& arm = arms_[a];
     double draw = SampleBeta(rng_, 1.0 + arm.wins, 1.0 + std::max(0.0, arm.plays - arm.wins));
@@ -105,7 +243,12 @@ void AutoStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
     if (!design_built_) {
       design_built_ = true;
       int n = initial_design_ - static_cast<int>(history().size()) - pending();
-      design_ = SpaceFillingDesign(space_, n, rng_, [this](uint64_t i) { return !Seen(i); });
+      std::vector<uint64_t> prior;
+      if (space_.has_estimate() && n > 0) prior = PriorDesign(std::min(n, kPriorDesign));
+      absl::flat_hash_set<uint64_t> in_prior(prior.begin(), prior.end());
+      design_ = SpaceFillingDesign(space_, n - static_cast<int>(prior.size()), rng_,
+                                   [&](uint64_t i) { return !Seen(i) && !in_prior.contains(i); });
+      design_.insert(design_.begin(), prior.begin(), prior.end());
       std::reverse(design_.begin(), design_.end());  // next at the back
     }
     if (!design_.empty()) {
@@ -121,7 +264,11 @@ void AutoStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
     int a = PickArm();
     Arm& arm = arms_[a];
     std::optional<uint64_t> index;
-    if (arm.strategy == nullptr) {
+    if (arm.name == "prior") {
+      index = NextByEstimate();
+    } else if (arm.name == "random") {
+      index = RandomUnseen();
+    } else if (arm.strategy == nullptr) {
       index = ExploreUnseen();
     } else {
       std::vector<uint64_t> proposal = arm.strategy->ProposeIndex(1);
@@ -157,8 +304,8 @@ void AutoStrategy::OnResult(const Result& result, bool mine) {
   }
   if (auto it = owner_.find(result.index); it != owner_.end()) {
     for (Arm& arm : arms_) {
-      arm.wins *= kDiscount;
-      arm.plays *= kDiscount;
+      arm.wins *= options_.discount;
+      arm.plays *= options_.discount;
     }
     Arm& arm = arms_[it->second];
     arm.plays += 1;

@@ -83,7 +83,8 @@ namespace {
 
 // Relevance grades for one query group: ok points 1 (slowest) to 31 (fastest) by their rank in
 // time, failed points 16.
-void AppendGroup(const SearchSpace& space, std::span<const Result> results, std::vector<float>& x,
+template <typename FeaturesFn>
+void AppendGroup(const FeaturesFn& features, std::span<const Result> results, std::vector<float>& x,
                  std::vector<float>& labels, std::vector<unsigned>& groups) {
   std::vector<double> times;
   for (const Result& r : results) {
@@ -92,7 +93,7 @@ void AppendGroup(const SearchSpace& space, std::span<const Result> results, std:
   std::sort(times.begin(), times.end());
   const double span = std::max<double>(1, times.size() - 1);
   for (const Result& r : results) {
-    space.Features(r.index, x);
+    features(r.index, x);
     if (!r.ok) {
       // Failures rank with the median result, not below everything: the fastest configs often
       // sit next to ones that fail (a resource limit just exceeded), and ranking failures last
@@ -106,6 +107,17 @@ void AppendGroup(const SearchSpace& space, std::span<const Result> results, std:
   groups.push_back(static_cast<unsigned>(results.size()));
 }
 
+// Params with at most this many values get one 0/1 feature per value with Options::one_hot.
+constexpr int kMaxOneHotValues = 32;
+
+int OneHotFeatures(const SearchSpace& space) {
+  int n = 0;
+  for (int p = 0; p < space.num_params(); ++p) {
+    if (space.radix(p) > 2 && space.radix(p) <= kMaxOneHotValues) n += space.radix(p);
+  }
+  return n;
+}
+
 }  // namespace
 
 ModelStrategy::ModelStrategy(const kernels::Space& space, uint64_t seed)
@@ -114,7 +126,20 @@ ModelStrategy::ModelStrategy(const kernels::Space& space, uint64_t seed)
 ModelStrategy::ModelStrategy(const kernels::Space& space, uint64_t seed, Options options)
     : SpaceStrategy(space, seed),
       options_(options),
-      model_(std::make_unique<CostModel>(space_.num_params(), seed, options.rounds)) {}
+      model_(std::make_unique<CostModel>(
+          space_.num_features() + (options.one_hot ? OneHotFeatures(space_) : 0), seed,
+          options.rounds)) {}
+
+void ModelStrategy::Features(uint64_t index, std::vector<float>& out) const {
+  space_.Features(index, out);
+  if (!options_.one_hot) return;
+  for (int p = 0; p < space_.num_params(); ++p) {
+    const int radix = space_.radix(p);
+    if (radix <= 2 || radix > kMaxOneHotValues) continue;
+    const int value = space_.ValueAt(index, p);
+    for (int v = 0; v < radix; ++v) out.push_back(v == value ? 1.0f : 0.0f);
+  }
+}
 
 ModelStrategy::~ModelStrategy() = default;
 
@@ -174,8 +199,10 @@ void ModelStrategy::Refit() {
 
   std::vector<float> x, labels;
   std::vector<unsigned> groups;
-  if (!history().empty()) AppendGroup(space_, history(), x, labels, groups);
-  for (const std::vector<Result>& prior : priors_) AppendGroup(space_, prior, x, labels, groups);
+  auto features_of = [this](uint64_t index, std::vector<float>& out) { Features(index, out); };
+  if (!history().empty()) AppendGroup(features_of, history(), x, labels, groups);
+  for (const std::vector<Result>& prior : priors_)
+    AppendGroup(features_of, prior, x, labels, groups);
   fitted_ = !labels.empty() && model_->Fit(x, labels, groups);
   ranked_.clear();
   local_center_.reset();
@@ -184,8 +211,8 @@ void ModelStrategy::Refit() {
   std::vector<uint64_t> all = pool_;
   all.insert(all.end(), local.begin(), local.end());
   std::vector<float> features;
-  features.reserve(all.size() * space_.num_params());
-  for (uint64_t i : all) space_.Features(i, features);
+  features.reserve(all.size() * space_.num_features());  // at least
+  for (uint64_t i : all) Features(i, features);
   std::vector<float> scores = model_->Predict(features);
   if (scores.size() != all.size()) {
     fitted_ = false;
@@ -205,8 +232,8 @@ void ModelStrategy::Refit() {
 bool ModelStrategy::RankByModel(std::vector<uint64_t>& points) {
   if (!fitted_) return false;
   std::vector<float> features;
-  features.reserve(points.size() * space_.num_params());
-  for (uint64_t i : points) space_.Features(i, features);
+  features.reserve(points.size() * space_.num_features());
+  for (uint64_t i : points) Features(i, features);
   std::vector<float> scores = model_->Predict(features);
   if (scores.size() != points.size()) return false;
   std::vector<int> order(points.size());
@@ -240,6 +267,11 @@ void ModelStrategy::RankLocal() {
     std::sort(ok.begin(), ok.end());
     for (const auto& [time, center] : ok) {
       absl::flat_hash_set<uint64_t> unique;
+      if (options_.any_value_moves) {
+        for (uint64_t n : space_.Ball(center, 1)) {
+          if (!Seen(n) && unique.insert(n).second) local_.push_back(n);
+        }
+      }
       for (int radius = 1; radius <= 2; ++radius) {
         for (uint64_t n : space_.Neighbours(center, radius)) {
           if (!Seen(n) && unique.insert(n).second) local_.push_back(n);

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -123,6 +124,21 @@ void SearchSpace::Features(uint64_t index, std::vector<float>& out) const {
   for (int p = 0; p < num_params(); ++p) {
     out.push_back(static_cast<float>(features_[p][ValueAt(index, p)]));
   }
+  if (has_estimate()) {
+    const double estimate = EstimateAt(index);
+    out.push_back(std::isfinite(estimate) && estimate > 0 ? static_cast<float>(std::log(estimate))
+                                                          : NAN);
+  }
+}
+
+double SearchSpace::EstimateAt(uint64_t index) const {
+  if (!has_estimate() || index >= size_) return std::numeric_limits<double>::infinity();
+  auto [it, inserted] = estimate_memo_.try_emplace(index, 0.0);
+  if (inserted) {
+    std::optional<double> estimate = space_.EstimateNs(space_.Decode(index));
+    it->second = estimate.value_or(std::numeric_limits<double>::infinity());
+  }
+  return it->second;
 }
 
 int SearchSpace::Distance(uint64_t a, uint64_t b) const {

@@ -62,8 +62,16 @@ class SearchSpace {
   // Numeric feature of value `value` of `param`: the number for integers, log2 for powers of two,
   // the value's position otherwise.
   double Feature(int param, int value) const { return features_[param][value]; }
-  // Appends the features of the point at `index` (one per param) to `out`.
+  // Appends the features of the point at `index` to `out`: one per param, and last the log of
+  // the kernel's analytic estimate when the space has one (num_features() in all).
   void Features(uint64_t index, std::vector<float>& out) const;
+  int num_features() const { return num_params() + (has_estimate() ? 1 : 0); }
+
+  // Whether the kernel gives an analytic time estimate (kernels::Space::Estimate).
+  bool has_estimate() const { return space_.has_estimate(); }
+  // The estimate of the point at `index` in ns; +inf without one or when the kernel cannot judge
+  // the point. Memoised.
+  double EstimateAt(uint64_t index) const;
   // Number of params whose values differ.
   int Distance(uint64_t a, uint64_t b) const;
 
@@ -102,6 +110,7 @@ class SearchSpace {
   std::vector<std::vector<double>> features_;
   std::vector<std::vector<std::vector<int>>> moves_;
   mutable absl::flat_hash_map<uint64_t, bool> valid_memo_;
+  mutable absl::flat_hash_map<uint64_t, double> estimate_memo_;
 };
 
 }  // namespace tessel::search

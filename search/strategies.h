@@ -98,6 +98,40 @@ class GeneticStrategy final : public SpaceStrategy {
   static constexpr int kPopulation = 20;
 };
 
+// ga: Kernel Tuner's genetic algorithm, kept faithful as a reference and an order-free arm.
+// Generational: a random valid population; each generation ranks its members by time (failures
+// last), draws parent pairs by rank (index Beta(1, 2.5) x population, two distinct parents),
+// makes two children by uniform crossover, and with probability 1 / mutation_chance replaces a
+// child by a random valid Hamming neighbour (one param changed to any other value). Children
+// must be valid and distinct within the generation; members measured before cost nothing. It
+// never looks at value order, so relabelling a parameter's values does not change it.
+class StandardGaStrategy final : public SpaceStrategy {
+ public:
+  struct Options {
+    int population = 20;
+    double mutation_chance = 10;  // a child mutates with probability 1 / mutation_chance
+  };
+  StandardGaStrategy(const kernels::Space& space, uint64_t seed)
+      : StandardGaStrategy(space, seed, {}) {}
+  StandardGaStrategy(const kernels::Space& space, uint64_t seed, Options options);
+  std::string_view name() const override { return "ga"; }
+
+ protected:
+  void ProposeIndices(int max_n, std::vector<uint64_t>& out) override;
+  void OnResult(const Result& result, bool mine) override;
+
+ private:
+  bool Resolved(uint64_t index) const;
+  uint64_t Mutate(uint64_t dna);
+  void NextGeneration();
+
+  Options options_;
+  std::vector<uint64_t> generation_;
+  size_t cursor_ = 0;  // members of generation_ handled so far
+  bool started_ = false;
+  int idle_generations_ = 0;
+};
+
 class CostModel;  // model.cc
 
 // Cost-model search: an XGBoost ranking model (rank:pairwise) trained on every result (failed
@@ -123,6 +157,13 @@ class ModelStrategy final : public SpaceStrategy {
     // value (the one-step pairs among them), ranked by the model. Without it the local share
     // takes the best's one-step pairs, then the runners-up's neighbourhoods.
     bool widen_at_local_optimum = false;
+    // The local neighbourhood also holds every single-param change to any other value
+    // (Ball(centre, 1)), not only moves to the neighbouring values: value order then does not
+    // decide which points the trust region can reach.
+    bool any_value_moves = false;
+    // Besides each param's numeric feature, one 0/1 feature per value (params with 3 to 32
+    // values): trees then split on single values without relying on their order.
+    bool one_hot = false;
   };
   ModelStrategy(const kernels::Space& space, uint64_t seed);
   ModelStrategy(const kernels::Space& space, uint64_t seed, Options options);
@@ -137,6 +178,8 @@ class ModelStrategy final : public SpaceStrategy {
  private:
   void Refit();
   void BuildPool();
+  // The model's features of the point at `index`, appended to `out`.
+  void Features(uint64_t index, std::vector<float>& out) const;
 
   Options options_;
   std::unique_ptr<CostModel> model_;
@@ -168,7 +211,31 @@ class ModelStrategy final : public SpaceStrategy {
 // improvements.
 class AutoStrategy final : public SpaceStrategy {
  public:
+  struct Options {
+    // Points of the initial design (search/design.h) before the bandit starts: a spread-out
+    // sample every arm (and the model) learns from. A Latin hypercube of 16 points puts every
+    // value of a parameter with up to 16 values into the sample once (tile sizes and block sizes
+    // often have 8-32 values), and spreads the rest.
+    int design = 16;
+    // The arms, in order: model, ils, genetic, anneal, ga (StandardGaStrategy), explore (the
+    // farthest of a few random unseen points), random. A "prior" arm is added when the space has
+    // an analytic estimate.
+    std::vector<std::string> arms = {"model", "ils", "genetic", "anneal", "explore"};
+    // Share of proposals given to an arm drawn uniformly instead of by Thompson sampling.
+    double floor = 0;
+    // Per-result discount of the arms' records: at 0.98 old successes fade over ~50 results.
+    double discount = 0.98;
+    // ModelStrategy::Options::any_value_moves and one_hot for the model arm. One-hot features
+    // let the model learn landscapes whose value order means nothing (chosen on the training
+    // spaces and checked leave-one-GPU-out, BENCHMARKS.md "Search").
+    bool any_value_moves = false;
+    bool one_hot = true;
+  };
   AutoStrategy(const kernels::Space& space, uint64_t seed);
+  AutoStrategy(const kernels::Space& space, uint64_t seed, Options options);
+  // Parses "design=16,floor=0.1,discount=0.98,arms=model+ils+ga" (any subset, defaults for the
+  // rest); InvalidArgument naming the option otherwise.
+  static absl::StatusOr<Options> ParseOptions(std::string_view text);
   std::string_view name() const override { return "auto"; }
   // Proposals each arm made so far, by arm name (for reports and tests).
   std::vector<std::pair<std::string, int>> ArmUsage() const;
@@ -189,7 +256,14 @@ class AutoStrategy final : public SpaceStrategy {
   int PickArm();
   // Claims the unseen valid point farthest from the observed ones among a few random draws.
   std::optional<uint64_t> ExploreUnseen();
+  // With the kernel's analytic estimate (SearchSpace::has_estimate): ranks a sample of valid
+  // points by it; claims the best ranked unseen one; the best `n` unseen, pairwise at least two
+  // params apart, unclaimed.
+  void BuildPriorRanking();
+  std::optional<uint64_t> NextByEstimate();
+  std::vector<uint64_t> PriorDesign(int n);
 
+  Options options_;
   DesignMetric metric_;
   std::vector<Arm> arms_;
   absl::flat_hash_map<uint64_t, int> owner_;  // pending point -> arm
@@ -198,6 +272,8 @@ class AutoStrategy final : public SpaceStrategy {
   int initial_design_ = 0;  // points of the initial design (none after a warm start)
   bool design_built_ = false;
   std::vector<uint64_t> design_;  // initial design points not proposed yet, next at the back
+  bool prior_built_ = false;
+  std::vector<uint64_t> prior_ranked_;  // sampled valid points by estimate, best last
 };
 
 }  // namespace tessel::search

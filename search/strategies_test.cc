@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 
@@ -268,6 +269,82 @@ TEST(ModelStrategyTest, WidensItsNeighbourhoodAtACertifiedLocalOptimum) {
   EXPECT_GE(jumps, 1);
   for (uint64_t i : proposals(false)) {
     EXPECT_EQ(std::count(one_step.begin(), one_step.end(), i), 1) << view.ToConfig(i).ToString();
+  }
+}
+
+}  // namespace
+}  // namespace tessel::search
+
+namespace tessel::search {
+namespace {
+
+TEST(AutoStrategyTest, ParsesOptionsAndNamesTheBadOne) {
+  auto options = AutoStrategy::ParseOptions("design=8,floor=0.25,discount=0.9,arms=ga+model");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->design, 8);
+  EXPECT_EQ(options->floor, 0.25);
+  EXPECT_EQ(options->discount, 0.9);
+  EXPECT_EQ(options->arms, (std::vector<std::string>{"ga", "model"}));
+  for (const auto& [text, named] :
+       std::vector<std::pair<std::string, std::string>>{{"arms=ga+sgd", "sgd"},
+                                                        {"floor=2", "floor"},
+                                                        {"design", "design"},
+                                                        {"speed=3", "speed"},
+                                                        {"discount=x", "discount"}}) {
+    auto bad = AutoStrategy::ParseOptions(text);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(std::string(bad.status().message()).find(named), std::string::npos) << bad.status();
+  }
+  kernels::Space space = SyntheticSpace();
+  EXPECT_FALSE(MakeStrategy("auto:arms=", space, 1).ok());
+  EXPECT_TRUE(MakeStrategy("auto:arms=ga+random", space, 1).ok());
+}
+
+TEST(AutoStrategyTest, ProposesOnlyThroughTheArmsItIsGiven) {
+  kernels::Space space = SyntheticSpace();
+  AutoStrategy strategy(space, 3, *AutoStrategy::ParseOptions("design=4,arms=ga+random"));
+  for (int i = 0; i < 60; ++i) {
+    std::vector<Config> batch = strategy.Propose(1);
+    ASSERT_EQ(batch.size(), 1u);
+    strategy.Observe(std::vector<Observation>{{batch[0], true, SyntheticTime(batch[0])}});
+  }
+  std::vector<std::pair<std::string, int>> usage = strategy.ArmUsage();
+  ASSERT_EQ(usage.size(), 2u);
+  EXPECT_EQ(usage[0].first, "ga");
+  EXPECT_EQ(usage[1].first, "random");
+  EXPECT_EQ(usage[0].second + usage[1].second, 60 - 4) << "all but the design";
+}
+
+// Kernel Tuner's GA: every member of the second generation is a uniform crossover of two members
+// of the first, perhaps with one param mutated. So per member, at most one param takes a value
+// no first-generation member had.
+TEST(StandardGaTest, ChildrenRecombineTheirParentsValuesWithAtMostOneMutation) {
+  kernels::Space space = SyntheticSpace();
+  StandardGaStrategy ga(space, 9);
+  auto run_generation = [&] {
+    std::vector<Config> generation;
+    for (int i = 0; i < 20; ++i) {
+      std::vector<Config> batch = ga.Propose(1);
+      EXPECT_EQ(batch.size(), 1u);
+      generation.push_back(batch[0]);
+      ga.Observe(std::vector<Observation>{{batch[0], true, SyntheticTime(batch[0])}});
+    }
+    return generation;
+  };
+  std::vector<Config> first = run_generation();
+  std::map<std::string, std::set<std::string>> first_values;
+  for (const Config& c : first) {
+    for (const auto& [name, value] : c.items()) first_values[name].insert(value);
+  }
+  // The second generation may contain first-generation members (free repeats, not proposed
+  // again), so fewer than 20 new points come from it; read 10 and check them.
+  for (int i = 0; i < 10; ++i) {
+    std::vector<Config> batch = ga.Propose(1);
+    ASSERT_EQ(batch.size(), 1u);
+    int novel = 0;
+    for (const auto& [name, value] : batch[0].items()) novel += !first_values[name].contains(value);
+    EXPECT_LE(novel, 1) << batch[0].ToString();
+    ga.Observe(std::vector<Observation>{{batch[0], true, SyntheticTime(batch[0])}});
   }
 }
 

@@ -12,15 +12,21 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name,
   if (name == "exhaustive") return std::make_unique<ExhaustiveStrategy>(space, seed);
   if (name == "ils") return std::make_unique<IlsStrategy>(space, seed);
   if (name == "anneal") return std::make_unique<AnnealStrategy>(space, seed);
+  if (name == "ga") return std::make_unique<StandardGaStrategy>(space, seed);
   if (name == "genetic") return std::make_unique<GeneticStrategy>(space, seed);
   if (name == "model") return std::make_unique<ModelStrategy>(space, seed);
   if (name == "auto") return std::make_unique<AutoStrategy>(space, seed);
+  if (name.starts_with("auto:")) {
+    absl::StatusOr<AutoStrategy::Options> options = AutoStrategy::ParseOptions(name.substr(5));
+    if (!options.ok()) return options.status();
+    return std::make_unique<AutoStrategy>(space, seed, *std::move(options));
+  }
   return absl::InvalidArgumentError(
       StrCat("unknown strategy '", name, "'; known strategies: ", StrJoin(StrategyNames(), ", ")));
 }
 
 std::vector<std::string> StrategyNames() {
-  return {"anneal", "auto", "exhaustive", "genetic", "ils", "model", "random"};
+  return {"anneal", "auto", "exhaustive", "ga", "genetic", "ils", "model", "random"};
 }
 
 }  // namespace tessel::search

@@ -46,8 +46,9 @@ class Strategy {
   virtual void ObservePrior(std::span<const Observation> results) { (void)results; }
 };
 
-// Creates the strategy called `name` over `space`. InvalidArgument listing the known names when
-// `name` is unknown. `space` must outlive the strategy.
+// Creates the strategy called `name` over `space`; "auto:OPTIONS" is auto with options (see
+// AutoStrategy::ParseOptions). InvalidArgument listing the known names when `name` is unknown, or
+// naming the bad option. `space` must outlive the strategy.
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name,
                                                        const kernels::Space& space, uint64_t seed);
 // Names MakeStrategy accepts, sorted.
