@@ -38,6 +38,12 @@ CLI::App* AddReplayCommand(CLI::App& app, ReplayArgs& args) {
                    "unrecorded draws cost an evaluation and fail)")
       ->capture_default_str();
   command->add_flag("--noisy", args.noisy, "return one recorded run at random, not the mean");
+  command
+      ->add_option("--variant", args.variant,
+                   "robustness variant: plain; shuffled (each param's values relabelled at "
+                   "random); monotone (times seen as log(1 + t/best)); noise (2% multiplicative "
+                   "noise); failures (20% of the configs fail)")
+      ->capture_default_str();
   command->add_option("--batch", args.batch, "configs proposed at once")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -57,8 +63,12 @@ absl::Status RunReplay(const ReplayArgs& args) {
   } else {
     strategies.push_back(args.strategy);
   }
-  absl::StatusOr<search::ReplayCache> cache = search::ReplayCache::Load(args.cache);
-  if (!cache.ok()) return cache.status();
+  absl::StatusOr<search::Variant> variant = search::ParseVariant(args.variant);
+  if (!variant.ok()) return variant.status();
+  absl::StatusOr<search::ReplayCache> loaded = search::ReplayCache::Load(args.cache);
+  if (!loaded.ok()) return loaded.status();
+  // The variant's cache: scores are relative to its best (a failed optimum is not findable).
+  absl::StatusOr<search::ReplayCache> cache = search::VariantCache(*loaded, *variant, args.seed);
 
   json results = json::array();
   for (const std::string& name : strategies) {
@@ -69,6 +79,7 @@ absl::Status RunReplay(const ReplayArgs& args) {
     options.seed = args.seed;
     options.protocol = *protocol;
     options.noisy = args.noisy;
+    options.variant = *variant;
     options.batch = args.batch;
     options.threads = args.threads;
     auto start = std::chrono::steady_clock::now();
@@ -83,6 +94,7 @@ absl::Status RunReplay(const ReplayArgs& args) {
                        {"score_mean", summary.score_mean},
                        {"score_p10", summary.score_p10},
                        {"score_min", summary.score_min},
+                       {"score_stderr", summary.score_stderr},
                        {"evals_to_5pct_median", OptionalJson(summary.evals_to_5pct_median)},
                        {"evals_to_1pct_median", OptionalJson(summary.evals_to_1pct_median)},
                        {"reached_5pct", summary.reached_5pct},
@@ -95,6 +107,7 @@ absl::Status RunReplay(const ReplayArgs& args) {
                  {"device", std::string(cache->device_name())},
                  {"protocol", std::string(search::ProtocolName(*protocol))},
                  {"noisy", args.noisy},
+                 {"variant", args.variant},
                  {"configs", search::ReplaySpaceSize(*cache, *protocol)},
                  {"recorded", cache->entries()},
                  {"valid", cache->ok_entries()},

@@ -17,6 +17,7 @@ struct ReplayArgs {
   uint64_t seed = 1;
   std::string protocol = "constrained";
   bool noisy = false;
+  std::string variant = "plain";
   int batch = 1;
   int threads = 1;
   bool json = false;
