@@ -38,6 +38,7 @@
 #include "sim/api.h"
 #include "sim/simulate.h"
 #include "sim/target.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "worker/agent.h"
 
@@ -654,7 +655,9 @@ void AddServerOptions(CLI::App* command, std::string& server, std::string& db) {
 }
 
 int Main(int argc, char** argv) {
-  // Library logs (embedded server and workers) go to stderr, warnings and up only.
+  // Library logs (embedded server and workers) go to stderr, warnings and up only: spdlog's
+  // default logger writes to stdout, where a warning would break the one JSON object of --json.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tessel"));
   spdlog::set_level(spdlog::level::warn);
 
   CLI::App app{"tessel: autotuning of ML kernel schedules on a simulated accelerator"};
