@@ -1,11 +1,14 @@
 #include "kernels/matmul_estimate.h"
 
+#include <cmath>
 #include <random>
 
 #include "gtest/gtest.h"
 #include "kernels/estimate_testing.h"
+#include "kernels/estimate_util.h"
 #include "kernels/kernel_testing.h"
 #include "kernels/matmul.h"
+#include "sim/program.h"
 
 namespace tessel::kernels {
 namespace {
@@ -44,6 +47,48 @@ TEST(MatmulEstimateTest, RanksRandomConfigsAsTheSimulatorDoes) {
     EXPECT_LE(Spearman(constant, s.sim_ns), c.min_spearman);
     EXPECT_LE(Spearman(random, s.sim_ns), c.min_spearman);
   }
+}
+
+// The estimate's TensorE and eviction times are counts, not fits: on one core they equal the
+// simulator's busy times of TensorE and of Vector + Scalar (snc2, where the two share the PSUM
+// port, so the estimate adds them), for random valid configs of a ragged shape.
+TEST(MatmulEstimateTest, CountsTheSimulatorsTensorAndEvictionBusyTimeOnOneCore) {
+  const MatmulKernel kernel;
+  const sim::Target t = Load("snc2");
+  const Problem p{Dims{{"M", 1000}, {"N", 3000}, {"K", 700}}, "bf16"};
+  absl::StatusOr<Space> space = kernel.SpaceFor(p, t);
+  ASSERT_TRUE(space.ok()) << space.status();
+  std::mt19937_64 rng(5);
+  int checked = 0;
+  for (int attempt = 0; attempt < 100000 && checked < 100; ++attempt) {
+    const Config c = space->Decode(rng() % space->Size());
+    absl::StatusOr<matmul_internal::Plan> plan = matmul_internal::MakePlan(p, c, t, true);
+    if (!plan.ok() || plan->shards != 1) continue;
+    const MatmulEstimate e = EstimateMatmul(*plan, t);
+    absl::StatusOr<sim::SimResult> r = Evaluate(kernel, p, c, t);
+    ASSERT_TRUE(r.ok()) << c.ToString() << ": " << r.status();
+    auto busy_ns = [&](sim::EngineKind k) {
+      return double(r->engines[size_t(k)].busy_ticks) / t.tick_ghz;
+    };
+    EXPECT_NEAR(e.tensor_ns, busy_ns(sim::EngineKind::kTensor), 1e-6 * e.tensor_ns + 1)
+        << c.ToString();
+    // evict=split alternates the copies between the engines in program order; the estimate
+    // gives each of the (at most 4) tile size classes half to each, so it may put up to one copy
+    // per class (and, in blocks of an odd number of tiles, a few more) on the other engine.
+    double slack = 1e-6 * e.evict_ns + 1;
+    if (plan->evict == "split") {
+      sim::Instruction copy = sim::MakeEngineOp(sim::Op::kTensorCopy, sim::EngineKind::kVector,
+                                                int(plan->tile_n), 128, sim::Mem::kPsum);
+      const double vector = EngineNs(t, copy);
+      copy.engine = sim::EngineKind::kScalar;
+      slack += 4 * std::abs(vector - EngineNs(t, copy)) + 2e-3 * e.evict_ns;
+    }
+    EXPECT_NEAR(e.evict_ns, busy_ns(sim::EngineKind::kVector) + busy_ns(sim::EngineKind::kScalar),
+                slack)
+        << c.ToString();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 100);
 }
 
 }  // namespace
