@@ -55,10 +55,10 @@ class StopTracker {
 // the same trials on a slow machine as on a fast one; --time-limit caps the wall time.
 //
 // Costs and results below are from BENCHMARKS.md "Effort presets" (`tessel tune ... --effort NAME
-// --seed 1|2|3`, embedded server with 2 worker threads, at bfef438): wall time, and the published
-// time as a fraction of the best known, on 4096^3 bf16 matmul (snc2) and the N=16,C=256,H=56,W=56,
-// K=256 3x3 conv2d (snc2), both against their exhaustive optimum, and on causal attention
-// 1x16x4096x4096x128 (snc3) against its best known config (252,971 ns).
+// --seed 1|2|3`, embedded server with 2 worker threads, at db5837d, on a loaded machine): wall
+// time, and the published time as a fraction of the best known, on 4096^3 bf16 matmul (snc2) and
+// the N=16,C=256,H=56,W=56,K=256 3x3 conv2d (snc2), both against their exhaustive optimum, and on
+// causal attention 1x16x4096x4096x128 (snc3) against its best known config (252,971 ns).
 struct EffortPreset {
   std::string_view name;
   int budget = 0;            // trials charged to the budget, the default config included
@@ -67,26 +67,26 @@ struct EffortPreset {
 };
 
 inline constexpr EffortPreset kEffortPresets[] = {
-    // quick: 32 trials, no early stop. 0.3-0.6 s on matmul and conv2d, 3-4 s on attention;
-    // reaches 0.63-0.92 of the best on matmul, 0.56-1.00 on conv2d, 0.21-0.40 on attention.
+    // quick: 32 trials, no early stop. 0.7-1.0 s on matmul and conv2d, 6-9 s on attention;
+    // reaches 0.995-1.000 of the best on matmul, 1.000 on conv2d, 0.62-0.70 on attention.
     {.name = "quick",
      .budget = 32,
      .no_improvement = 0,
-     .summary = "half the default's trials, for a first answer; often well short of the best"},
+     .summary = "half the default's trials, for a first answer; short of the best on large spaces"},
     // default: what `tessel tune` ran before presets (64 trials, no early stop), so its results
-    // are unchanged. 0.4-0.6 s on matmul and conv2d, 4-5 s on attention; reaches 0.79-1.00 of
-    // the best on matmul, 1.00 on conv2d, 0.64-0.79 on attention.
+    // are unchanged. 1.0-1.3 s on matmul and conv2d, 7-9 s on attention; reaches 1.000 of the
+    // best on matmul and conv2d, 0.71-0.95 on attention.
     {.name = "default",
      .budget = 64,
      .no_improvement = 0,
-     .summary = "as before presets; near the best on matmul and conv2d, not on attention"},
+     .summary = "as before presets; enough for matmul and conv2d, not for attention"},
     // full: up to 1,000 trials, ending after 250 in a row without a faster one (it ended that
-    // way in every measured run). 1.3-1.9 s and 284-390 trials on matmul and conv2d (the
-    // exhaustive optimum every time), 10-14 s and 349-690 trials on attention (0.84-1.00).
+    // way in every measured run). 2.1-2.7 s and 273-288 trials on matmul and conv2d (the
+    // exhaustive optimum every time), 14-15 s and 360-475 trials on attention (0.999-1.000).
     {.name = "full",
      .budget = 1000,
      .no_improvement = 250,
-     .summary = "for large spaces such as attention; 4-11x the default's trials"},
+     .summary = "for large spaces such as attention; 4-8x the default's trials"},
 };
 inline constexpr std::string_view kDefaultEffort = "default";
 
