@@ -1,5 +1,6 @@
 // auto: a bandit over the other strategies.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -23,6 +24,9 @@ constexpr double kNearBestQuantile = 0.1;
 // within one param of each other), and a "prior" arm keeps proposing in that order.
 constexpr int kPriorPool = 16384;
 constexpr int kPriorDesign = 8;
+// Wall-clock cap on ranking the sample. Cheap estimates (matmul ~2 us) rank all of it; with a slow
+// one the sample, and so the search, can depend on the machine's speed.
+constexpr std::chrono::milliseconds kPriorRankingTime{500};
 
 uint64_t Mix(uint64_t seed, uint64_t salt) {
   uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (salt + 1);
@@ -154,10 +158,16 @@ void AutoStrategy::BuildPriorRanking() {
       if (drawn.insert(i).second && space_.Valid(i)) pool.push_back(i);
     }
   }
+  // In random order, so that a sample cut short by the time cap is still a random sample.
+  std::shuffle(pool.begin(), pool.end(), rng_);
   std::vector<std::pair<double, uint64_t>> ranked;
-  for (uint64_t i : pool) {
-    double estimate = space_.EstimateAt(i);
-    if (std::isfinite(estimate)) ranked.emplace_back(estimate, i);
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < pool.size(); ++k) {
+    // The ranking runs inside Propose (under the server's job lock): a slow estimate (attention:
+    // ~0.2 ms a call) ranks fewer points rather than stall the job. Checked every 64 calls.
+    if (k % 64 == 63 && std::chrono::steady_clock::now() - start > kPriorRankingTime) break;
+    double estimate = space_.EstimateAt(pool[k]);
+    if (std::isfinite(estimate)) ranked.emplace_back(estimate, pool[k]);
   }
   std::sort(ranked.begin(), ranked.end(), std::greater<>());  // best last
   prior_ranked_.clear();
