@@ -164,7 +164,8 @@ void PrintSummary(const std::vector<search::Cell>& cells, const Args& args,
   for (const std::string& s : strategies) {
     if (s != "auto" && s != "exhaustive" && s.rfind("auto:", 0) != 0) arms.push_back(s);
   }
-  if (std::find(strategies.begin(), strategies.end(), "auto") == strategies.end()) return;
+  if (arms.empty() || std::find(strategies.begin(), strategies.end(), "auto") == strategies.end())
+    return;
   std::printf(
       "\nauto against its best arm (of %s; -0.015 allowed) and random (+0.01 where random < "
       "0.98):\n\n",
@@ -337,12 +338,20 @@ int Run(int argc, char** argv) {
         std::find(strategies.begin(), strategies.end(), "auto") != strategies.end()) {
       std::printf("\nauto's mean against plain, by variant:");
       for (int b : args.summary_budgets) {
-        double plain = search::MeanScore(protocol_cells, "auto", b, "plain").value_or(0);
-        std::printf("\n- @%d: plain %.3f", b, plain);
+        std::optional<double> plain = search::MeanScore(protocol_cells, "auto", b, "plain");
+        if (plain) {
+          std::printf("\n- @%d: plain %.3f", b, *plain);
+        } else {
+          std::printf("\n- @%d: plain not run (add plain to --variants)", b);
+        }
         for (const std::string& variant : args.variants) {
           if (variant == "plain") continue;
           double v = search::MeanScore(protocol_cells, "auto", b, variant).value_or(0);
-          std::printf("; %s %.3f (%+.3f)", variant.c_str(), v, v - plain);
+          if (plain) {
+            std::printf("; %s %.3f (%+.3f)", variant.c_str(), v, v - *plain);
+          } else {
+            std::printf("; %s %.3f", variant.c_str(), v);
+          }
         }
       }
       std::printf("\n");
