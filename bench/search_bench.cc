@@ -65,6 +65,10 @@ void BM_Job(benchmark::State& state, const char* name) {
 }
 
 BENCHMARK_CAPTURE(BM_Job, auto, "auto") -> Arg(1) -> Arg(8) -> Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Job, auto_numeric, "auto:features=numeric")
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Job, auto_onehot5, "auto:onehot_min=5")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, model, "model")->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, ils, "ils")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, genetic, "genetic")->Arg(1)->Unit(benchmark::kMillisecond);

@@ -60,6 +60,7 @@ AutoStrategy::AutoStrategy(const kernels::Space& space, uint64_t seed, Options o
       model_options.widen_at_local_optimum = true;
       model_options.any_value_moves = options_.any_value_moves;
       model_options.one_hot = options_.one_hot;
+      model_options.one_hot_min_values = options_.one_hot_min_values;
       arms_.push_back(
           {std::make_unique<ModelStrategy>(space, Mix(seed, 1), model_options), "model"});
     } else if (name == "ils") {
@@ -120,6 +121,10 @@ absl::StatusOr<AutoStrategy::Options> AutoStrategy::ParseOptions(std::string_vie
             StrCat("auto option features=", value, ": expected numeric or onehot"));
       }
       options.one_hot = value == "onehot";
+    } else if (name == "onehot_min") {
+      absl::StatusOr<double> v = number(3, 33);
+      if (!v.ok()) return v.status();
+      options.one_hot_min_values = static_cast<int>(*v);
     } else if (name == "arms") {
       options.arms.clear();
       for (std::string_view arm : StrSplit(value, '+')) {
@@ -136,7 +141,7 @@ absl::StatusOr<AutoStrategy::Options> AutoStrategy::ParseOptions(std::string_vie
     } else {
       return absl::InvalidArgumentError(
           StrCat("unknown auto option '", name,
-                 "' (known: design, floor, discount, moves, features, arms)"));
+                 "' (known: design, floor, discount, moves, features, onehot_min, arms)"));
     }
   }
   return options;

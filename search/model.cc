@@ -110,10 +110,10 @@ void AppendGroup(const FeaturesFn& features, std::span<const Result> results, st
 // Params with at most this many values get one 0/1 feature per value with Options::one_hot.
 constexpr int kMaxOneHotValues = 32;
 
-int OneHotFeatures(const SearchSpace& space) {
+int OneHotFeatures(const SearchSpace& space, int min_values) {
   int n = 0;
   for (int p = 0; p < space.num_params(); ++p) {
-    if (space.radix(p) > 2 && space.radix(p) <= kMaxOneHotValues) n += space.radix(p);
+    if (space.radix(p) >= min_values && space.radix(p) <= kMaxOneHotValues) n += space.radix(p);
   }
   return n;
 }
@@ -127,15 +127,16 @@ ModelStrategy::ModelStrategy(const kernels::Space& space, uint64_t seed, Options
     : SpaceStrategy(space, seed),
       options_(options),
       model_(std::make_unique<CostModel>(
-          space_.num_features() + (options.one_hot ? OneHotFeatures(space_) : 0), seed,
-          options.rounds)) {}
+          space_.num_features() +
+              (options.one_hot ? OneHotFeatures(space_, options.one_hot_min_values) : 0),
+          seed, options.rounds)) {}
 
 void ModelStrategy::Features(uint64_t index, std::vector<float>& out) const {
   space_.Features(index, out);
   if (!options_.one_hot) return;
   for (int p = 0; p < space_.num_params(); ++p) {
     const int radix = space_.radix(p);
-    if (radix <= 2 || radix > kMaxOneHotValues) continue;
+    if (radix < options_.one_hot_min_values || radix > kMaxOneHotValues) continue;
     const int value = space_.ValueAt(index, p);
     for (int v = 0; v < radix; ++v) out.push_back(v == value ? 1.0f : 0.0f);
   }

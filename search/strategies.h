@@ -164,6 +164,7 @@ class ModelStrategy final : public SpaceStrategy {
     // Besides each param's numeric feature, one 0/1 feature per value (params with 3 to 32
     // values): trees then split on single values without relying on their order.
     bool one_hot = false;
+    int one_hot_min_values = 3;  // params with fewer values keep their numeric feature only
   };
   ModelStrategy(const kernels::Space& space, uint64_t seed);
   ModelStrategy(const kernels::Space& space, uint64_t seed, Options options);
@@ -230,6 +231,10 @@ class AutoStrategy final : public SpaceStrategy {
     // spaces and checked leave-one-GPU-out, BENCHMARKS.md "Search").
     bool any_value_moves = false;
     bool one_hot = true;
+    // Params with fewer values keep their numeric feature only: a threshold split already isolates
+    // the end values of 3 or 4, and one-hot features for them (the 8-param search_bench space)
+    // doubled the model's cost per trial (BENCHMARKS.md "Strategy overhead").
+    int one_hot_min_values = 5;
   };
   AutoStrategy(const kernels::Space& space, uint64_t seed);
   AutoStrategy(const kernels::Space& space, uint64_t seed, Options options);
