@@ -224,6 +224,7 @@ ReplayCache ReplayCache::WithFailedEntries(double fraction, uint64_t seed) const
   for (const auto& [index, entry] : entries_) {
     if (entry.ok) ok.push_back(index);
   }
+  if (ok.empty()) return *this;
   std::sort(ok.begin(), ok.end());
   std::mt19937_64 rng(Mix(seed, 0xfa11));
   std::shuffle(ok.begin(), ok.end(), rng);
