@@ -32,6 +32,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "kernels/kernel.h"
+#include "kernels/rank_correlation.h"
 #include "nlohmann/json.hpp"
 #include "schema/strings.h"
 #include "search/replay.h"
@@ -132,30 +133,7 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double Spearman(const std::vector<double>& a, const std::vector<double>& b) {
-  auto ranks = [](const std::vector<double>& x) {
-    std::vector<size_t> order(x.size());
-    std::iota(order.begin(), order.end(), size_t(0));
-    std::sort(order.begin(), order.end(), [&](size_t i, size_t j) { return x[i] < x[j]; });
-    std::vector<double> r(x.size());
-    for (size_t i = 0; i < order.size();) {
-      size_t j = i;
-      while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
-      for (size_t k = i; k <= j; ++k) r[order[k]] = 0.5 * double(i + j);
-      i = j + 1;
-    }
-    return r;
-  };
-  const std::vector<double> ra = ranks(a), rb = ranks(b);
-  const double n = double(ra.size()), mean = (n - 1) / 2;
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < ra.size(); ++i) {
-    sab += (ra[i] - mean) * (rb[i] - mean);
-    saa += (ra[i] - mean) * (ra[i] - mean);
-    sbb += (rb[i] - mean) * (rb[i] - mean);
-  }
-  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0.0;
-}
+using kernels::Spearman;
 
 constexpr int kScoreBudgets[] = {10, 30, 100, 300};
 

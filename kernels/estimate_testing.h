@@ -14,40 +14,12 @@
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
+#include "kernels/rank_correlation.h"
 #include "sim/target.h"
 
 namespace tessel::kernels::test_support {
 
-// Ranks of `x` (0-based, ties get their mean rank).
-inline std::vector<double> Ranks(const std::vector<double>& x) {
-  std::vector<size_t> order(x.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
-  std::vector<double> rank(x.size());
-  for (size_t i = 0; i < order.size();) {
-    size_t j = i;
-    while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
-    for (size_t k = i; k <= j; ++k) rank[order[k]] = 0.5 * double(i + j);
-    i = j + 1;
-  }
-  return rank;
-}
-
-// Spearman's rank correlation of `a` and `b` (same length): the Pearson correlation of their
-// ranks. 0 when either is constant.
-inline double Spearman(const std::vector<double>& a, const std::vector<double>& b) {
-  const std::vector<double> ra = Ranks(a), rb = Ranks(b);
-  const double n = double(ra.size());
-  const double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / n;
-  const double mb = std::accumulate(rb.begin(), rb.end(), 0.0) / n;
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < ra.size(); ++i) {
-    sab += (ra[i] - ma) * (rb[i] - mb);
-    saa += (ra[i] - ma) * (ra[i] - ma);
-    sbb += (rb[i] - mb) * (rb[i] - mb);
-  }
-  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0.0;
-}
+using kernels::Spearman;
 
 // `n` random valid configs of `space` with their estimates and simulated times.
 struct EstimateSample {
@@ -100,6 +72,17 @@ inline double TopKOverlap(const EstimateSample& s, size_t k) {
             by_est.begin() + ptrdiff_t(k);
   }
   return k > 0 ? double(hits) / double(k) : 0.0;
+}
+
+// Expects `s`'s estimate to rank its configs as the simulator does (Spearman above
+// `min_spearman`), and a constant or a random estimate not to, so that the bound means something.
+inline void ExpectRanksAbove(const EstimateSample& s, double min_spearman) {
+  EXPECT_GT(Spearman(s.estimate_ns, s.sim_ns), min_spearman);
+  std::vector<double> constant(s.sim_ns.size(), 1.0), random(s.sim_ns.size());
+  std::mt19937_64 rng(7);
+  for (double& x : random) x = double(rng() % 1000000);
+  EXPECT_LE(Spearman(constant, s.sim_ns), min_spearman);
+  EXPECT_LE(Spearman(random, s.sim_ns), min_spearman);
 }
 
 }  // namespace tessel::kernels::test_support
