@@ -115,9 +115,4 @@ void StandardGaStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
   }
 }
 
-void StandardGaStrategy::OnResult(const Result& result, bool mine) {
-  (void)result;
-  (void)mine;
-}
-
 }  // namespace tessel::search

@@ -118,7 +118,6 @@ class StandardGaStrategy final : public SpaceStrategy {
 
  protected:
   void ProposeIndices(int max_n, std::vector<uint64_t>& out) override;
-  void OnResult(const Result& result, bool mine) override;
 
  private:
   bool Resolved(uint64_t index) const;
