@@ -61,6 +61,9 @@ AutoStrategy::AutoStrategy(const kernels::Space& space, uint64_t seed, Options o
       model_options.any_value_moves = options_.any_value_moves;
       model_options.one_hot = options_.one_hot;
       model_options.one_hot_min_values = options_.one_hot_min_values;
+      model_options.rounds = options_.rounds;
+      model_options.refit_growth = options_.refit_growth;
+      model_options.tree_method = options_.tree_method;
       arms_.push_back(
           {std::make_unique<ModelStrategy>(space, Mix(seed, 1), model_options), "model"});
     } else if (name == "ils") {
@@ -125,6 +128,20 @@ absl::StatusOr<AutoStrategy::Options> AutoStrategy::ParseOptions(std::string_vie
       absl::StatusOr<double> v = number(3, 33);
       if (!v.ok()) return v.status();
       options.one_hot_min_values = static_cast<int>(*v);
+    } else if (name == "rounds") {
+      absl::StatusOr<double> v = number(1, 1000);
+      if (!v.ok()) return v.status();
+      options.rounds = static_cast<int>(*v);
+    } else if (name == "refit") {
+      absl::StatusOr<double> v = number(0, 10);
+      if (!v.ok()) return v.status();
+      options.refit_growth = *v;
+    } else if (name == "tree") {
+      if (value != "exact" && value != "hist") {
+        return absl::InvalidArgumentError(
+            StrCat("auto option tree=", value, ": expected exact or hist"));
+      }
+      options.tree_method = value;
     } else if (name == "arms") {
       options.arms.clear();
       for (std::string_view arm : StrSplit(value, '+')) {
@@ -139,9 +156,9 @@ absl::StatusOr<AutoStrategy::Options> AutoStrategy::ParseOptions(std::string_vie
       }
       if (options.arms.empty()) return absl::InvalidArgumentError("auto option arms: no arm");
     } else {
-      return absl::InvalidArgumentError(
-          StrCat("unknown auto option '", name,
-                 "' (known: design, floor, discount, moves, features, onehot_min, arms)"));
+      return absl::InvalidArgumentError(StrCat("unknown auto option '", name,
+                                               "' (known: design, floor, discount, moves, "
+                                               "features, onehot_min, rounds, refit, tree, arms)"));
     }
   }
   return options;

@@ -147,6 +147,9 @@ class ModelStrategy final : public SpaceStrategy {
     int pool_limit = 3000;       // pool of candidates ranked at each refit
     int rounds = 30;             // boosting rounds per fit
     double refit_growth = 0.08;  // refit when results grew by this fraction since the last fit
+    // XGBoost's tree method: "exact" enumerates every split; "hist" bins each feature (256 bins,
+    // more than any param's values) and finds the same splits faster on larger histories.
+    std::string tree_method = "exact";
     // Share of proposals taken from the best point's neighbourhood (single and paired moves),
     // in model order: a trust region that keeps refining the incumbent where the global ranking
     // would not look.
@@ -234,6 +237,10 @@ class AutoStrategy final : public SpaceStrategy {
     // the end values of 3 or 4, and one-hot features for them (the 8-param search_bench space)
     // doubled the model's cost per trial (BENCHMARKS.md "Strategy overhead").
     int one_hot_min_values = 5;
+    // ModelStrategy::Options rounds, refit_growth and tree_method for the model arm.
+    int rounds = 30;
+    double refit_growth = 0.08;
+    std::string tree_method = "exact";
   };
   AutoStrategy(const kernels::Space& space, uint64_t seed);
   AutoStrategy(const kernels::Space& space, uint64_t seed, Options options);
