@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel {
@@ -75,10 +76,9 @@ Dims::Dims(std::initializer_list<std::pair<std::string, int64_t>> dims) {
 }
 
 absl::StatusOr<Dims> Dims::Parse(std::string_view text) {
-  auto pairs = ParseKeyValues(text, "shape");
-  if (!pairs.ok()) return pairs.status();
+  TESSEL_ASSIGN_OR_RETURN(const auto pairs, ParseKeyValues(text, "shape"));
   Dims dims;
-  for (const auto& [name, value] : *pairs) {
+  for (const auto& [name, value] : pairs) {
     int64_t v = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
     if (ec != std::errc() || ptr != value.data() + value.size()) {
@@ -124,10 +124,9 @@ Config::Config(std::initializer_list<std::pair<std::string, std::string>> items)
 }
 
 absl::StatusOr<Config> Config::Parse(std::string_view text) {
-  auto pairs = ParseKeyValues(text, "config");
-  if (!pairs.ok()) return pairs.status();
+  TESSEL_ASSIGN_OR_RETURN(auto pairs, ParseKeyValues(text, "config"));
   Config config;
-  for (auto& [name, value] : *pairs) config.Set(name, std::move(value));
+  for (auto& [name, value] : pairs) config.Set(name, std::move(value));
   return config;
 }
 

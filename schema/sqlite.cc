@@ -7,39 +7,48 @@
 
 namespace tessel::sqlite {
 
+namespace {
+
+struct CodeMapping {
+  int sqlite;
+  absl::StatusCode status;
+};
+
+// Extended codes with a meaning of their own, looked up first.
+constexpr CodeMapping kExtendedCodes[] = {
+    {SQLITE_CONSTRAINT_PRIMARYKEY, absl::StatusCode::kAlreadyExists},
+    {SQLITE_CONSTRAINT_UNIQUE, absl::StatusCode::kAlreadyExists},
+    {SQLITE_CONSTRAINT_FOREIGNKEY, absl::StatusCode::kFailedPrecondition},
+};
+
+// Primary codes (the low byte of an extended code).
+constexpr CodeMapping kPrimaryCodes[] = {
+    {SQLITE_CONSTRAINT, absl::StatusCode::kInvalidArgument},
+    {SQLITE_MISMATCH, absl::StatusCode::kInvalidArgument},
+    {SQLITE_TOOBIG, absl::StatusCode::kInvalidArgument},
+    {SQLITE_BUSY, absl::StatusCode::kUnavailable},
+    {SQLITE_LOCKED, absl::StatusCode::kUnavailable},
+    {SQLITE_IOERR, absl::StatusCode::kUnavailable},
+    {SQLITE_CANTOPEN, absl::StatusCode::kUnavailable},
+    {SQLITE_FULL, absl::StatusCode::kResourceExhausted},
+    {SQLITE_NOMEM, absl::StatusCode::kResourceExhausted},
+    {SQLITE_PERM, absl::StatusCode::kPermissionDenied},
+    {SQLITE_READONLY, absl::StatusCode::kPermissionDenied},
+    {SQLITE_AUTH, absl::StatusCode::kPermissionDenied},
+    {SQLITE_CORRUPT, absl::StatusCode::kDataLoss},
+    {SQLITE_NOTADB, absl::StatusCode::kDataLoss},
+};
+
+}  // namespace
+
 absl::StatusCode SqliteCode(int result_code) {
-  switch (result_code) {
-    case SQLITE_CONSTRAINT_PRIMARYKEY:
-    case SQLITE_CONSTRAINT_UNIQUE:
-      return absl::StatusCode::kAlreadyExists;
-    case SQLITE_CONSTRAINT_FOREIGNKEY:
-      return absl::StatusCode::kFailedPrecondition;
-    default:
-      break;
+  for (const CodeMapping& mapping : kExtendedCodes) {
+    if (mapping.sqlite == result_code) return mapping.status;
   }
-  switch (result_code & 0xff) {
-    case SQLITE_CONSTRAINT:
-    case SQLITE_MISMATCH:
-    case SQLITE_TOOBIG:
-      return absl::StatusCode::kInvalidArgument;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_IOERR:
-    case SQLITE_CANTOPEN:
-      return absl::StatusCode::kUnavailable;
-    case SQLITE_FULL:
-    case SQLITE_NOMEM:
-      return absl::StatusCode::kResourceExhausted;
-    case SQLITE_PERM:
-    case SQLITE_READONLY:
-    case SQLITE_AUTH:
-      return absl::StatusCode::kPermissionDenied;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return absl::StatusCode::kDataLoss;
-    default:
-      return absl::StatusCode::kInternal;
+  for (const CodeMapping& mapping : kPrimaryCodes) {
+    if (mapping.sqlite == (result_code & 0xff)) return mapping.status;
   }
+  return absl::StatusCode::kInternal;
 }
 
 // ---- Statement ----

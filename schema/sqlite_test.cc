@@ -3,6 +3,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -47,6 +48,17 @@ class SqliteTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::string path_;
 };
+
+TEST(SqliteCodeTest, ExtendedCodesRefineTheirPrimaryCode) {
+  EXPECT_EQ(SqliteCode(SQLITE_CONSTRAINT_PRIMARYKEY), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(SqliteCode(SQLITE_CONSTRAINT_UNIQUE), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(SqliteCode(SQLITE_CONSTRAINT_FOREIGNKEY), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(SqliteCode(SQLITE_CONSTRAINT_NOTNULL), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SqliteCode(SQLITE_BUSY_SNAPSHOT), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SqliteCode(SQLITE_READONLY), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(SqliteCode(SQLITE_NOTADB), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(SqliteCode(SQLITE_ERROR), absl::StatusCode::kInternal);
+}
 
 TEST_F(SqliteTest, OpeningAMissingFileWithoutCreateFailsNamingThePath) {
   auto db = Database::Open(path_, {});
