@@ -157,36 +157,31 @@ absl::Status RunReduced(const Plan& full, const Config& config, const sim::Targe
   return absl::OkStatus();
 }
 
+void Emit(const Plan& plan, const Problem&, const sim::Target& target, sim::Program* program) {
+  attention_internal::EmitProgram(plan, target, program);
+}
+
+constexpr char kDescription[] =
+    "flash attention O = softmax(QK^T/sqrt(d)) V per (batch, head); causal=1 masks (bottom-right "
+    "aligned), causal=2 does not: Q/KV blocks, online or two-pass softmax, operand roles, "
+    "transposes, engine split, causal block skipping, sharding over batch x heads";
+
 }  // namespace
 
+// Version 1: initial lowering. 2: the step stream is pipelined across query groups; pipeline
+// 2/3, softmax_ops, p_transpose half/two_thirds; a step's score banks are adjacent.
+// 3: the two-pass softmax and its options (softmax, mask, exp_layout, max_dtype,
+// pipeline=4), so a best tuned under 2 missed most of today's space and is served as
+// stale.
+// (Spec: name, version, description, dims, dtypes; steps: params, plan, emit, verify, estimate.)
 AttentionKernel::AttentionKernel()
-    : PlannedKernel(
-          {.name = "attention",
-           // 1: initial lowering. 2: the step stream is pipelined across query groups; pipeline
-           // 2/3, softmax_ops, p_transpose half/two_thirds; a step's score banks are adjacent.
-           // 3: the two-pass softmax and its options (softmax, mask, exp_layout, max_dtype,
-           // pipeline=4), so a best tuned under 2 missed most of today's space and is served as
-           // stale.
-           .version = 3,
-           .description = "flash attention O = softmax(QK^T/sqrt(d)) V per (batch, head); causal=1 "
-                          "masks (bottom-right aligned), causal=2 does not: Q/KV blocks, online or "
-                          "two-pass softmax, operand roles, transposes, engine split, causal block "
-                          "skipping, sharding over batch x heads",
-           .dims = {"batch", "heads", "seq_q", "seq_k", "head_dim", "causal"},
-           .dtypes = {"bf16", "fp32", "fp8"}},
-          Erase(PlanSteps<Plan>{
-              .params = Params,
-              .plan =
-                  [](const Problem& problem, const Config& config, const sim::Target& target) {
-                    return MakePlan(problem, config, target, /*strict=*/true);
-                  },
-              .emit =
-                  [](const Plan& plan, const Problem&, const sim::Target& target,
-                     sim::Program* program) {
-                    attention_internal::EmitProgram(plan, target, program);
-                  },
-              .verify = RunReduced,
-              .estimate = attention_internal::Estimate})) {}
+    : PlannedKernel({"attention",
+                     3,
+                     kDescription,
+                     {"batch", "heads", "seq_q", "seq_k", "head_dim", "causal"},
+                     {"bf16", "fp32", "fp8"}},
+                    Erase(PlanSteps<Plan>{Params, StrictPlan(MakePlan), Emit, RunReduced,
+                                          attention_internal::Estimate})) {}
 
 Problem AttentionKernel::Example() const {
   return {*Dims::Parse("batch=1,heads=8,seq_q=1024,seq_k=1024,head_dim=128,causal=1"), "bf16"};

@@ -547,31 +547,23 @@ absl::Status RunReduced(const Plan& full, const Config& config, const sim::Targe
                     .c = &c});
 }
 
+void Emit(const Plan& plan, const Problem&, const sim::Target& target, sim::Program* program) {
+  SimEmitter emitter(plan, target, program);
+  Generate(plan, emitter);
+}
+
+constexpr char kDescription[] =
+    "C[b,M,N] = A[b,M,K] x B[b,K,N]: tiles, blocking, batch grouping and interleaving, stationary "
+    "operand, PSUM eviction engine, sharding over batches or M";
+
 }  // namespace
 
+// Version 1: initial lowering. (Spec: name, version, description, dims, dtypes; steps: params,
+// plan, emit, verify, estimate.)
 BmmKernel::BmmKernel()
     : PlannedKernel(
-          {.name = "bmm",
-           .version = 1,  // 1: initial lowering.
-           .description = "C[b,M,N] = A[b,M,K] x B[b,K,N]: tiles, blocking, batch grouping and "
-                          "interleaving, stationary operand, PSUM eviction engine, sharding over "
-                          "batches or M",
-           .dims = {"B", "M", "N", "K"},
-           .dtypes = {"bf16", "fp32", "fp8"}},
-          Erase(PlanSteps<Plan>{
-              .params = Params,
-              .plan =
-                  [](const Problem& problem, const Config& config, const sim::Target& target) {
-                    return MakePlan(problem, config, target, /*strict=*/true);
-                  },
-              .emit =
-                  [](const Plan& plan, const Problem&, const sim::Target& target,
-                     sim::Program* program) {
-                    SimEmitter emitter(plan, target, program);
-                    Generate(plan, emitter);
-                  },
-              .verify = RunReduced,
-              .estimate = EstimateBmm})) {}
+          {"bmm", 1, kDescription, {"B", "M", "N", "K"}, {"bf16", "fp32", "fp8"}},
+          Erase(PlanSteps<Plan>{Params, StrictPlan(MakePlan), Emit, RunReduced, EstimateBmm})) {}
 
 Config BmmKernel::Default(const Problem&, const sim::Target&) const {
   // A plain compiler: hardware-sized tiles, no blocking, one batch at a time, one core.

@@ -831,26 +831,23 @@ void Emit(const Plan& plan, const Problem&, const sim::Target& target, sim::Prog
   Generate(plan, emitter);
 }
 
+constexpr char kDescription[] =
+    "implicit-GEMM conv2d Y[N,K,P,Q] = X[N,C,H,W] * W[K,C,R,S]: operand roles, channel, "
+    "output-channel and pixel tiles, weight blocking and residency, loop order, buffers, "
+    "eviction engine, sharding";
+
 }  // namespace
 
+// Version 1: initial lowering.
+// (Spec: name, version, description, dims, dtypes; steps: params, plan, emit, verify, estimate.)
 Conv2dKernel::Conv2dKernel()
     : PlannedKernel(
-          {.name = "conv2d",
-           .version = 1,  // 1: initial lowering.
-           .description = "implicit-GEMM conv2d Y[N,K,P,Q] = X[N,C,H,W] * W[K,C,R,S]: operand "
-                          "roles, channel, output-channel and pixel tiles, weight blocking and "
-                          "residency, loop order, buffers, eviction engine, sharding",
-           .dims = {"N", "C", "H", "W", "K", "R", "S", "stride", "padding"},
-           .dtypes = {"bf16", "fp32", "fp8"}},
-          Erase(PlanSteps<Plan>{
-              .params = Params,
-              .plan =
-                  [](const Problem& problem, const Config& config, const sim::Target& target) {
-                    return MakePlan(problem, config, target, /*strict=*/true);
-                  },
-              .emit = Emit,
-              .verify = RunReduced,
-              .estimate = EstimateConv2d})) {}
+          {"conv2d",
+           1,
+           kDescription,
+           {"N", "C", "H", "W", "K", "R", "S", "stride", "padding"},
+           {"bf16", "fp32", "fp8"}},
+          Erase(PlanSteps<Plan>{Params, StrictPlan(MakePlan), Emit, RunReduced, EstimateConv2d})) {}
 
 Kernel::Work Conv2dKernel::MinimumWork(const Problem& problem) const {
   auto get = [&](const char* name) { return double(problem.dims.Get(name).value_or(0)); };

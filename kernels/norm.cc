@@ -415,23 +415,25 @@ rowwise::RowwiseKernel::Steps NormSteps(bool rms) {
       .estimate = nullptr});
 }
 
+constexpr char kRmsDescription[] =
+    "rmsnorm of X[rows,cols] with gamma: row tiles, chunks, residency, statistics method, "
+    "normalise engine, fused or separate scale, buffers, sharding";
+constexpr char kLayerDescription[] =
+    "layernorm of X[rows,cols] with gamma/beta: row tiles, chunks, residency, bn_stats vs explicit "
+    "sums, normalise engine, fused or separate affine, buffers, sharding";
+
 }  // namespace
 
 void SetNormFaultForTesting(NormFault fault) { g_fault = fault; }
 
+// Version 1: initial lowering. (Spec: name, version, description, dims, dtypes.)
 NormKernel::NormKernel(bool rms)
-    : RowwiseKernel(
-          {.name = rms ? "rmsnorm" : "layernorm",
-           .version = 1,  // 1: initial lowering.
-           .description =
-               rms ? "rmsnorm of X[rows,cols] with gamma: row tiles, chunks, residency, statistics "
-                     "method, normalise engine, fused or separate scale, buffers, sharding"
-                   : "layernorm of X[rows,cols] with gamma/beta: row tiles, chunks, residency, "
-                     "bn_stats vs explicit sums, normalise engine, fused or separate affine, "
-                     "buffers, sharding",
-           .dims = {"rows", "cols"},
-           .dtypes = {"bf16", "fp32"}},
-          NormSteps(rms), /*vectors=*/rms ? 1 : 2),
+    : RowwiseKernel({rms ? "rmsnorm" : "layernorm",
+                     1,
+                     rms ? kRmsDescription : kLayerDescription,
+                     {"rows", "cols"},
+                     {"bf16", "fp32"}},
+                    NormSteps(rms), /*vectors=*/rms ? 1 : 2),
       rms_(rms) {}
 
 Config NormKernel::Default(const Problem& problem, const sim::Target&) const {

@@ -370,34 +370,25 @@ std::vector<Param> Params(const Problem&, const sim::Target& target) {
       target);
 }
 
+void Emit(const Plan& plan, const Problem&, const sim::Target& target, sim::Program* program) {
+  rowwise::SimSink sink(target, int(plan.g), program);
+  Generate(plan, sink);
+}
+
+constexpr char kDescription[] =
+    "row softmax of X[rows,cols]: row tiles, rows per partition, column chunks, multi-pass vs "
+    "online, SBUF residency, normalise engine, exp dtype, buffers, sharding";
+
 }  // namespace
 
 void SetSoftmaxFaultForTesting(SoftmaxFault fault) { g_fault = fault; }
 
+// Version 1: initial lowering.
+// (Spec: name, version, description, dims, dtypes; steps: params, plan, emit, verify, estimate.)
 SoftmaxKernel::SoftmaxKernel()
-    : RowwiseKernel(
-          {.name = "softmax",
-           .version = 1,  // 1: initial lowering.
-           .description = "row softmax of X[rows,cols]: row tiles, rows per partition, column "
-                          "chunks, multi-pass vs online, SBUF residency, normalise engine, exp "
-                          "dtype, buffers, sharding",
-           .dims = {"rows", "cols"},
-           .dtypes = {"bf16", "fp32"}},
-          Erase(PlanSteps<Plan>{
-              .params = Params,
-              .plan =
-                  [](const Problem& problem, const Config& config, const sim::Target& target) {
-                    return MakePlan(problem, config, target, /*strict=*/true);
-                  },
-              .emit =
-                  [](const Plan& plan, const Problem&, const sim::Target& target,
-                     sim::Program* program) {
-                    rowwise::SimSink sink(target, int(plan.g), program);
-                    Generate(plan, sink);
-                  },
-              .verify = RunReduced,
-              .estimate = nullptr}),
-          /*vectors=*/0) {}
+    : RowwiseKernel({"softmax", 1, kDescription, {"rows", "cols"}, {"bf16", "fp32"}},
+                    Erase(PlanSteps<Plan>{Params, StrictPlan(MakePlan), Emit, RunReduced, nullptr}),
+                    /*vectors=*/0) {}
 
 Config SoftmaxKernel::Default(const Problem& problem, const sim::Target&) const {
   // A plain compiler: the plain row tiling, three streaming passes, Vector normalisation, fp32

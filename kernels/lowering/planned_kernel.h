@@ -61,6 +61,16 @@ struct PlanSteps {
   ConfigEstimate estimate;
 };
 
+// The plan step of a kernel whose MakePlan takes a `strict` flag (the redundancy rules that prune
+// the space): MakePlan(problem, config, target, /*strict=*/true).
+template <typename Plan>
+std::function<absl::StatusOr<Plan>(const Problem&, const Config&, const sim::Target&)> StrictPlan(
+    absl::StatusOr<Plan> (*make_plan)(const Problem&, const Config&, const sim::Target&, bool)) {
+  return [make_plan](const Problem& problem, const Config& config, const sim::Target& target) {
+    return make_plan(problem, config, target, /*strict=*/true);
+  };
+}
+
 class PlannedKernel : public Kernel {
  public:
   // The steps, with the plan type erased (see Erase).
