@@ -10,11 +10,6 @@
 namespace tessel::kernels::attention_internal {
 namespace {
 
-using sim::DType;
-using sim::EngineKind;
-using sim::Mem;
-using sim::Op;
-
 float RoundBf16(float x) { return RoundToDType(x, DType::kBf16); }
 
 // Executes schedule steps on the CPU with the hardware's precisions: fp32 PSUM, scores rounded to

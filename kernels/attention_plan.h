@@ -18,6 +18,9 @@
 namespace tessel::kernels::attention_internal {
 
 using sim::DType;
+using sim::EngineKind;
+using sim::Mem;
+using sim::Op;
 
 inline constexpr int kQueueK = 0, kQueueV = 1, kQueueQ = 2, kQueueP = 3, kQueueStore = 4;
 inline constexpr int kStagingBufs = 2;

@@ -13,11 +13,6 @@
 namespace tessel::kernels::attention_internal {
 namespace {
 
-using sim::DType;
-using sim::EngineKind;
-using sim::Mem;
-using sim::Op;
-
 constexpr int64_t kSampledGroups = 4;
 
 // Turns schedule steps into simulator instructions, tracking the buffers' readers and writers.
