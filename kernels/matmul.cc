@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
-#include <charconv>
 #include <cmath>
-#include <cstring>
-#include <deque>
 #include <limits>
 #include <map>
 #include <random>
@@ -681,23 +678,10 @@ void SetMatmulLoweringForTesting(MatmulLowering lowering) { g_lowering = lowerin
 
 absl::Status MatmulKernel::ValidateProblem(const Problem& problem,
                                            const sim::Target& target) const {
-  for (const auto& [name, value] : problem.dims.items()) {
-    if (name != "M" && name != "N" && name != "K") {
-      return absl::InvalidArgumentError(StrCat("matmul has dims M, N, K; got unknown dim ", name));
-    }
-    if (value <= 0) return absl::InvalidArgumentError(StrCat("dim ", name, " must be positive"));
-  }
-  for (const char* name : {"M", "N", "K"}) {
-    if (!problem.dims.Has(name)) {
-      return absl::InvalidArgumentError(StrCat("matmul needs dim ", name, " (M, N, K)"));
-    }
-  }
-  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
-  if (!dtype.ok() || (*dtype != DType::kBf16 && *dtype != DType::kFp32 && *dtype != DType::kFp8)) {
-    return absl::InvalidArgumentError(
-        StrCat("matmul dtype must be bf16, fp32 or fp8, not '", problem.dtype, "'"));
-  }
-  if (!target.SupportsDType(*dtype)) {
+  absl::Status valid = CheckProblem(name(), dims(), dtypes(), problem, target);
+  if (!valid.ok()) return valid;
+  // Every dtype (not only fp8) must be one TensorE runs on the target.
+  if (!target.SupportsDType(*sim::ParseDType(problem.dtype))) {
     return absl::InvalidArgumentError(
         StrCat("dtype ", problem.dtype, " is not supported by TensorE on ", target.name));
   }
