@@ -12,6 +12,7 @@
 #include "kernels/matmul_estimate.h"
 #include "kernels/matmul_plan.h"
 #include "kernels/schedule_util.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "sim/compact.h"
 
@@ -678,8 +679,7 @@ void SetMatmulLoweringForTesting(MatmulLowering lowering) { g_lowering = lowerin
 
 absl::Status MatmulKernel::ValidateProblem(const Problem& problem,
                                            const sim::Target& target) const {
-  absl::Status valid = CheckProblem(name(), dims(), dtypes(), problem, target);
-  if (!valid.ok()) return valid;
+  TESSEL_RETURN_IF_ERROR(CheckProblem(name(), dims(), dtypes(), problem, target));
   // Every dtype (not only fp8) must be one TensorE runs on the target.
   if (!target.SupportsDType(*sim::ParseDType(problem.dtype))) {
     return absl::InvalidArgumentError(
@@ -690,8 +690,7 @@ absl::Status MatmulKernel::ValidateProblem(const Problem& problem,
 
 absl::StatusOr<Space> MatmulKernel::SpaceFor(const Problem& problem,
                                              const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
+  TESSEL_RETURN_IF_ERROR(ValidateProblem(problem, target));
   std::vector<std::string> tile_k = {"32", "64", "128"};
   if (target.MaxMatmulK(*sim::ParseDType(problem.dtype)) >= 256) tile_k.push_back("256");
   std::vector<std::string> shards;
@@ -729,45 +728,40 @@ Config MatmulKernel::Default(const Problem&, const sim::Target&) const {
 
 absl::StatusOr<sim::Program> MatmulKernel::Lower(const Problem& problem, const Config& config,
                                                  const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
-  if (!plan.ok()) return plan.status();
+  TESSEL_RETURN_IF_ERROR(ValidateProblem(problem, target));
+  TESSEL_ASSIGN_OR_RETURN(const Plan plan, MakePlan(problem, config, target, /*strict=*/true));
   sim::Program program;
   program.name =
       StrCat("matmul ", problem.dims.ToString(), " ", problem.dtype, " [", config.ToString(), "]");
   if (target.systolic) {
     program.cores.resize(1);
-    program.cores[0].Add(sim::MakeMatmul(plan->dtype, int(plan->k), int(plan->m), int(plan->n)),
-                         {});
+    program.cores[0].Add(sim::MakeMatmul(plan.dtype, int(plan.k), int(plan.m), int(plan.n)), {});
     return program;
   }
   if (g_lowering == MatmulLowering::kFlat) {
-    SimEmitter<false> emitter(*plan, target, &program);
-    Generate(*plan, emitter);
+    SimEmitter<false> emitter(plan, target, &program);
+    Generate(plan, emitter);
   } else {
-    SimEmitter<true> emitter(*plan, target, &program);
-    Generate(*plan, emitter);
+    SimEmitter<true> emitter(plan, target, &program);
+    Generate(plan, emitter);
   }
   return program;
 }
 
 absl::Status MatmulKernel::Verify(const Problem& problem, const Config& config,
                                   const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  absl::StatusOr<Plan> full = MakePlan(problem, config, target, /*strict=*/true);
-  if (!full.ok()) return full.status();
+  TESSEL_RETURN_IF_ERROR(ValidateProblem(problem, target));
+  TESSEL_ASSIGN_OR_RETURN(Plan full, MakePlan(problem, config, target, /*strict=*/true));
   if (target.systolic) {
     // The systolic family runs one GEMM; verify the plain tiling with hardware-sized tiles.
-    full->tile_m = 128, full->tile_n = 512, full->tile_k = 128;
-    full->psum_slots = 8, full->full_k = true, full->evict = "vector";
+    full.tile_m = 128, full.tile_n = 512, full.tile_k = 128;
+    full.psum_slots = 8, full.full_k = true, full.evict = "vector";
   }
   Problem reduced = problem;
-  reduced.dims = Dims{{"M", ReducedDim(full->m, full->tile_m, 2)},
-                      {"N", ReducedDim(full->n, full->tile_n, 2)},
-                      {"K", ReducedDim(full->k, full->tile_k, 3)}};
-  Plan plan = *full;
+  reduced.dims = Dims{{"M", ReducedDim(full.m, full.tile_m, 2)},
+                      {"N", ReducedDim(full.n, full.tile_n, 2)},
+                      {"K", ReducedDim(full.k, full.tile_k, 3)}};
+  Plan plan = full;
   plan.m = *reduced.dims.Get("M");
   plan.n = *reduced.dims.Get("N");
   plan.k = *reduced.dims.Get("K");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "sim/core_sim.h"
 
@@ -201,14 +202,12 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options, std::vector<TraceEvent>* trace) {
   thread_local Scratch scratch;
   std::vector<bool>& copies = scratch.copies;
-  absl::Status valid = ValidateProgram(target, program, &copies, &scratch.same_operation);
-  if (!valid.ok()) return valid;
+  TESSEL_RETURN_IF_ERROR(ValidateProgram(target, program, &copies, &scratch.same_operation));
   if (trace != nullptr) {
     for (const CoreProgram& core : program.cores) {
       if (!core.compact()) continue;
-      absl::StatusOr<Program> flat = Flatten(program);
-      if (!flat.ok()) return flat.status();
-      return Simulate(target, *flat, options, trace);
+      TESSEL_ASSIGN_OR_RETURN(const Program flat, Flatten(program));
+      return Simulate(target, flat, options, trace);
     }
   }
 
@@ -340,12 +339,11 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
       }
     }
     CoreSimulator& sim = scratch.sim;
-    absl::Status status = sim.Run(target, core, costs,
-                                  {.exact = options.exact || trace != nullptr,
-                                   .trace = trace,
-                                   .core_index = c,
-                                   .fixed_ticks = fixed_ticks});
-    if (!status.ok()) return status;
+    TESSEL_RETURN_IF_ERROR(sim.Run(target, core, costs,
+                                   {.exact = options.exact || trace != nullptr,
+                                    .trace = trace,
+                                    .core_index = c,
+                                    .fixed_ticks = fixed_ticks}));
     makespan = std::max(makespan, sim.makespan());
     core_dma_busy = 0;
     for (int q = 0; q < nq; ++q) {

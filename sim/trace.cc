@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "sim/simulate.h"
 
@@ -20,8 +21,7 @@ constexpr int kNumComputeEngines = 4;  // Tensor, Vector, Scalar, GpSimd
 absl::Status WriteTrace(const Target& target, const Program& program, const SimOptions& options,
                         const std::string& path) {
   std::vector<TraceEvent> events;
-  absl::StatusOr<SimResult> result = Simulate(target, program, options, &events);
-  if (!result.ok()) return result.status();
+  TESSEL_ASSIGN_OR_RETURN(const SimResult result, Simulate(target, program, options, &events));
   const int queues_per_core = kNumComputeEngines + target.dma_queues;
   nlohmann::json trace_events = nlohmann::json::array();
   std::vector<bool> used(program.cores.size() * queues_per_core, false);
@@ -78,8 +78,8 @@ absl::Status WriteTrace(const Target& target, const Program& program, const SimO
                         {"otherData",
                          {{"target", target.name},
                           {"program", program.name},
-                          {"time_ns", result->time_ns},
-                          {"bound", result->bound}}}};
+                          {"time_ns", result.time_ns},
+                          {"bound", result.bound}}}};
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
