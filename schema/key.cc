@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <limits>
-#include <charconv>
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
@@ -162,24 +162,23 @@ absl::StatusOr<int64_t> Config::GetInt(std::string_view name) const {
 
 std::string Config::ToString() const { return JoinPairs(items_); }
 
-std::string TuningKey::ToString() const {
-  return StrCat(kernel, "@v", kernel_version, "|", dims.Canonical(), "|", dtype, "|", target, "@v",
-                target_version);
-}
-
-std::string TuningKey::WorkloadString() const {
-  return StrCat(kernel, "|", dims.Canonical(), "|", dtype, "|", target);
-}
-
-double DimsDistance(const Dims& a, const Dims& b) {
-  if (a.items().size() != b.items().size()) return std::numeric_limits<double>::infinity();
-  double distance = 0;
-  for (const auto& [name, value] : a.items()) {
-    auto other = b.Get(name);
-    if (!other) return std::numeric_limits<double>::infinity();
-    distance += std::abs(std::log2(static_cast<double>(value) / static_cast<double>(*other)));
+DimsLogs::DimsLogs(const Dims& dims) {
+  auto items = dims.items();
+  std::sort(items.begin(), items.end());
+  for (const auto& [name, value] : items) {
+    names_ += name;
+    names_ += ',';
+    logs_.push_back(std::log2(static_cast<double>(value)));
   }
+}
+
+double DimsLogs::DistanceTo(const DimsLogs& other) const {
+  if (names_ != other.names_) return std::numeric_limits<double>::infinity();
+  double distance = 0;
+  for (size_t d = 0; d < logs_.size(); ++d) distance += std::abs(logs_[d] - other.logs_[d]);
   return distance;
 }
+
+double DimsDistance(const Dims& a, const Dims& b) { return DimsLogs(a).DistanceTo(DimsLogs(b)); }
 
 }  // namespace tessel

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel::sim {
@@ -34,12 +35,6 @@ absl::Status Field(const nlohmann::json& j, const char* key, T* out) {
   }
   return absl::OkStatus();
 }
-
-#define TESSEL_RETURN_IF_ERROR(expr)   \
-  do {                                 \
-    absl::Status _status = (expr);     \
-    if (!_status.ok()) return _status; \
-  } while (0)
 
 absl::StatusOr<int> ParsePositive(std::string_view text) {
   int value = 0;
