@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/workload_options.h"
 #include "kernels/kernel.h"
 #include "nlohmann/json.hpp"
 #include "schema/strings.h"
@@ -28,8 +29,7 @@
 namespace tessel {
 namespace {
 
-struct Options {
-  std::string kernel = "matmul", shape = "M=4096,N=4096,K=4096", dtype = "bf16", target = "snc2";
+struct Options : bench::WorkloadOptions {
   std::string out;
   int threads = 2;
 };
@@ -50,14 +50,8 @@ int Main(int argc, char** argv) {
     const char* v = nullptr;
     if (arg == "--help" || arg == "-h") return Usage(nullptr);
     if ((v = value()) == nullptr) return Usage(StrCat(arg, " needs a value").c_str());
-    if (arg == "--kernel") {
-      o.kernel = v;
-    } else if (arg == "--shape") {
-      o.shape = v;
-    } else if (arg == "--dtype") {
-      o.dtype = v;
-    } else if (arg == "--target") {
-      o.target = v;
+    if (o.Take(arg, v)) {
+      continue;
     } else if (arg == "--threads") {
       o.threads = std::max(1, std::atoi(v));
     } else if (arg == "--out") {
@@ -67,15 +61,12 @@ int Main(int argc, char** argv) {
     }
   }
   if (o.out.empty()) return Usage("--out is required");
-  const kernels::Kernel* kernel = kernels::FindKernel(o.kernel);
-  if (kernel == nullptr) return Usage(StrCat("unknown kernel ", o.kernel).c_str());
-  absl::StatusOr<Dims> dims = Dims::Parse(o.shape);
-  if (!dims.ok()) return Usage(std::string(dims.status().message()).c_str());
-  absl::StatusOr<sim::Target> target = sim::LoadTarget(o.target);
-  if (!target.ok()) return Usage(std::string(target.status().message()).c_str());
-  const kernels::Problem problem{*dims, o.dtype};
-  absl::StatusOr<kernels::Space> space = kernel->SpaceFor(problem, *target);
-  if (!space.ok()) return Usage(std::string(space.status().message()).c_str());
+  absl::StatusOr<bench::Workload> w = bench::ResolveWorkload(o);
+  if (!w.ok()) return Usage(std::string(w.status().message()).c_str());
+  const kernels::Kernel* kernel = w->kernel;
+  const kernels::Problem& problem = w->problem;
+  const sim::Target* target = &w->target;
+  const kernels::Space* space = &w->space;
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<uint64_t> valid;
