@@ -266,12 +266,7 @@ int AutoStrategy::PickArm() {
 void AutoStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
   int attempts = 0;
   while (static_cast<int>(out.size()) < max_n && attempts++ < 8 * max_n + 8) {
-    if (!prior_starts_.empty()) {
-      uint64_t index = prior_starts_.back();
-      prior_starts_.pop_back();
-      if (Claim(index)) out.push_back(index);
-      continue;
-    }
+    if (TakePriorStart(out)) continue;
     if (!design_built_) {
       design_built_ = true;
       int n = initial_design_ - static_cast<int>(history().size()) - pending();
@@ -354,16 +349,7 @@ void AutoStrategy::OnPrior(std::span<const Result> prior) {
     if (arm.strategy != nullptr) arm.strategy->ObservePriorIndex(prior);
   }
   // The prior's best few points go first; fewer random points are needed after them.
-  std::vector<Result> ok;
-  for (const Result& r : prior) {
-    if (r.ok) ok.push_back(r);
-  }
-  std::sort(ok.begin(), ok.end(), [](const Result& a, const Result& b) {
-    return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.index < b.index);
-  });
-  std::vector<uint64_t> starts;  // best last
-  for (int i = std::min<int>(3, ok.size()) - 1; i >= 0; --i) starts.push_back(ok[i].index);
-  prior_starts_.insert(prior_starts_.begin(), starts.begin(), starts.end());
+  AddPriorStarts(prior, 3);
   initial_design_ = 0;
 }
 
