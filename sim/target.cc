@@ -8,6 +8,7 @@
 #include "nlohmann/json.hpp"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "sim/enum_names.h"
 
 namespace tessel::sim {
 namespace {
@@ -91,37 +92,21 @@ absl::StatusOr<Target> LoadSystolic(std::string_view name) {
 
 }  // namespace
 
-std::string_view EngineName(EngineKind kind) {
-  switch (kind) {
-    case EngineKind::kTensor:
-      return "tensor";
-    case EngineKind::kVector:
-      return "vector";
-    case EngineKind::kScalar:
-      return "scalar";
-    case EngineKind::kGpSimd:
-      return "gpsimd";
-    case EngineKind::kDma:
-      return "dma";
-  }
-  return "unknown";
-}
+constexpr EnumName<EngineKind> kEngineNames[] = {{EngineKind::kTensor, "tensor"},
+                                                 {EngineKind::kVector, "vector"},
+                                                 {EngineKind::kScalar, "scalar"},
+                                                 {EngineKind::kGpSimd, "gpsimd"},
+                                                 {EngineKind::kDma, "dma"}};
 
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFp8:
-      return "fp8";
-    case DType::kBf16:
-      return "bf16";
-    case DType::kFp16:
-      return "fp16";
-    case DType::kTf32:
-      return "tf32";
-    case DType::kFp32:
-      return "fp32";
-  }
-  return "unknown";
-}
+std::string_view EngineName(EngineKind kind) { return NameIn(kEngineNames, kind, "unknown"); }
+
+constexpr EnumName<DType> kDTypeNames[] = {{DType::kFp8, "fp8"},
+                                           {DType::kBf16, "bf16"},
+                                           {DType::kFp16, "fp16"},
+                                           {DType::kTf32, "tf32"},
+                                           {DType::kFp32, "fp32"}};
+
+std::string_view DTypeName(DType dtype) { return NameIn(kDTypeNames, dtype, "unknown"); }
 
 absl::StatusOr<DType> ParseDType(std::string_view name) {
   for (int i = 0; i < kNumDTypes; ++i) {
