@@ -92,21 +92,22 @@ absl::StatusOr<Target> LoadSystolic(std::string_view name) {
 
 }  // namespace
 
-constexpr EnumName<EngineKind> kEngineNames[] = {{EngineKind::kTensor, "tensor"},
-                                                 {EngineKind::kVector, "vector"},
-                                                 {EngineKind::kScalar, "scalar"},
-                                                 {EngineKind::kGpSimd, "gpsimd"},
-                                                 {EngineKind::kDma, "dma"}};
+std::string_view EngineName(EngineKind kind) {
+  using enum EngineKind;
+  static constexpr EnumName<EngineKind> kNames[] = {{kTensor, "tensor"},
+                                                    {kVector, "vector"},
+                                                    {kScalar, "scalar"},
+                                                    {kGpSimd, "gpsimd"},
+                                                    {kDma, "dma"}};
+  return NameIn(kNames, kind, "unknown");
+}
 
-std::string_view EngineName(EngineKind kind) { return NameIn(kEngineNames, kind, "unknown"); }
-
-constexpr EnumName<DType> kDTypeNames[] = {{DType::kFp8, "fp8"},
-                                           {DType::kBf16, "bf16"},
-                                           {DType::kFp16, "fp16"},
-                                           {DType::kTf32, "tf32"},
-                                           {DType::kFp32, "fp32"}};
-
-std::string_view DTypeName(DType dtype) { return NameIn(kDTypeNames, dtype, "unknown"); }
+std::string_view DTypeName(DType dtype) {
+  using enum DType;
+  static constexpr EnumName<DType> kNames[] = {
+      {kFp8, "fp8"}, {kBf16, "bf16"}, {kFp16, "fp16"}, {kTf32, "tf32"}, {kFp32, "fp32"}};
+  return NameIn(kNames, dtype, "unknown");
+}
 
 absl::StatusOr<DType> ParseDType(std::string_view name) {
   for (int i = 0; i < kNumDTypes; ++i) {
