@@ -49,7 +49,6 @@ class IlsStrategy final : public SpaceStrategy {
   int radius_ = 1;
   std::optional<uint64_t> start_;  // restart point awaiting its result
   int restarts_ = 0;
-  std::vector<uint64_t> prior_starts_;  // warm start points, best last
 };
 
 // Simulated annealing over valid neighbours: a worse neighbour is accepted with probability
@@ -70,7 +69,6 @@ class AnnealStrategy final : public SpaceStrategy {
   double current_time_ = 0;
   double temperature_ = kInitialTemperature;
   int since_accept_ = 0;
-  std::vector<uint64_t> prior_starts_;
 
   static constexpr double kInitialTemperature = 0.15;
   static constexpr double kCooling = 0.985;
@@ -94,7 +92,6 @@ class GeneticStrategy final : public SpaceStrategy {
  private:
   uint64_t Tournament();
   std::vector<std::pair<double, uint64_t>> population_;  // best first
-  std::vector<uint64_t> prior_starts_;
   static constexpr int kPopulation = 20;
 };
 
@@ -279,7 +276,6 @@ class AutoStrategy final : public SpaceStrategy {
   std::vector<Arm> arms_;
   absl::flat_hash_map<uint64_t, int> owner_;  // pending point -> arm
   std::vector<double> sorted_times_;          // ok times seen, ascending
-  std::vector<uint64_t> prior_starts_;
   int initial_design_ = 0;  // points of the initial design (none after a warm start)
   bool design_built_ = false;
   std::vector<uint64_t> design_;  // initial design points not proposed yet, next at the back
