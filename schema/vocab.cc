@@ -45,21 +45,19 @@ const auto& RowOf(const Table& table, Enum value) {
   return table[static_cast<size_t>(value)];  // tables are in enum order
 }
 
-template <typename Table>
-auto FindByName(const Table& table, std::string_view name)
+// The value whose `field` (name or proto) equals `key`; nullopt if no row has it.
+template <typename Table, typename Field, typename Key>
+auto FindBy(const Table& table, Field field, const Key& key)
     -> std::optional<decltype(table[0].value)> {
   for (const auto& row : table) {
-    if (row.name == name) return row.value;
+    if (row.*field == key) return row.value;
   }
   return std::nullopt;
 }
 
-template <typename Table, typename Proto>
-auto FindByProto(const Table& table, Proto proto) -> std::optional<decltype(table[0].value)> {
-  for (const auto& row : table) {
-    if (row.proto == proto) return row.value;
-  }
-  return std::nullopt;
+template <typename Table>
+auto FindByName(const Table& table, std::string_view name) {
+  return FindBy(table, &Table::value_type::name, name);
 }
 
 }  // namespace
@@ -82,10 +80,10 @@ v1::JobState ToProto(JobState state) { return RowOf(kJobStates, state).proto; }
 v1::TrialStatus ToProto(TrialStatus status) { return RowOf(kTrialStatuses, status).proto; }
 
 std::optional<JobState> JobStateFromProto(v1::JobState state) {
-  return FindByProto(kJobStates, state);
+  return FindBy(kJobStates, &decltype(kJobStates)::value_type::proto, state);
 }
 std::optional<TrialStatus> TrialStatusFromProto(v1::TrialStatus status) {
-  return FindByProto(kTrialStatuses, status);
+  return FindBy(kTrialStatuses, &decltype(kTrialStatuses)::value_type::proto, status);
 }
 
 bool IsFinal(JobState state) {
