@@ -71,6 +71,7 @@
 #ifndef TESSEL_KERNELS_ATTENTION_H_
 #define TESSEL_KERNELS_ATTENTION_H_
 
+#include "kernels/attention_fault.h"
 #include "kernels/lowering/planned_kernel.h"
 
 namespace tessel::kernels {
@@ -88,16 +89,6 @@ class AttentionKernel final : public PlannedKernel {
   // Flops of QK^T and PV over the (query, key) pairs the mask keeps (about half for causal).
   Work MinimumWork(const Problem& problem) const override;
 };
-
-// Test-only fault injection: deliberately broken schedules that Verify must catch.
-enum class AttentionFault {
-  kNone,
-  kDropRaggedKvTile,    // the ragged last key tile is skipped
-  kSkipRescale,         // the output accumulator is not rescaled when the running max grows
-  kCausalSkipOffByOne,  // causal skipping also drops the first tile that straddles the diagonal
-};
-// Sets the fault for all later Lower/Verify calls in the process. Not thread-safe; tests only.
-void SetAttentionFaultForTesting(AttentionFault fault);
 
 }  // namespace tessel::kernels
 

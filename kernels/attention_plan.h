@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "kernels/attention.h"
+#include "kernels/attention_fault.h"
 #include "kernels/schedule_util.h"
 #include "sim/program.h"
 #include "sim/target.h"

@@ -398,4 +398,11 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   return out;
 }
 
+absl::Status WriteTrace(const Target& target, const Program& program, const SimOptions& options,
+                        const std::string& path) {
+  std::vector<TraceEvent> events;
+  TESSEL_ASSIGN_OR_RETURN(const SimResult result, Simulate(target, program, options, &events));
+  return WriteTraceFile(target, program, result, events, path);
+}
+
 }  // namespace tessel::sim

@@ -45,6 +45,12 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options, std::vector<TraceEvent>* trace);
 
+// Simulates `program` and writes a Chrome trace-event JSON file of it to `path` (WriteTraceFile in
+// sim/trace.h). Returns Simulate's error for an invalid program, Unavailable/DataLoss when the
+// file cannot be written.
+absl::Status WriteTrace(const Target& target, const Program& program, const SimOptions& options,
+                        const std::string& path);
+
 // Cost of `inst` in cycles of its engine when issued back to back: for engine ops the
 // ACCELERATOR.md table plus the fixed access overhead (x strided factor); for matmul
 // max(min(64, M), N) x the dtype factor; for transpose max(P, min(64, F)); for systolic targets the

@@ -1,4 +1,4 @@
-// Chrome trace-event files of a simulation (WriteTrace, sim/trace.h).
+// Chrome trace-event files of a simulation's events (WriteTraceFile, sim/trace.h).
 #include "sim/trace.h"
 
 #include <cstdio>
@@ -7,9 +7,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "schema/status_macros.h"
 #include "schema/strings.h"
-#include "sim/simulate.h"
 
 namespace tessel::sim {
 namespace {
@@ -18,10 +16,8 @@ constexpr int kNumComputeEngines = 4;  // Tensor, Vector, Scalar, GpSimd
 
 }  // namespace
 
-absl::Status WriteTrace(const Target& target, const Program& program, const SimOptions& options,
-                        const std::string& path) {
-  std::vector<TraceEvent> events;
-  TESSEL_ASSIGN_OR_RETURN(const SimResult result, Simulate(target, program, options, &events));
+absl::Status WriteTraceFile(const Target& target, const Program& program, const SimResult& result,
+                            const std::vector<TraceEvent>& events, const std::string& path) {
   const int queues_per_core = kNumComputeEngines + target.dma_queues;
   nlohmann::json trace_events = nlohmann::json::array();
   std::vector<bool> used(program.cores.size() * queues_per_core, false);

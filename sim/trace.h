@@ -1,10 +1,12 @@
 // Traces of a simulation: one event per executed instruction (Simulate with a trace, in
-// sim/simulate.h), and a Chrome trace-event file of them (WriteTrace).
+// sim/simulate.h), and a Chrome trace-event file of them (WriteTraceFile). Depends on no
+// simulation code, so the engine (core_sim) can record events without a cycle.
 #ifndef TESSEL_SIM_TRACE_H_
 #define TESSEL_SIM_TRACE_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "sim/api.h"
@@ -23,13 +25,13 @@ struct TraceEvent {
   int64_t end_tick = 0;
 };
 
-// Simulates `program` and writes a Chrome trace-event JSON file (opens in Perfetto or
-// chrome://tracing) to `path`: one process per core, one track per engine and per DMA queue, one
-// complete event per instruction with its sizes and dependencies in args. Written to a temporary
-// name and renamed. Returns Simulate's error for an invalid program, Unavailable/DataLoss when the
-// file cannot be written.
-absl::Status WriteTrace(const Target& target, const Program& program, const SimOptions& options,
-                        const std::string& path);
+// Writes a Chrome trace-event JSON file (opens in Perfetto or chrome://tracing) of `events`, which
+// a simulation of `program` on `target` with result `result` recorded, to `path`: one process per
+// core, one track per engine and per DMA queue, one complete event per instruction with its sizes
+// and dependencies in args. Written to a temporary name and renamed. Unavailable/DataLoss when the
+// file cannot be written. (sim::WriteTrace in simulate.h simulates and writes in one call.)
+absl::Status WriteTraceFile(const Target& target, const Program& program, const SimResult& result,
+                            const std::vector<TraceEvent>& events, const std::string& path);
 
 }  // namespace tessel::sim
 
