@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/stopping.h"
-#include "server/convert.h"
+#include "server/store.h"
 
 namespace tessel::server {
 namespace {

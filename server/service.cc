@@ -4,8 +4,11 @@
 #include <memory>
 #include <mutex>
 
+#include "kernels/kernel.h"
 #include "schema/strings.h"
-#include "server/convert.h"
+#include "server/catalog.h"
+#include "server/wire.h"
+#include "sim/target.h"
 
 namespace tessel::server {
 namespace {
@@ -179,28 +182,7 @@ grpc::ServerUnaryReactor* TesselServiceImpl::Lookup(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* TesselServiceImpl::ListKernels(grpc::CallbackServerContext* context,
                                                          const v1::ListKernelsRequest* /*request*/,
                                                          v1::ListKernelsResponse* response) {
-  auto target = sim::LoadTarget("snc2");
-  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
-    v1::KernelInfo* info = response->add_kernels();
-    info->set_name(std::string(kernel->name()));
-    info->set_version(kernel->version());
-    info->set_description(std::string(kernel->description()));
-    kernels::Problem problem;
-    for (const std::string& dim : kernel->dims()) {
-      info->add_dims(dim);
-      problem.dims.Set(dim, kRepresentativeDim);
-    }
-    for (const std::string& dtype : kernel->dtypes()) info->add_dtypes(dtype);
-    if (!target.ok()) continue;
-    auto space = kernel->SpaceFor(problem, *target);
-    if (!space.ok()) continue;
-    for (const kernels::Param& param : space->params()) {
-      v1::ParamInfo* p = info->add_params();
-      p->set_name(param.name);
-      p->set_help(param.help);
-      for (const std::string& v : param.values) p->add_values(v);
-    }
-  }
+  *response = Catalog::ListKernels();
   return Reject(context, absl::OkStatus());
 }
 

@@ -1,7 +1,8 @@
-// Conversions between the wire types (schema/tessel.proto), the store's records and the kernel
-// registry, plus the one place where absl::Status becomes grpc::Status.
-#ifndef TESSEL_SERVER_CONVERT_H_
-#define TESSEL_SERVER_CONVERT_H_
+// The wire: conversions between the types of schema/tessel.proto, the store's records and the
+// kernel registry, plus the one place where absl::Status becomes grpc::Status. Depends on no other
+// server/ file but the store's records.
+#ifndef TESSEL_SERVER_WIRE_H_
+#define TESSEL_SERVER_WIRE_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -18,10 +19,6 @@
 namespace tessel::server {
 
 namespace v1 = ::tessel::v1;
-
-// Each dim of the problem that ListKernels describes parameters for and that exports take each
-// kernel's default config from.
-inline constexpr int64_t kRepresentativeDim = 1024;
 
 // A workload checked against the registry: the kernel, its target and the problem with dims in
 // the kernel's order.
@@ -48,12 +45,14 @@ v1::JobState JobStateFromString(const std::string& state);
 std::string TrialStatusToString(v1::TrialStatus status);
 v1::TrialStatus TrialStatusFromString(const std::string& status);
 
+// True for completed, cancelled and failed: a job in a final state never changes again.
+bool IsFinal(v1::JobState state);
+
 v1::TrialResult TrialResultFromRecord(const TrialRecord& record);
-// A job view rebuilt from the store alone (a job finished by an earlier server process).
-v1::Job JobViewFromRecord(const JobRecord& job, const std::vector<TrialRecord>& trials);
+v1::BestConfig BestProto(const BestRecord& best);
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace tessel::server
 
-#endif  // TESSEL_SERVER_CONVERT_H_
+#endif  // TESSEL_SERVER_WIRE_H_

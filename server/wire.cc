@@ -1,4 +1,4 @@
-#include "server/convert.h"
+#include "server/wire.h"
 
 #include <algorithm>
 #include <map>
@@ -166,6 +166,10 @@ v1::TrialStatus TrialStatusFromString(const std::string& status) {
   return v1::TRIAL_STATUS_UNSPECIFIED;
 }
 
+bool IsFinal(v1::JobState state) {
+  return state == v1::JOB_COMPLETED || state == v1::JOB_CANCELLED || state == v1::JOB_FAILED;
+}
+
 v1::TrialResult TrialResultFromRecord(const TrialRecord& record) {
   v1::TrialResult out;
   out.set_trial_id(record.id);
@@ -181,65 +185,20 @@ v1::TrialResult TrialResultFromRecord(const TrialRecord& record) {
   return out;
 }
 
-v1::Job JobViewFromRecord(const JobRecord& job, const std::vector<TrialRecord>& trials) {
-  v1::Job view;
-  view.set_id(job.id);
-  *view.mutable_workload() = WorkloadProto(job);
-  view.set_strategy(job.strategy);
-  view.set_budget(job.budget);
-  view.set_seed(job.seed);
-  view.set_state(JobStateFromString(job.state));
-  view.set_message(job.message);
-  view.set_roofline_ns(job.roofline_ns);
-  view.set_created_unix_ms(job.created_ms);
-  view.set_finished_unix_ms(job.finished_ms.value_or(0));
-  view.set_kernel_version(job.kernel_version);
-  view.set_target_version(job.target_version);
-  view.mutable_default_config()->set_config(job.default_config);
-  view.set_effort(job.effort);
-  view.set_time_limit_s(job.time_limit_s);
-  view.set_stop_after_no_improvement(job.stop_after_no_improvement);
-  view.set_target_time_ns(job.target_time_ns);
-  view.set_stopped_by(job.stopped_by);
-
-  v1::TrialCounts* counts = view.mutable_trials();
-  std::map<std::string, bool> verified;  // config -> passed a verification
-  for (const TrialRecord& t : trials) {
-    if (t.status == "OK" && t.verified) verified[t.config] = true;
-  }
-  const TrialRecord* best = nullptr;
-  const TrialRecord* best_verified = nullptr;
-  for (const TrialRecord& t : trials) {
-    if (t.is_verify) continue;
-    if (t.status == "WORKER_LOST" || t.status == "CANCELLED") {
-      counts->set_retried(counts->retried() + 1);
-      continue;
-    }
-    counts->set_total(counts->total() + 1);
-    if (t.status == "OK") {
-      counts->set_ok(counts->ok() + 1);
-      if (!best || *t.time_ns < *best->time_ns) best = &t;
-      if (verified.count(t.config) && (!best_verified || *t.time_ns < *best_verified->time_ns)) {
-        best_verified = &t;
-      }
-      if (t.is_default) {
-        view.mutable_default_config()->set_time_ns(*t.time_ns);
-        view.mutable_default_config()->set_trial_id(t.id);
-      }
-    } else if (t.status == "INVALID_CONFIG") {
-      counts->set_invalid(counts->invalid() + 1);
-    } else {
-      counts->set_failed(counts->failed() + 1);
-    }
-  }
-  // A finished job's best is the fastest verified config, as published.
-  const TrialRecord* shown = job.state == "completed" && best_verified ? best_verified : best;
-  if (shown) {
-    view.mutable_best()->set_config(shown->config);
-    view.mutable_best()->set_time_ns(*shown->time_ns);
-    view.mutable_best()->set_trial_id(shown->id);
-  }
-  return view;
+v1::BestConfig BestProto(const BestRecord& best) {
+  v1::BestConfig out;
+  out.set_kernel(best.workload.kernel);
+  out.set_dims(best.workload.dims);
+  out.set_dtype(best.workload.dtype);
+  out.set_target(best.workload.target);
+  out.set_kernel_version(best.kernel_version);
+  out.set_target_version(best.target_version);
+  out.set_config(best.config);
+  out.set_time_ns(best.time_ns);
+  out.set_job_id(best.job_id);
+  out.set_snapshot_id(best.snapshot_id);
+  out.set_published_unix_ms(best.published_ms);
+  return out;
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
