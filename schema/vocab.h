@@ -1,0 +1,74 @@
+// The shared vocabulary of tessel: job states, trial statuses, lookup match levels and the
+// defaults a workload gets when a field is left empty.
+//
+// Inside the code these are enums. The store (schema/sql), the wire (schema/tessel.proto) and the
+// CLI's JSON keep their string or proto forms; convert at that boundary with the functions below,
+// which are the only place those forms are spelled.
+#ifndef TESSEL_SCHEMA_VOCAB_H_
+#define TESSEL_SCHEMA_VOCAB_H_
+
+#include <optional>
+#include <string_view>
+
+#include "schema/tessel.pb.h"
+
+namespace tessel {
+
+// Defaults for empty workload and job fields, on the server, the worker and the CLI alike.
+inline constexpr char kDefaultTarget[] = "snc2";
+inline constexpr char kDefaultDtype[] = "bf16";
+inline constexpr char kDefaultStrategy[] = "auto";
+
+// A job's life: queued -> running -> one of the three final states.
+enum class JobState { kQueued, kRunning, kCompleted, kCancelled, kFailed };
+
+// The store's and the CLI contract's name: "queued", "running", "completed", "cancelled",
+// "failed".
+std::string_view JobStateName(JobState state);
+// The inverse of JobStateName; nullopt for any other string.
+std::optional<JobState> ParseJobState(std::string_view name);
+v1::JobState ToProto(JobState state);
+// nullopt for JOB_STATE_UNSPECIFIED and values this build does not know.
+std::optional<JobState> JobStateFromProto(v1::JobState state);
+// True for completed, cancelled and failed: nothing changes after them.
+bool IsFinal(JobState state);
+
+// A trial's outcome. The first five are caused by the config; kWorkerLost and kCancelled are not
+// (the trial is retried elsewhere or dropped, and not charged to the budget).
+enum class TrialStatus {
+  kOk,
+  kInvalidConfig,
+  kWrongAnswer,
+  kRuntimeError,
+  kTimeout,
+  kWorkerLost,
+  kCancelled,
+};
+
+// The store's name: "OK", "INVALID_CONFIG", "WRONG_ANSWER", "RUNTIME_ERROR", "TIMEOUT",
+// "WORKER_LOST", "CANCELLED".
+std::string_view TrialStatusName(TrialStatus status);
+// The inverse of TrialStatusName; nullopt for any other string.
+std::optional<TrialStatus> ParseTrialStatus(std::string_view name);
+v1::TrialStatus ToProto(TrialStatus status);
+// nullopt for TRIAL_STATUS_UNSPECIFIED and values this build does not know.
+std::optional<TrialStatus> TrialStatusFromProto(v1::TrialStatus status);
+// The budget rule, written once: false for kWorkerLost and kCancelled, true otherwise.
+bool IsChargedToBudget(TrialStatus status);
+
+// How a lookup's answer relates to the workload asked for, best first (see graded_match.h).
+enum class MatchLevel {
+  kExact,        // tuned for this kernel, dims, dtype and target
+  kNearest,      // tuned for the nearest dims of the same kernel, dtype and target
+  kOtherTarget,  // tuned for these dims and dtype on another target
+  kDefault,      // nothing tuned applies: the kernel's default config
+};
+
+// The wire's and the CLI contract's name: "exact", "nearest", "other_target", "default".
+std::string_view MatchLevelName(MatchLevel level);
+// The inverse of MatchLevelName; nullopt for any other string.
+std::optional<MatchLevel> ParseMatchLevel(std::string_view name);
+
+}  // namespace tessel
+
+#endif  // TESSEL_SCHEMA_VOCAB_H_
