@@ -39,77 +39,32 @@ struct Shape {
 
 // Three standard shapes per kernel (small, medium, large); the dtype is bf16 throughout.
 std::vector<Shape> StandardShapes(const std::string& kernel) {
-  auto dims = [](std::initializer_list<std::pair<std::string, int64_t>> d) {
-    Dims out;
-    for (const auto& [k, v] : d) out.Set(k, v);
+  auto shapes = [](std::initializer_list<const char*> dims) {
+    std::vector<Shape> out;
+    for (const char* d : dims) {
+      const Dims x = *Dims::Parse(d);
+      out.push_back(Shape{x.ToString(), kernels::Problem{x, "bf16"}});
+    }
     return out;
   };
-  auto shape = [&](std::initializer_list<std::pair<std::string, int64_t>> d) {
-    Dims x = dims(d);
-    return Shape{x.ToString(), kernels::Problem{x, "bf16"}};
-  };
   if (kernel == "matmul") {
-    return {shape({{"M", 512}, {"N", 512}, {"K", 512}}),
-            shape({{"M", 1024}, {"N", 4096}, {"K", 1024}}),
-            shape({{"M", 4096}, {"N", 4096}, {"K", 4096}})};
+    return shapes({"M=512,N=512,K=512", "M=1024,N=4096,K=1024", "M=4096,N=4096,K=4096"});
   }
   if (kernel == "bmm") {
-    return {shape({{"B", 8}, {"M", 256}, {"N", 256}, {"K", 256}}),
-            shape({{"B", 16}, {"M", 512}, {"N", 512}, {"K", 128}}),
-            shape({{"B", 4}, {"M", 2048}, {"N", 2048}, {"K", 2048}})};
+    return shapes({"B=8,M=256,N=256,K=256", "B=16,M=512,N=512,K=128", "B=4,M=2048,N=2048,K=2048"});
   }
   if (kernel == "softmax" || kernel == "layernorm" || kernel == "rmsnorm") {
-    return {shape({{"rows", 1024}, {"cols", 1024}}), shape({{"rows", 4096}, {"cols", 4096}}),
-            shape({{"rows", 8192}, {"cols", 8192}})};
+    return shapes({"rows=1024,cols=1024", "rows=4096,cols=4096", "rows=8192,cols=8192"});
   }
   if (kernel == "conv2d") {
-    return {shape({{"N", 1},
-                   {"C", 64},
-                   {"H", 56},
-                   {"W", 56},
-                   {"K", 64},
-                   {"R", 3},
-                   {"S", 3},
-                   {"stride", 1},
-                   {"padding", 1}}),
-            shape({{"N", 8},
-                   {"C", 128},
-                   {"H", 28},
-                   {"W", 28},
-                   {"K", 128},
-                   {"R", 3},
-                   {"S", 3},
-                   {"stride", 1},
-                   {"padding", 1}}),
-            shape({{"N", 16},
-                   {"C", 256},
-                   {"H", 56},
-                   {"W", 56},
-                   {"K", 256},
-                   {"R", 3},
-                   {"S", 3},
-                   {"stride", 1},
-                   {"padding", 1}})};
+    return shapes({"N=1,C=64,H=56,W=56,K=64,R=3,S=3,stride=1,padding=1",
+                   "N=8,C=128,H=28,W=28,K=128,R=3,S=3,stride=1,padding=1",
+                   "N=16,C=256,H=56,W=56,K=256,R=3,S=3,stride=1,padding=1"});
   }
   if (kernel == "attention") {  // causal=2: no mask, 1: causal
-    return {shape({{"batch", 1},
-                   {"heads", 8},
-                   {"seq_q", 512},
-                   {"seq_k", 512},
-                   {"head_dim", 64},
-                   {"causal", 2}}),
-            shape({{"batch", 1},
-                   {"heads", 16},
-                   {"seq_q", 2048},
-                   {"seq_k", 2048},
-                   {"head_dim", 128},
-                   {"causal", 1}}),
-            shape({{"batch", 1},
-                   {"heads", 16},
-                   {"seq_q", 4096},
-                   {"seq_k", 4096},
-                   {"head_dim", 128},
-                   {"causal", 1}})};
+    return shapes({"batch=1,heads=8,seq_q=512,seq_k=512,head_dim=64,causal=2",
+                   "batch=1,heads=16,seq_q=2048,seq_k=2048,head_dim=128,causal=1",
+                   "batch=1,heads=16,seq_q=4096,seq_k=4096,head_dim=128,causal=1"});
   }
   return {};
 }

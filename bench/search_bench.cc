@@ -1,4 +1,4 @@
-// Strategy overhead: the CPU time a strategy spends in Propose + Observe over a 1,000-trial job,
+// Strategy overhead: the CPU time a strategy spends in Propose + Observe over a 2,000-trial job,
 // per trial (the evaluation itself is a cheap synthetic function, so this is all strategy).
 //
 //   search_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -42,7 +42,7 @@ double Time(const Config& c) {
 
 void BM_Job(benchmark::State& state, const char* name) {
   const kernels::Space space = BenchSpace();
-  constexpr int kTrials = 1000;
+  constexpr int kTrials = 2000;
   const int batch = static_cast<int>(state.range(0));
   uint64_t seed = 1;
   for (auto _ : state) {
@@ -69,6 +69,9 @@ BENCHMARK_CAPTURE(BM_Job, auto_numeric, "auto:features=numeric")
     ->Arg(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, auto_onehot5, "auto:onehot_min=5")->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Job, auto_hist, "auto:tree=hist")->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Job, auto_refit16, "auto:refit=0.16")->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Job, auto_rounds15, "auto:rounds=15")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, model, "model")->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, ils, "ils")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, genetic, "genetic")->Arg(1)->Unit(benchmark::kMillisecond);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "bench/workload_options.h"
 #include "fmt/format.h"
 #include "kernels/kernel.h"
 #include "kernels/rank_correlation.h"
@@ -44,8 +45,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Options {
-  std::string kernel = "matmul", shape = "M=4096,N=4096,K=4096", dtype = "bf16", target = "snc2";
+struct Options : bench::WorkloadOptions {
   std::string strategy = "auto", cache;
   int runs = 20, budget = 300, reference_budget = 2000, estimate_sample = 300;
   uint64_t seed = 1;
@@ -202,14 +202,8 @@ int Main(int argc, char** argv) {
     }
     if (i + 1 >= argc) return Usage(StrCat(arg, " needs a value").c_str());
     const std::string v = argv[++i];
-    if (arg == "--kernel") {
-      o.kernel = v;
-    } else if (arg == "--shape") {
-      o.shape = v;
-    } else if (arg == "--dtype") {
-      o.dtype = v;
-    } else if (arg == "--target") {
-      o.target = v;
+    if (o.Take(arg, v)) {
+      continue;
     } else if (arg == "--strategy") {
       o.strategy = v;
     } else if (arg == "--runs") {
@@ -228,15 +222,12 @@ int Main(int argc, char** argv) {
       return Usage(StrCat("unknown option ", arg).c_str());
     }
   }
-  const kernels::Kernel* kernel = kernels::FindKernel(o.kernel);
-  if (kernel == nullptr) return Usage(StrCat("unknown kernel ", o.kernel).c_str());
-  absl::StatusOr<Dims> dims = Dims::Parse(o.shape);
-  if (!dims.ok()) return Usage(std::string(dims.status().message()).c_str());
-  absl::StatusOr<sim::Target> target = sim::LoadTarget(o.target);
-  if (!target.ok()) return Usage(std::string(target.status().message()).c_str());
-  const kernels::Problem problem{*dims, o.dtype};
-  absl::StatusOr<kernels::Space> with = kernel->SpaceFor(problem, *target);
-  if (!with.ok()) return Usage(std::string(with.status().message()).c_str());
+  absl::StatusOr<bench::Workload> w = bench::ResolveWorkload(o);
+  if (!w.ok()) return Usage(std::string(w.status().message()).c_str());
+  const kernels::Kernel* kernel = w->kernel;
+  const kernels::Problem& problem = w->problem;
+  const sim::Target* target = &w->target;
+  const kernels::Space* with = &w->space;
   if (!with->has_estimate()) {
     std::fprintf(stderr, "search_prior: %s has no analytic estimate\n", o.kernel.c_str());
     return 1;

@@ -87,17 +87,28 @@ Config BlockedConfig() {
       "hoist=0,stationary=a,evict=scalar,shards=2");
 }
 
-void BM_CostGrowth(benchmark::State& state) {
-  const int64_t size = state.range(0);
-  const bool blocked = state.range(1) != 0;
+// The workload, config and options of one {size, blocked, exact} case.
+struct GrowthCase {
+  explicit GrowthCase(const benchmark::State& state)
+      : size(state.range(0)), problem{Dims{{"M", size}, {"N", size}, {"K", size}}, "bf16"} {
+    config = state.range(1) != 0 ? BlockedConfig() : kernel.Default(problem, target);
+    options.exact = state.range(2) != 0;
+  }
+  absl::StatusOr<sim::SimResult> Evaluate() const {
+    return kernels::Evaluate(kernel, problem, config, target, options);
+  }
+  int64_t size;
   sim::Target target = *sim::LoadTarget("snc2");
   const kernels::Kernel& kernel = *kernels::FindKernel("matmul");
-  kernels::Problem problem{Dims{{"M", size}, {"N", size}, {"K", size}}, "bf16"};
-  const Config config = blocked ? BlockedConfig() : kernel.Default(problem, target);
+  kernels::Problem problem;
+  Config config;
   sim::SimOptions options;
-  options.exact = state.range(2) != 0;
+};
+
+void BM_CostGrowth(benchmark::State& state) {
+  const GrowthCase c(state);
   for (auto _ : state) {
-    absl::StatusOr<sim::SimResult> r = kernels::Evaluate(kernel, problem, config, target, options);
+    absl::StatusOr<sim::SimResult> r = c.Evaluate();
     if (!r.ok()) {
       state.SkipWithError(std::string(r.status().message()).c_str());
       break;
@@ -113,21 +124,13 @@ BENCHMARK(BM_CostGrowth)
 // Peak heap bytes of one evaluation (Lower + Simulate) above the live heap before it, counted by
 // the replacement operator new of this binary. Args as BM_CostGrowth.
 void BM_SimulationPeakHeap(benchmark::State& state) {
-  const int64_t size = state.range(0);
-  const bool blocked = state.range(1) != 0;
-  sim::Target target = *sim::LoadTarget("snc2");
-  const kernels::Kernel& kernel = *kernels::FindKernel("matmul");
-  kernels::Problem problem{Dims{{"M", size}, {"N", size}, {"K", size}}, "bf16"};
-  const Config config = blocked ? BlockedConfig() : kernel.Default(problem, target);
-  sim::SimOptions options;
-  options.exact = state.range(2) != 0;
+  const GrowthCase c(state);
   int64_t peak_bytes = 0;
   for (auto _ : state) {
     const int64_t base = heap::live.load();
     heap::peak.store(base);
     {
-      absl::StatusOr<sim::SimResult> r =
-          kernels::Evaluate(kernel, problem, config, target, options);
+      absl::StatusOr<sim::SimResult> r = c.Evaluate();
       benchmark::DoNotOptimize(r);
     }
     peak_bytes = std::max(peak_bytes, heap::peak.load() - base);

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/workload_options.h"
 #include "kernels/kernel.h"
 #include "nlohmann/json.hpp"
 #include "schema/strings.h"
@@ -28,8 +29,7 @@
 namespace tessel {
 namespace {
 
-struct Options {
-  std::string kernel = "matmul", shape = "M=4096,N=4096,K=4096", dtype = "bf16", target = "snc2";
+struct Options : bench::WorkloadOptions {
   std::string out;
   int threads = 2;
 };
@@ -50,14 +50,8 @@ int Main(int argc, char** argv) {
     const char* v = nullptr;
     if (arg == "--help" || arg == "-h") return Usage(nullptr);
     if ((v = value()) == nullptr) return Usage(StrCat(arg, " needs a value").c_str());
-    if (arg == "--kernel") {
-      o.kernel = v;
-    } else if (arg == "--shape") {
-      o.shape = v;
-    } else if (arg == "--dtype") {
-      o.dtype = v;
-    } else if (arg == "--target") {
-      o.target = v;
+    if (o.Take(arg, v)) {
+      continue;
     } else if (arg == "--threads") {
       o.threads = std::max(1, std::atoi(v));
     } else if (arg == "--out") {
@@ -67,23 +61,20 @@ int Main(int argc, char** argv) {
     }
   }
   if (o.out.empty()) return Usage("--out is required");
-  const kernels::Kernel* kernel = kernels::FindKernel(o.kernel);
-  if (kernel == nullptr) return Usage(StrCat("unknown kernel ", o.kernel).c_str());
-  absl::StatusOr<Dims> dims = Dims::Parse(o.shape);
-  if (!dims.ok()) return Usage(std::string(dims.status().message()).c_str());
-  absl::StatusOr<sim::Target> target = sim::LoadTarget(o.target);
-  if (!target.ok()) return Usage(std::string(target.status().message()).c_str());
-  const kernels::Problem problem{*dims, o.dtype};
-  absl::StatusOr<kernels::Space> space = kernel->SpaceFor(problem, *target);
-  if (!space.ok()) return Usage(std::string(space.status().message()).c_str());
+  absl::StatusOr<bench::Workload> w = bench::ResolveWorkload(o);
+  if (!w.ok()) return Usage(std::string(w.status().message()).c_str());
+  const kernels::Kernel& kernel = *w->kernel;
+  const kernels::Problem& problem = w->problem;
+  const sim::Target& target = w->target;
+  const kernels::Space& space = w->space;
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<uint64_t> valid;
-  for (uint64_t i = 0; i < space->Size(); ++i) {
-    if (space->Validate(space->Decode(i)).ok()) valid.push_back(i);
+  for (uint64_t i = 0; i < space.Size(); ++i) {
+    if (space.Validate(space.Decode(i)).ok()) valid.push_back(i);
   }
   std::fprintf(stderr, "%s %s %s %s: %llu points, %zu valid\n", o.kernel.c_str(), o.shape.c_str(),
-               o.dtype.c_str(), o.target.c_str(), static_cast<unsigned long long>(space->Size()),
+               o.dtype.c_str(), o.target.c_str(), static_cast<unsigned long long>(space.Size()),
                valid.size());
 
   struct Result {
@@ -96,7 +87,7 @@ int Main(int argc, char** argv) {
   auto work = [&] {
     for (size_t j = next++; j < valid.size(); j = next++) {
       absl::StatusOr<sim::SimResult> r =
-          kernels::Evaluate(*kernel, problem, space->Decode(valid[j]), *target, {});
+          kernels::Evaluate(kernel, problem, space.Decode(valid[j]), target, {});
       if (r.ok()) results[j] = Result{r->time_ns, r->engines[tensor].busy_frac, r->bound};
       const size_t n = ++done;
       if (n % 50000 == 0) {
@@ -119,14 +110,14 @@ int Main(int argc, char** argv) {
   doc["device_name"] = StrCat("tessel-sim ", o.target, " ", o.shape, " ", o.dtype);
   doc["tune_params_keys"] = nlohmann::json::array();
   doc["tune_params"] = nlohmann::json::object();
-  for (const kernels::Param& p : space->params()) {
+  for (const kernels::Param& p : space.params()) {
     doc["tune_params_keys"].push_back(p.name);
     doc["tune_params"][p.name] = p.values;
   }
   nlohmann::json& cache = doc["cache"] = nlohmann::json::object();
   size_t best = valid.size(), failed = 0;
   for (size_t j = 0; j < valid.size(); ++j) {
-    const Config c = space->Decode(valid[j]);
+    const Config c = space.Decode(valid[j]);
     std::vector<std::string> values;
     for (const auto& [name, value] : c.items()) values.push_back(value);
     if (results[j].ns < 0) {
@@ -152,8 +143,8 @@ int Main(int argc, char** argv) {
     return 1;
   }
 
-  const Config def = kernel->Default(problem, *target);
-  const sim::SimResult d = *kernels::Evaluate(*kernel, problem, def, *target, {});
+  const Config def = kernel.Default(problem, target);
+  const sim::SimResult d = *kernels::Evaluate(kernel, problem, def, target, {});
   size_t within5 = 0, within2 = 0;
   for (const Result& r : results) {
     within5 += r.ns >= 0 && r.ns <= 1.05 * results[best].ns;
@@ -163,7 +154,7 @@ int Main(int argc, char** argv) {
                             {"shape", o.shape},
                             {"dtype", o.dtype},
                             {"target", o.target},
-                            {"space_size", space->Size()},
+                            {"space_size", space.Size()},
                             {"valid", valid.size()},
                             {"failed", failed},
                             {"default",
@@ -172,7 +163,7 @@ int Main(int argc, char** argv) {
                               {"bound", d.bound},
                               {"tensor_busy", d.engines[tensor].busy_frac}}},
                             {"best",
-                             {{"config", space->Decode(valid[best]).ToString()},
+                             {{"config", space.Decode(valid[best]).ToString()},
                               {"time_ns", results[best].ns},
                               {"bound", results[best].bound},
                               {"tensor_busy", results[best].tensor_busy}}},

@@ -71,52 +71,20 @@
 #ifndef TESSEL_KERNELS_ATTENTION_H_
 #define TESSEL_KERNELS_ATTENTION_H_
 
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "kernels/kernel.h"
-#include "sim/program.h"
-#include "sim/target.h"
+#include "kernels/lowering/planned_kernel.h"
 
 namespace tessel::kernels {
 
-class AttentionKernel final : public Kernel {
+class AttentionKernel final : public PlannedKernel {
  public:
-  std::string_view name() const override { return "attention"; }
-  // 1: initial lowering. 2: the step stream is pipelined across query groups; pipeline 2/3,
-  // softmax_ops, p_transpose half/two_thirds; a step's score banks are adjacent. 3: the
-  // two-pass softmax and its options (softmax, mask, exp_layout, max_dtype, pipeline=4), so a
-  // best tuned under 2 missed most of today's space and is served as stale.
-  int version() const override { return 3; }
-  std::string_view description() const override {
-    return "flash attention O = softmax(QK^T/sqrt(d)) V per (batch, head); causal=1 masks "
-           "(bottom-right aligned), causal=2 does not: Q/KV blocks, online or two-pass softmax, "
-           "operand roles, transposes, engine split, causal block skipping, sharding over "
-           "batch x heads";
-  }
-  std::vector<std::string> dims() const override {
-    return {"batch", "heads", "seq_q", "seq_k", "head_dim", "causal"};
-  }
-  std::vector<std::string> dtypes() const override { return {"bf16", "fp32", "fp8"}; }
-  // Causal (causal_skip and mask=matmul are only offered then), head_dim 128.
-  Problem Example() const override {
-    return {Dims{{"batch", 1},
-                 {"heads", 8},
-                 {"seq_q", 1024},
-                 {"seq_k", 1024},
-                 {"head_dim", 128},
-                 {"causal", 1}},
-            "bf16"};
-  }
-
+  AttentionKernel();
+  // Causal (causal_skip and mask=matmul are only offered then), head_dim 128:
+  // batch=1,heads=8,seq_q=1024,seq_k=1024,head_dim=128,causal=1.
+  Problem Example() const override;
+  // Also checks the causal convention, seq_q <= seq_k for causal problems, head_dim within the
+  // TensorE contraction limit, and rejects systolic targets.
   absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;
-  absl::StatusOr<Space> SpaceFor(const Problem& problem, const sim::Target& target) const override;
-  absl::StatusOr<sim::Program> Lower(const Problem& problem, const Config& config,
-                                     const sim::Target& target) const override;
   Config Default(const Problem& problem, const sim::Target& target) const override;
-  absl::Status Verify(const Problem& problem, const Config& config,
-                      const sim::Target& target) const override;
   // Flops of QK^T and PV over the (query, key) pairs the mask keeps (about half for causal).
   Work MinimumWork(const Problem& problem) const override;
 };

@@ -30,13 +30,9 @@ Problem Attn(int64_t batch, int64_t heads, int64_t sq, int64_t sk, int64_t d, in
 
 const Kernel& Attention() { return *FindKernel("attention"); }
 
+// (Tiny problems make most of the space redundant: many draws may be needed.)
 std::optional<Config> RandomValid(const Space& space, std::mt19937_64& rng) {
-  // (Tiny problems make most of the space redundant: many draws may be needed.)
-  for (int attempt = 0; attempt < 100000; ++attempt) {
-    Config c = space.Decode(rng() % space.Size());
-    if (space.Validate(c).ok()) return c;
-  }
-  return std::nullopt;
+  return test_support::RandomValid(space, rng, 100000);
 }
 
 TEST(AttentionTest, ProblemValidationExplainsTheCausalConvention) {
@@ -69,15 +65,8 @@ TEST(AttentionTest, DefaultIsValidSimulatesAndVerifies) {
     sim::Target t = Load(target);
     for (Problem p : {Attn(1, 2, 512, 512, 128, 1), Attn(2, 3, 100, 300, 64, 2),
                       Attn(1, 1, 1, 1, 1, 1), Attn(1, 2, 256, 256, 128, 2, "fp32")}) {
-      absl::StatusOr<Space> space = Attention().SpaceFor(p, t);
-      ASSERT_TRUE(space.ok()) << space.status();
-      Config def = Attention().Default(p, t);
-      ASSERT_TRUE(space->Validate(def).ok()) << p.dims.ToString() << ": " << space->Validate(def);
-      absl::StatusOr<sim::SimResult> r = Evaluate(Attention(), p, def, t);
-      ASSERT_TRUE(r.ok()) << r.status();
-      EXPECT_GE(r->time_ns, RooflineNs(Attention(), p, t));
-      absl::Status verified = Attention().Verify(p, def, t);
-      EXPECT_TRUE(verified.ok()) << p.dims.ToString() << ": " << verified;
+      const std::optional<sim::SimResult> r = test_support::ExpectDefaultWorks(Attention(), p, t);
+      ASSERT_TRUE(r.has_value());
     }
   }
 }
@@ -87,10 +76,8 @@ TEST(AttentionTest, InvalidConfigsSayWhy) {
   Problem p = Attn(1, 16, 4096, 4096, 128, 1);
   Space space = *Attention().SpaceFor(p, t);
   Config base = Attention().Default(p, t);
-  auto reason = [&](std::initializer_list<std::pair<const char*, const char*>> changes) {
-    Config c = base;
-    for (auto [k, v] : changes) c.Set(k, v);
-    return std::string(space.Validate(c).message());
+  auto reason = [&](test_support::Changes changes) {
+    return test_support::Reason(space, base, changes);
   };
   EXPECT_THAT(reason({{"evict", "gpsimd"}}), HasSubstr("GpSimd cannot access PSUM"));
   EXPECT_THAT(

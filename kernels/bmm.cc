@@ -8,6 +8,8 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/lowering/gemm_emit.h"
+#include "kernels/lowering/verify_util.h"
 #include "kernels/matmul_estimate.h"
 #include "kernels/matmul_plan.h"
 #include "kernels/schedule_util.h"
@@ -268,10 +270,19 @@ void Generate(const Plan& p, Emitter& e) {
                         (p.stationary_b ? p.tiles_m + tn : tm);
                     const bool reload = stationary != last_stationary;
                     last_stationary = stationary;
-                    last_mm[acc] = e.Matmul(batch, tm * p.tile_m, m_size(tm), tn * p.tile_n,
-                                            size_of(tn, p.tile_n, p.n), k0, ksz, slot[acc], kt == 0,
-                                            reload, a->loads[load], b->loads[load],
-                                            kt == 0 ? slot_reader[slot[acc]] : -1);
+                    last_mm[acc] = e.Matmul({.batch = batch,
+                                             .m0 = tm * p.tile_m,
+                                             .m = m_size(tm),
+                                             .n0 = tn * p.tile_n,
+                                             .n = size_of(tn, p.tile_n, p.n),
+                                             .k0 = k0,
+                                             .k = ksz,
+                                             .slot = slot[acc],
+                                             .start = kt == 0,
+                                             .reload = reload,
+                                             .after_a = a->loads[load],
+                                             .after_b = b->loads[load],
+                                             .after_slot = kt == 0 ? slot_reader[slot[acc]] : -1});
                     a->reader = b->reader = last_mm[acc];
                   }
                 }
@@ -281,19 +292,18 @@ void Generate(const Plan& p, Emitter& e) {
               for (size_t ti = 0; ti < tiles.size(); ++ti) {
                 const auto [tm, tn] = tiles[ti];
                 const size_t acc = si * tiles.size() + ti;
-                EngineKind engine = EngineKind::kVector;
-                if (p.evict == "scalar" || (p.evict == "split" && evict_count % 2 == 1)) {
-                  engine = EngineKind::kScalar;
-                }
-                ++evict_count;
+                const EngineKind engine = EvictEngine(p.evict, evict_count++);
                 const int stage = int(stage_count++ % kStagingBufs);
-                const int64_t batch = g0 + set[si];
-                const int64_t m0 = tm * p.tile_m, msz = m_size(tm);
-                const int64_t n0 = tn * p.tile_n, nsz = size_of(tn, p.tile_n, p.n);
-                int32_t ev =
-                    e.Evict(engine, slot[acc], msz, nsz, stage, last_mm[acc], stage_reader[stage]);
+                const GemmOutputTile out{.batch = g0 + set[si],
+                                         .m0 = tm * p.tile_m,
+                                         .m = m_size(tm),
+                                         .n0 = tn * p.tile_n,
+                                         .n = size_of(tn, p.tile_n, p.n),
+                                         .slot = slot[acc],
+                                         .stage = stage};
+                const int32_t ev = e.Evict(engine, out, last_mm[acc], stage_reader[stage]);
                 slot_reader[slot[acc]] = ev;
-                stage_reader[stage] = e.Store(batch, m0, msz, n0, nsz, stage, ev);
+                stage_reader[stage] = e.Store(out, ev);
               }
             }
           }
@@ -307,15 +317,15 @@ void Generate(const Plan& p, Emitter& e) {
 class SimEmitter {
  public:
   SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
-      : p_(plan), target_(target), program_(program) {}
+      : p_(plan), target_(target), program_(program), gemm_(GemmShapeOf(plan)) {}
 
   void BeginCore(int core) {
     program_->cores.resize(core + 1);
     core_ = &program_->cores[core];
     const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
-    const int64_t out_part = p_.stationary_b ? p_.tile_n : p_.tile_m;
-    const int out_partitions = int(std::min<int64_t>(out_part, target_.sbuf_partitions));
-    const int64_t out_free = p_.stationary_b ? p_.tile_m : p_.tile_n;
+    const int out_partitions =
+        std::min(gemm_.Partitions(p_.tile_m, p_.tile_n), target_.sbuf_partitions);
+    const int64_t out_free = gemm_.Free(p_.tile_m, p_.tile_n);
     core_->allocations.push_back({"a_blocks", Mem::kSbuf, 0, in_partitions, p_.sbuf_a, p_.bufs});
     core_->allocations.push_back({"b_blocks", Mem::kSbuf, 0, in_partitions, p_.sbuf_b, p_.bufs});
     core_->allocations.push_back(
@@ -325,46 +335,39 @@ class SimEmitter {
   }
 
   int32_t Load(bool is_a, int64_t ksz, int64_t xsz, int64_t gsz, int32_t dep) {
-    const int rows = p_.rows_per_partition;
-    sim::Instruction dma = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(ksz, rows)),
-                                        gsz * xsz * p_.in_bytes * rows, is_a ? kQueueA : kQueueB);
+    sim::Instruction dma = gemm_.Load(ksz, gsz * xsz * p_.in_bytes, is_a ? kQueueA : kQueueB);
     // Each batch's (and each row's) slice is contiguous in HBM.
     dma.chunk_bytes = int32_t(xsz * p_.in_bytes);
     return core_->Add(dma, {dep});
   }
 
-  int32_t Matmul(int64_t, int64_t, int64_t msz, int64_t, int64_t nsz, int64_t, int64_t ksz, int,
-                 bool, bool reload, int32_t dep_a, int32_t dep_b, int32_t dep_slot) {
-    sim::Instruction mm = p_.stationary_b
-                              ? sim::MakeMatmul(p_.dtype, int(ksz), int(nsz), int(msz), reload)
-                              : sim::MakeMatmul(p_.dtype, int(ksz), int(msz), int(nsz), reload);
-    mm.partitions = int16_t(CeilDiv(ksz, p_.rows_per_partition));
-    return core_->Add(mm, {dep_a, dep_b, dep_slot});
+  int32_t Matmul(const GemmMatmul& mm) {
+    return core_->Add(gemm_.Matmul(mm.k, mm.m, mm.n, mm.reload),
+                      {mm.after_a, mm.after_b, mm.after_slot});
   }
 
-  int32_t Evict(EngineKind engine, int, int64_t msz, int64_t nsz, int, int32_t dep_mm,
-                int32_t dep_stage) {
-    const int partitions = int(p_.stationary_b ? nsz : msz);
-    const int free = int(p_.stationary_b ? msz : nsz);
-    sim::Instruction inst =
-        sim::MakeEngineOp(Op::kTensorCopy, engine, free, partitions, Mem::kPsum, Mem::kSbuf);
-    inst.dtype = DType::kFp32;
-    return core_->Add(inst, {dep_mm, dep_stage});
+  int32_t Evict(EngineKind engine, const GemmOutputTile& out, int32_t dep_mm, int32_t dep_stage) {
+    return core_->Add(gemm_.Evict(engine, out.m, out.n), {dep_mm, dep_stage});
   }
 
-  int32_t Store(int64_t, int64_t, int64_t msz, int64_t, int64_t nsz, int, int32_t dep) {
-    const int partitions = int(p_.stationary_b ? nsz : msz);
-    const int64_t free = p_.stationary_b ? msz : nsz;
-    sim::Instruction dma =
-        sim::MakeDma(Op::kDmaStore, partitions, free * p_.out_bytes, kQueueStore);
-    dma.transpose = p_.stationary_b;  // C^T tiles need a transposing store
-    return core_->Add(dma, {dep});
+  int32_t Store(const GemmOutputTile& out, int32_t dep) {
+    return core_->Add(gemm_.Store(out.m, out.n), {dep});
   }
 
  private:
+  static GemmShape GemmShapeOf(const Plan& p) {
+    return GemmShape{.dtype = p.dtype,
+                     .rows_per_partition = p.rows_per_partition,
+                     .in_bytes = p.in_bytes,
+                     .out_bytes = p.out_bytes,
+                     .transposed = p.stationary_b,
+                     .store_queue = kQueueStore};
+  }
+
   const Plan& p_;
   const sim::Target& target_;
   sim::Program* program_;
+  const GemmShape gemm_;
   sim::CoreProgram* core_ = nullptr;
 };
 
@@ -381,38 +384,37 @@ class CpuEmitter {
   void BeginCore(int) {}
   int32_t Load(bool, int64_t, int64_t, int64_t, int32_t) { return -1; }
 
-  int32_t Matmul(int64_t batch, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int64_t k0,
-                 int64_t ksz, int slot, bool start, bool, int32_t, int32_t, int32_t) {
-    std::vector<float>& acc = psum_[slot];
-    if (start) std::fill(acc.begin(), acc.end(), 0.0f);
-    const float* a = &a_[batch * p_.m * p_.k];
-    const float* b = &b_[batch * p_.k * p_.n];
-    for (int64_t i = 0; i < msz; ++i) {
+  int32_t Matmul(const GemmMatmul& mm) {
+    std::vector<float>& acc = psum_[mm.slot];
+    if (mm.start) std::fill(acc.begin(), acc.end(), 0.0f);
+    const float* a = &a_[mm.batch * p_.m * p_.k];
+    const float* b = &b_[mm.batch * p_.k * p_.n];
+    for (int64_t i = 0; i < mm.m; ++i) {
       float* row = &acc[i * p_.tile_n];
-      for (int64_t kk = 0; kk < ksz; ++kk) {
-        const float av = a[(m0 + i) * p_.k + k0 + kk];
-        const float* brow = &b[(k0 + kk) * p_.n + n0];
-        for (int64_t j = 0; j < nsz; ++j) row[j] += av * brow[j];
+      for (int64_t kk = 0; kk < mm.k; ++kk) {
+        const float av = a[(mm.m0 + i) * p_.k + mm.k0 + kk];
+        const float* brow = &b[(mm.k0 + kk) * p_.n + mm.n0];
+        for (int64_t j = 0; j < mm.n; ++j) row[j] += av * brow[j];
       }
     }
     return -1;
   }
 
-  int32_t Evict(EngineKind, int slot, int64_t msz, int64_t nsz, int stage, int32_t, int32_t) {
-    for (int64_t i = 0; i < msz; ++i) {
-      for (int64_t j = 0; j < nsz; ++j) {
+  int32_t Evict(EngineKind, const GemmOutputTile& out, int32_t, int32_t) {
+    for (int64_t i = 0; i < out.m; ++i) {
+      for (int64_t j = 0; j < out.n; ++j) {
         const int64_t at = i * p_.tile_n + j;
-        stage_[stage][at] = RoundToOutput(psum_[slot][at], p_.dtype);
+        stage_[out.stage][at] = RoundToOutput(psum_[out.slot][at], p_.dtype);
       }
     }
     return -1;
   }
 
-  int32_t Store(int64_t batch, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int stage,
-                int32_t) {
-    for (int64_t i = 0; i < msz; ++i) {
-      for (int64_t j = 0; j < nsz; ++j) {
-        (*c_)[(batch * p_.m + m0 + i) * p_.n + n0 + j] = stage_[stage][i * p_.tile_n + j];
+  int32_t Store(const GemmOutputTile& out, int32_t) {
+    for (int64_t i = 0; i < out.m; ++i) {
+      for (int64_t j = 0; j < out.n; ++j) {
+        (*c_)[(out.batch * p_.m + out.m0 + i) * p_.n + out.n0 + j] =
+            stage_[out.stage][i * p_.tile_n + j];
       }
     }
     return -1;
@@ -432,29 +434,11 @@ class CpuEmitter {
 void SetBmmFaultForTesting(BmmFault fault) { g_fault = fault; }
 
 absl::Status BmmKernel::ValidateProblem(const Problem& problem, const sim::Target& target) const {
-  for (const auto& [name, value] : problem.dims.items()) {
-    if (name != "B" && name != "M" && name != "N" && name != "K") {
-      return absl::InvalidArgumentError(StrCat("bmm has dims B, M, N, K; got unknown dim ", name));
-    }
-    if (value <= 0) return absl::InvalidArgumentError(StrCat("dim ", name, " must be positive"));
-  }
-  for (const char* name : {"B", "M", "N", "K"}) {
-    if (!problem.dims.Has(name)) {
-      return absl::InvalidArgumentError(StrCat("bmm needs dim ", name, " (B, M, N, K)"));
-    }
-  }
-  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
-  if (!dtype.ok() || (*dtype != DType::kBf16 && *dtype != DType::kFp32 && *dtype != DType::kFp8)) {
-    return absl::InvalidArgumentError(
-        StrCat("bmm dtype must be bf16, fp32 or fp8, not '", problem.dtype, "'"));
-  }
+  absl::Status checked = CheckProblem(name(), dims(), dtypes(), problem, target);
+  if (!checked.ok()) return checked;
   if (target.systolic) {
     return absl::InvalidArgumentError(
         StrCat("bmm needs a neuron target (engines, SBUF, PSUM); ", target.name, " is systolic"));
-  }
-  if (!target.SupportsDType(*dtype)) {
-    return absl::InvalidArgumentError(
-        StrCat("dtype ", problem.dtype, " is not supported by TensorE on ", target.name));
   }
   return absl::OkStatus();
 }
@@ -501,14 +485,14 @@ std::optional<double> EstimateBmm(const Problem& problem, const Config& config,
 
 }  // namespace
 
-absl::StatusOr<Space> BmmKernel::SpaceFor(const Problem& problem, const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
+namespace {
+
+std::vector<Param> Params(const Problem& problem, const sim::Target& target) {
   std::vector<std::string> tile_k = {"32", "64", "128"};
   if (target.MaxMatmulK(*sim::ParseDType(problem.dtype)) >= 256) tile_k.push_back("256");
   std::vector<std::string> shards;
   for (int s = 1; s <= target.cores_per_chip; s *= 2) shards.push_back(std::to_string(s));
-  std::vector<Param> params = {
+  return {
       {"tile_m", {"32", "64", "128"}, "M rows per hardware tile"},
       {"tile_n", {"64", "128", "256", "512"}, "N columns per hardware tile"},
       {"tile_k", tile_k, "K (contraction) per hardware tile"},
@@ -523,15 +507,63 @@ absl::StatusOr<Space> BmmKernel::SpaceFor(const Problem& problem, const sim::Tar
       {"shard_dim", {"batch", "m"}, "what the cores split: batches or every batch's M blocks"},
       {"shards", shards, "cores the work is split over"},
   };
-  Problem p = problem;
-  sim::Target t = target;
-  Space space(std::move(params), [p, t](const Config& config) -> absl::Status {
-    absl::StatusOr<Plan> plan = MakePlan(p, config, t, /*strict=*/true);
-    return plan.ok() ? absl::OkStatus() : plan.status();
-  });
-  space.set_estimate([p, t](const Config& config) { return EstimateBmm(p, config, t); });
-  return space;
 }
+
+// Verify's run: enough batches for every core to see a full and a ragged group, M and N at most
+// two tiles and K at most three (tails kept); fewer tiles when that is still large.
+absl::Status RunReduced(const Plan& full, const Config& config, const sim::Target&) {
+  Plan plan = full;
+  const int64_t batch_cores = plan.shard_batch ? plan.shards : 1;
+  plan.b = std::min(plan.b, batch_cores * (plan.group + 1) + 1);
+  plan.m = ReducedDim(full.m, plan.tile_m,
+                      plan.shard_batch ? 2 : std::min<int64_t>(plan.shards * plan.block_m, 4) + 1);
+  plan.n = ReducedDim(full.n, plan.tile_n, 2);
+  plan.k = ReducedDim(full.k, plan.tile_k, 3);
+  if (plan.b * plan.m * plan.n * plan.k > (int64_t(1) << 26)) {
+    plan.n = ReducedDim(full.n, plan.tile_n, 1);
+    plan.k = ReducedDim(full.k, plan.tile_k, 2);
+  }
+  plan.Derive();
+  if (plan.shard_batch && plan.shards > plan.b) plan.shards = int(plan.b);
+  if (!plan.shard_batch && plan.shards > plan.blocks_m) plan.shards = int(plan.blocks_m);
+  const Dims reduced{{"B", plan.b}, {"M", plan.m}, {"N", plan.n}, {"K", plan.k}};
+
+  std::mt19937_64 rng = VerifyRng(config, uint64_t(plan.m * 31 + plan.n * 7 + plan.b));
+  const std::vector<float> a = RandomInputs(plan.b * plan.m * plan.k, rng, plan.dtype);
+  const std::vector<float> b = RandomInputs(plan.b * plan.k * plan.n, rng, plan.dtype);
+  std::vector<float> c = Unwritten(plan.b * plan.m * plan.n);
+  CpuEmitter emitter(plan, a, b, &c);
+  Generate(plan, emitter);
+  return CheckGemm({.kernel = "bmm",
+                    .reduced = reduced.ToString(),
+                    .batched = true,
+                    .batches = plan.b,
+                    .m = plan.m,
+                    .n = plan.n,
+                    .k = plan.k,
+                    .dtype = plan.dtype,
+                    .a = &a,
+                    .b = &b,
+                    .c = &c});
+}
+
+void Emit(const Plan& plan, const Problem&, const sim::Target& target, sim::Program* program) {
+  SimEmitter emitter(plan, target, program);
+  Generate(plan, emitter);
+}
+
+constexpr char kDescription[] =
+    "C[b,M,N] = A[b,M,K] x B[b,K,N]: tiles, blocking, batch grouping and interleaving, stationary "
+    "operand, PSUM eviction engine, sharding over batches or M";
+
+}  // namespace
+
+// Version 1: initial lowering. (Spec: name, version, description, dims, dtypes; steps: params,
+// plan, emit, verify, estimate.)
+BmmKernel::BmmKernel()
+    : PlannedKernel(
+          {"bmm", 1, kDescription, {"B", "M", "N", "K"}, {"bf16", "fp32", "fp8"}},
+          Erase(PlanSteps<Plan>{Params, StrictPlan(MakePlan), Emit, RunReduced, EstimateBmm})) {}
 
 Config BmmKernel::Default(const Problem&, const sim::Target&) const {
   // A plain compiler: hardware-sized tiles, no blocking, one batch at a time, one core.
@@ -540,87 +572,6 @@ Config BmmKernel::Default(const Problem&, const sim::Target&) const {
                 {"batch_group", "1"}, {"interleave", "0"}, {"bufs", "2"},
                 {"stationary", "a"},  {"evict", "vector"}, {"shard_dim", "batch"},
                 {"shards", "1"}};
-}
-
-absl::StatusOr<sim::Program> BmmKernel::Lower(const Problem& problem, const Config& config,
-                                              const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
-  if (!plan.ok()) return plan.status();
-  sim::Program program;
-  program.name =
-      StrCat("bmm ", problem.dims.ToString(), " ", problem.dtype, " [", config.ToString(), "]");
-  SimEmitter emitter(*plan, target, &program);
-  Generate(*plan, emitter);
-  return program;
-}
-
-absl::Status BmmKernel::Verify(const Problem& problem, const Config& config,
-                               const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  absl::StatusOr<Plan> full = MakePlan(problem, config, target, /*strict=*/true);
-  if (!full.ok()) return full.status();
-  // Reduced problem: enough batches for every core to see a full and a ragged group, M and N at
-  // most two tiles and K at most three (tails kept); fewer tiles when that is still large.
-  Plan plan = *full;
-  const int64_t batch_cores = plan.shard_batch ? plan.shards : 1;
-  plan.b = std::min(plan.b, batch_cores * (plan.group + 1) + 1);
-  plan.m = ReducedDim(full->m, plan.tile_m,
-                      plan.shard_batch ? 2 : std::min<int64_t>(plan.shards * plan.block_m, 4) + 1);
-  plan.n = ReducedDim(full->n, plan.tile_n, 2);
-  plan.k = ReducedDim(full->k, plan.tile_k, 3);
-  if (plan.b * plan.m * plan.n * plan.k > (int64_t(1) << 26)) {
-    plan.n = ReducedDim(full->n, plan.tile_n, 1);
-    plan.k = ReducedDim(full->k, plan.tile_k, 2);
-  }
-  plan.Derive();
-  const bool saved_batch = plan.shard_batch;
-  if (plan.shard_batch && plan.shards > plan.b) plan.shards = int(plan.b);
-  if (!saved_batch && plan.shards > plan.blocks_m) plan.shards = int(plan.blocks_m);
-  const Dims reduced{{"B", plan.b}, {"M", plan.m}, {"N", plan.n}, {"K", plan.k}};
-
-  std::mt19937_64 rng(std::hash<std::string>()(config.ToString()) ^
-                      uint64_t(plan.m * 31 + plan.n * 7 + plan.b));
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> a(plan.b * plan.m * plan.k), b(plan.b * plan.k * plan.n);
-  for (float& x : a) x = RoundToDType(uniform(rng), plan.dtype);
-  for (float& x : b) x = RoundToDType(uniform(rng), plan.dtype);
-  std::vector<float> c(plan.b * plan.m * plan.n, std::numeric_limits<float>::quiet_NaN());
-  CpuEmitter emitter(plan, a, b, &c);
-  Generate(plan, emitter);
-
-  // Plain reference in double; tolerance = output rounding + fp32 accumulation error.
-  const double out_eps = plan.dtype == DType::kFp32 ? std::ldexp(1.0, -22) : std::ldexp(1.0, -8);
-  const double acc_eps = 4.0 * double(plan.k) * std::ldexp(1.0, -24);
-  std::vector<double> ref_row(plan.n), abs_row(plan.n);
-  for (int64_t batch = 0; batch < plan.b; ++batch) {
-    const float* ab = &a[batch * plan.m * plan.k];
-    const float* bb = &b[batch * plan.k * plan.n];
-    for (int64_t i = 0; i < plan.m; ++i) {
-      std::fill(ref_row.begin(), ref_row.end(), 0.0);
-      std::fill(abs_row.begin(), abs_row.end(), 0.0);
-      for (int64_t kk = 0; kk < plan.k; ++kk) {
-        const double av = ab[i * plan.k + kk];
-        for (int64_t j = 0; j < plan.n; ++j) {
-          const double prod = av * bb[kk * plan.n + j];
-          ref_row[j] += prod;
-          abs_row[j] += std::abs(prod);
-        }
-      }
-      for (int64_t j = 0; j < plan.n; ++j) {
-        const double got = c[(batch * plan.m + i) * plan.n + j];
-        const double tol = out_eps * std::abs(ref_row[j]) + acc_eps * abs_row[j] + 1e-30;
-        if (!(std::abs(got - ref_row[j]) <= tol)) {
-          return absl::DataLossError(StrCat(
-              "bmm wrong answer at C[", batch, ",", i, ",", j, "] of the reduced problem ",
-              reduced.ToString(), ": got ", got, ", want ", ref_row[j], " (tolerance ", tol, ")"));
-        }
-      }
-    }
-  }
-  return absl::OkStatus();
 }
 
 Kernel::Work BmmKernel::MinimumWork(const Problem& problem) const {

@@ -20,35 +20,16 @@
 #ifndef TESSEL_KERNELS_BMM_H_
 #define TESSEL_KERNELS_BMM_H_
 
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "kernels/kernel.h"
-#include "sim/program.h"
-#include "sim/target.h"
+#include "kernels/lowering/planned_kernel.h"
 
 namespace tessel::kernels {
 
-class BmmKernel final : public Kernel {
+class BmmKernel final : public PlannedKernel {
  public:
-  std::string_view name() const override { return "bmm"; }
-  // 1: initial lowering.
-  int version() const override { return 1; }
-  std::string_view description() const override {
-    return "C[b,M,N] = A[b,M,K] x B[b,K,N]: tiles, blocking, batch grouping and interleaving, "
-           "stationary operand, PSUM eviction engine, sharding over batches or M";
-  }
-  std::vector<std::string> dims() const override { return {"B", "M", "N", "K"}; }
-  std::vector<std::string> dtypes() const override { return {"bf16", "fp32", "fp8"}; }
-
+  BmmKernel();
+  // Also rejects systolic targets (bmm needs engines, SBUF and PSUM).
   absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;
-  absl::StatusOr<Space> SpaceFor(const Problem& problem, const sim::Target& target) const override;
-  absl::StatusOr<sim::Program> Lower(const Problem& problem, const Config& config,
-                                     const sim::Target& target) const override;
   Config Default(const Problem& problem, const sim::Target& target) const override;
-  absl::Status Verify(const Problem& problem, const Config& config,
-                      const sim::Target& target) const override;
   Work MinimumWork(const Problem& problem) const override;
 };
 

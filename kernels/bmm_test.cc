@@ -21,13 +21,8 @@ Problem Batched(int64_t b, int64_t m, int64_t n, int64_t k, std::string dtype = 
 
 const Kernel& Bmm() { return *FindKernel("bmm"); }
 
-// A random valid config of `space`, or nullopt after many misses.
 std::optional<Config> RandomValid(const Space& space, std::mt19937_64& rng) {
-  for (int attempt = 0; attempt < 2000; ++attempt) {
-    Config c = space.Decode(rng() % space.Size());
-    if (space.Validate(c).ok()) return c;
-  }
-  return std::nullopt;
+  return test_support::RandomValid(space, rng, 2000);
 }
 
 TEST(BmmTest, IsRegisteredWithItsDims) {
@@ -40,14 +35,9 @@ TEST(BmmTest, DefaultIsValidAndSimulatesOnBothTargets) {
     sim::Target t = Load(target);
     for (Problem p : {Batched(4, 512, 512, 512), Batched(3, 100, 300, 77), Batched(1, 1, 1, 1),
                       Batched(2, 1024, 1024, 1024, "fp32")}) {
-      absl::StatusOr<Space> space = Bmm().SpaceFor(p, t);
-      ASSERT_TRUE(space.ok()) << space.status();
-      Config def = Bmm().Default(p, t);
-      EXPECT_TRUE(space->Validate(def).ok()) << space->Validate(def);
-      absl::StatusOr<sim::SimResult> r = Evaluate(Bmm(), p, def, t);
-      ASSERT_TRUE(r.ok()) << r.status();
+      const std::optional<sim::SimResult> r = test_support::ExpectDefaultWorks(Bmm(), p, t);
+      ASSERT_TRUE(r.has_value());
       EXPECT_GE(r->time_ns, r->roofline_ns);
-      EXPECT_TRUE(Bmm().Verify(p, def, t).ok());
     }
   }
 }
@@ -57,10 +47,8 @@ TEST(BmmTest, InvalidConfigsSayWhy) {
   Problem p = Batched(16, 1024, 1024, 1024);
   Space space = *Bmm().SpaceFor(p, t);
   Config base = Bmm().Default(p, t);
-  auto reason = [&](std::initializer_list<std::pair<const char*, const char*>> changes) {
-    Config c = base;
-    for (auto [k, v] : changes) c.Set(k, v);
-    return std::string(space.Validate(c).message());
+  auto reason = [&](test_support::Changes changes) {
+    return test_support::Reason(space, base, changes);
   };
   EXPECT_THAT(reason({{"evict", "gpsimd"}}), HasSubstr("GpSimd cannot access PSUM"));
   EXPECT_THAT(reason({{"shards", "4"}}), HasSubstr("shards=4 is not one of 1|2"));

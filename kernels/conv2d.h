@@ -23,54 +23,24 @@
 #ifndef TESSEL_KERNELS_CONV2D_H_
 #define TESSEL_KERNELS_CONV2D_H_
 
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "kernels/kernel.h"
+#include "kernels/lowering/planned_kernel.h"
 
 namespace tessel::kernels {
 
-class Conv2dKernel final : public Kernel {
+class Conv2dKernel final : public PlannedKernel {
  public:
-  std::string_view name() const override { return "conv2d"; }
-  // 1: initial lowering.
-  int version() const override { return 1; }
-  std::string_view description() const override {
-    return "implicit-GEMM conv2d Y[N,K,P,Q] = X[N,C,H,W] * W[K,C,R,S]: operand roles, channel, "
-           "output-channel and pixel tiles, weight blocking and residency, loop order, buffers, "
-           "eviction engine, sharding";
-  }
-  std::vector<std::string> dims() const override {
-    return {"N", "C", "H", "W", "K", "R", "S", "stride", "padding"};
-  }
-  std::vector<std::string> dtypes() const override { return {"bf16", "fp32", "fp8"}; }
-  // A ResNet-style 3x3 layer.
-  Problem Example() const override {
-    return {Dims{{"N", 8},
-                 {"C", 256},
-                 {"H", 28},
-                 {"W", 28},
-                 {"K", 256},
-                 {"R", 3},
-                 {"S", 3},
-                 {"stride", 1},
-                 {"padding", 1}},
-            "bf16"};
-  }
-
+  Conv2dKernel();
+  // A ResNet-style 3x3 layer: N=8,C=256,H=28,W=28,K=256,R=3,S=3,stride=1,padding=1.
+  Problem Example() const override;
   // Also rejects a filter larger than the padded input and padding >= the filter size.
   absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;
-  absl::StatusOr<Space> SpaceFor(const Problem& problem, const sim::Target& target) const override;
-  absl::StatusOr<sim::Program> Lower(const Problem& problem, const Config& config,
-                                     const sim::Target& target) const override;
   Config Default(const Problem& problem, const sim::Target& target) const override;
-  // Runs the schedule on the CPU on a reduced problem with proportionally reduced tiles (see
-  // conv2d.cc): every loop boundary, ragged tail, halo, accumulation order and shard split is kept.
-  absl::Status Verify(const Problem& problem, const Config& config,
-                      const sim::Target& target) const override;
   Work MinimumWork(const Problem& problem) const override;
 };
+
+// Verify runs the schedule on the CPU on a reduced problem with proportionally reduced tiles
+// (see conv2d.cc): every loop boundary, ragged tail, halo, accumulation order and shard split is
+// kept.
 
 // Test-only fault injection: deliberately broken schedules that Verify must catch.
 enum class Conv2dFault {

@@ -5,11 +5,9 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "kernels/attention.h"
-#include "kernels/bmm.h"
-#include "kernels/conv2d.h"
 #include "kernels/estimate_testing.h"
 #include "kernels/estimate_util.h"
+#include "kernels/kernel.h"
 #include "kernels/kernel_testing.h"
 
 namespace tessel::kernels {
@@ -19,12 +17,15 @@ using test_support::Load;
 using test_support::SampleEstimates;
 using test_support::Spearman;
 
+// One kernel's ranking check: `samples` random valid configs of `dims` (bf16) on `target`, whose
+// estimates must rank as the simulator does with Spearman's rho >= min_spearman (measured, see
+// the test's comment, with a margin).
 struct Case {
   const Kernel* kernel;
   const char* target;
   Dims dims;
   int samples;
-  double min_spearman;  // measured (see the test's comment), with a margin
+  double min_spearman;
 };
 
 void ExpectRanks(const Case& c) {
@@ -54,35 +55,18 @@ void ExpectRanks(const Case& c) {
 }
 
 TEST(EstimateTest, AttentionRanksRandomConfigsAsTheSimulatorDoes) {
-  const AttentionKernel kernel;
-  ExpectRanks({&kernel, "snc3",
-               Dims{{"batch", 1},
-                    {"heads", 16},
-                    {"seq_q", 4096},
-                    {"seq_k", 4096},
-                    {"head_dim", 128},
-                    {"causal", 1}},
-               100, 0.9});
+  ExpectRanks({FindKernel("attention"), "snc3",
+               *Dims::Parse("batch=1,heads=16,seq_q=4096,seq_k=4096,head_dim=128,causal=1"), 100,
+               0.9});
 }
 
 TEST(EstimateTest, BmmRanksRandomConfigsAsTheSimulatorDoes) {
-  const BmmKernel kernel;
-  ExpectRanks({&kernel, "snc2", Dims{{"B", 4}, {"M", 2048}, {"N", 2048}, {"K", 2048}}, 300, 0.9});
+  ExpectRanks({FindKernel("bmm"), "snc2", *Dims::Parse("B=4,M=2048,N=2048,K=2048"), 300, 0.9});
 }
 
 TEST(EstimateTest, Conv2dRanksRandomConfigsAsTheSimulatorDoes) {
-  const Conv2dKernel kernel;
-  ExpectRanks({&kernel, "snc2",
-               Dims{{"N", 16},
-                    {"C", 256},
-                    {"H", 56},
-                    {"W", 56},
-                    {"K", 256},
-                    {"R", 3},
-                    {"S", 3},
-                    {"stride", 1},
-                    {"padding", 1}},
-               100, 0.0});
+  ExpectRanks({FindKernel("conv2d"), "snc2",
+               *Dims::Parse("N=16,C=256,H=56,W=56,K=256,R=3,S=3,stride=1,padding=1"), 100, 0.0});
 }
 
 }  // namespace

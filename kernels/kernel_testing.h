@@ -3,8 +3,11 @@
 #define TESSEL_KERNELS_KERNEL_TESTING_H_
 
 #include <functional>
+#include <initializer_list>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
@@ -36,6 +39,56 @@ inline Problem Rows(int64_t rows, int64_t cols, std::string dtype = "bf16") {
 inline Problem RandomRows(const std::string& /*target*/, std::mt19937_64& rng) {
   const int64_t rows = 1 + int64_t(rng() % 3000), cols = 1 + int64_t(rng() % 20000);
   return Rows(rows, cols, rng() % 3 ? "bf16" : "fp32");
+}
+
+// Param changes a test applies to a base config, e.g. {{"evict", "gpsimd"}}.
+using Changes = std::initializer_list<std::pair<const char*, const char*>>;
+
+// Why `space` rejects `base` with `changes` applied ("" when it accepts the result).
+inline std::string Reason(const Space& space, const Config& base, Changes changes) {
+  Config c = base;
+  for (auto [k, v] : changes) c.Set(k, v);
+  return std::string(space.Validate(c).message());
+}
+
+// A random valid config of `space`, or nullopt after `attempts` misses.
+inline std::optional<Config> RandomValid(const Space& space, std::mt19937_64& rng, int attempts) {
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    Config c = space.Decode(rng() % space.Size());
+    if (space.Validate(c).ok()) return c;
+  }
+  return std::nullopt;
+}
+
+// Sets a kernel's test fault (with `set`, e.g. SetBmmFaultForTesting) for the guard's lifetime,
+// then back to Fault::kNone.
+template <typename Fault, void (*kSet)(Fault)>
+class FaultGuard {
+ public:
+  explicit FaultGuard(Fault fault) { kSet(fault); }
+  ~FaultGuard() { kSet(Fault::kNone); }
+  FaultGuard(const FaultGuard&) = delete;
+  FaultGuard& operator=(const FaultGuard&) = delete;
+};
+
+// Expects the kernel's default config for `problem` on `target` to be valid, to simulate no
+// faster than the roofline and to verify on the CPU. Returns the simulation (nullopt when the
+// space or the simulation failed, already reported).
+inline std::optional<sim::SimResult> ExpectDefaultWorks(const Kernel& kernel,
+                                                        const Problem& problem,
+                                                        const sim::Target& target) {
+  absl::StatusOr<Space> space = kernel.SpaceFor(problem, target);
+  EXPECT_TRUE(space.ok()) << space.status();
+  if (!space.ok()) return std::nullopt;
+  const Config def = kernel.Default(problem, target);
+  EXPECT_TRUE(space->Validate(def).ok()) << problem.dims.ToString() << ": " << space->Validate(def);
+  absl::StatusOr<sim::SimResult> r = Evaluate(kernel, problem, def, target);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return std::nullopt;
+  EXPECT_GE(r->time_ns, RooflineNs(kernel, problem, target));
+  const absl::Status verified = kernel.Verify(problem, def, target);
+  EXPECT_TRUE(verified.ok()) << problem.dims.ToString() << ": " << verified;
+  return *r;
 }
 
 struct SweepCounts {

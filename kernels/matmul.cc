@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
-#include <charconv>
 #include <cmath>
-#include <cstring>
-#include <deque>
 #include <limits>
 #include <map>
 #include <random>
@@ -15,7 +12,9 @@
 #include "kernels/matmul_estimate.h"
 #include "kernels/matmul_plan.h"
 #include "kernels/schedule_util.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "sim/compact.h"
 
 namespace tessel::kernels {
 namespace {
@@ -29,8 +28,6 @@ using sim::Op;
 // simulator simulates about three iterations before it recognises a period and then pays for its
 // extrapolation, so a short repeat would cost more than it saves.
 constexpr int64_t kMinTileRepeatSaving = 64;
-// The farthest an anchor can reach back: program dependencies are 32-bit.
-constexpr int64_t kMaxAnchor = std::numeric_limits<int32_t>::max();
 
 MatmulFault g_fault = MatmulFault::kNone;
 MatmulLowering g_lowering = MatmulLowering::kCompact;
@@ -57,7 +54,8 @@ enum class EvictKind { kCopyToAcc, kAddToAcc, kFinal, kFinalAdd };
 // equals the state one or two iterations earlier, every later iteration of the run emits the
 // same instructions with the same relative dependencies (reads of results from before the period
 // anchored, or strided, to its start), so the emitted period is wrapped in a repeat and the
-// generator state is advanced without emitting the rest (e.WrapRepeat / e.position()).
+// generator state is advanced without emitting the rest. A sim::LoopCompressor per level does
+// this (sim/compact.h); the generator tells it its state (Canon) and how it moves (Advance).
 template <typename Emitter, bool kCompress>
 class Generator {
  public:
@@ -90,10 +88,12 @@ class Generator {
       // A core with as many blocks as the previous one, none of them ragged, runs the same
       // program (every core starts from the same state).
       const int64_t prev_lo = split_blocks * (core - 1) / p_.shards;
-      if (Emitter::kCompress && core > 0 && hi - lo == lo - prev_lo &&
-          (hi < split_blocks || !ragged_[p_.split_m ? 0 : 1])) {
-        e_.CopyCore(core);
-        continue;
+      if constexpr (kCompress) {
+        if (core > 0 && hi - lo == lo - prev_lo &&
+            (hi < split_blocks || !ragged_[p_.split_m ? 0 : 1])) {
+          e_.CopyCore(core);
+          continue;
+        }
       }
       e_.BeginCore(core);
       s_.Reset();
@@ -118,124 +118,19 @@ class Generator {
     std::vector<int64_t> a_reader, b_reader, slot_reader;
     std::vector<int> group_slot;
     std::array<int64_t, kStagingBufs> stage_reader;
-    // Accumulator writers in the order they are read again: a FIFO, acc[acc_head..] live.
-    // Indices are logical: acc[i - acc_base] holds entry i (Advance drops skipped history).
-    std::vector<int64_t> acc;
-    size_t acc_head = 0, acc_base = 0;
-    size_t AccEnd() const { return acc_base + acc.size(); }
-    int64_t Acc(size_t i) const { return acc[i - acc_base]; }
+    // Accumulator writers in the order they are read again (the loop compressor moves it past
+    // skipped periods).
+    sim::HandleFifo acc;
     std::pair<int64_t, int64_t> a_key{-1, -1}, b_key{-1, -1}, last_stationary{-1, -1};
 
     // The state before a core's first block, keeping the vectors' capacity (Run resizes them).
     void Reset() {
       a_count = b_count = psum_count = stage_count = evict_count = 0;
       a_cur = b_cur = 0;
-      acc.clear();
-      acc_head = acc_base = 0;
+      acc.Clear();
       a_key = b_key = last_stationary = {-1, -1};
     }
   };
-
-  struct Counters {
-    int64_t a = 0, b = 0, psum = 0, stage = 0, evict = 0;
-    size_t acc_head = 0, acc_size = 0;
-  };
-  struct Mark {  // a boundary between two iterations of a run
-    std::vector<int64_t> canon;
-    std::vector<int64_t> abs;  // per canon entry: the absolute handle, or -1 (not a handle)
-    // The first live FIFO entries relative to pos (all of them, or as many as the rest of the
-    // run can read).
-    std::vector<int64_t> acc_rel;
-    int64_t pos = 0;
-    size_t seg = 0;
-    size_t reads = 0;  // e_.reads() at the boundary
-    Counters state;
-  };
-
-  // Whether the period from `then` to `now` repeats: every canon entry equal, except handles
-  // that the period did not write (the same instruction at both boundaries, older than `then`:
-  // an operand loaded before the loop). The next periods read and write the same relative state,
-  // so such a handle stays as it is (Advance keeps it). The period may read it only where Run can
-  // anchor the reads to the repeat's entry (constants_ holds the handles; see AnchorReads).
-  //
-  // Split in two for early rejection: CanonPeriodic compares the canon entries (cheap) and
-  // collects the constants; ConstantReadsAnchorable then scans the period's reads of them.
-  bool CanonPeriodic(const Mark& then, const Mark& now) {
-    if (then.canon.size() != now.canon.size()) return false;
-    constants_.clear();
-    for (size_t q = 0; q < now.canon.size(); ++q) {
-      if (then.canon[q] == now.canon[q]) continue;
-      const int64_t h = now.abs[q];
-      if (h < 0 || h != then.abs[q] || h >= then.pos) return false;
-      constants_.push_back(h);
-    }
-    return true;
-  }
-  bool ConstantReadsAnchorable(const Mark& then, const Mark& now) {
-    if (constants_.empty()) return true;
-    std::sort(constants_.begin(), constants_.end());
-    constants_.erase(std::unique(constants_.begin(), constants_.end()), constants_.end());
-    return ReadsAnchorable(then, now, constants_, 0);
-  }
-  // Whether the period's reads of `handles` (ascending, before then.pos) are all outside nested
-  // repeats, where they can be anchored (with `stride`) to the repeat's entry.
-  bool ReadsAnchorable(const Mark& then, const Mark& now, std::span<const int64_t> handles,
-                       int64_t stride) {
-    if (then.pos - handles.front() > kMaxAnchor) return false;
-    size_t reads = 0;
-    for (int64_t target : e_.ReadsSince(then.reads, now.reads)) {
-      // Most reads are of the period's own results, above every handle.
-      if (target < handles.front() || target > handles.back()) continue;
-      reads += std::binary_search(handles.begin(), handles.end(), target);
-    }
-    return reads == 0 || reads == e_.AnchorReads(then.seg, then.pos, handles, stride, false);
-  }
-  Counters Count() const {
-    return {s_.a_count,     s_.b_count,  s_.psum_count, s_.stage_count,
-            s_.evict_count, s_.acc_head, s_.AccEnd()};
-  }
-  // The accumulator FIFO entries the coming `periods` periods read must continue the period:
-  // each is the entry P places earlier plus the period's length. A period pops and pushes the
-  // same number of entries, or only pushes (the first K block), or only pops (the last).
-  bool AccPeriodic(const Mark& then, const Mark& now, int64_t periods) const {
-    const size_t pops = now.state.acc_head - then.state.acc_head;
-    const size_t pushes = now.state.acc_size - then.state.acc_size;
-    const size_t live = now.state.acc_size - now.state.acc_head;
-    if (pops == 0) return pushes <= live;
-    if (pushes != 0 && pops != pushes) return false;
-    if (pushes == 0 && size_t(periods) * pops > live) return false;
-    // Entry u of the FIFO is read in period u / P; equal relative offsets for every entry read in
-    // the coming periods mean each period reads as the last one did (and the FIFO continues with
-    // stride P and step len, which Advance relies on).
-    const size_t need = std::min<size_t>(live, size_t(periods) * pops);
-    if (now.acc_rel.size() < need || then.acc_rel.size() < need) return false;
-    return std::equal(now.acc_rel.begin(), now.acc_rel.begin() + ptrdiff_t(need),
-                      then.acc_rel.begin());
-  }
-  // Or, when the period only pops (the last K block), whether the entries the period and the
-  // coming ones read advance by one stride per period: written by an earlier pass with another
-  // period, they are read through strided dependencies (sim/program.h). Returns the stride and
-  // fills acc_reads_ with the entries the period read; 0 when they do not.
-  int64_t AccStride(const Mark& then, const Mark& now, int64_t periods) {
-    const size_t pops = now.state.acc_head - then.state.acc_head;
-    const size_t pushes = now.state.acc_size - then.state.acc_size;
-    const size_t need = size_t(periods) * pops;
-    if (pops == 0 || pushes != 0 || need > now.acc_rel.size() || pops > then.acc_rel.size() ||
-        need > now.state.acc_size - now.state.acc_head) {
-      return 0;
-    }
-    auto at_now = [&](size_t u) { return now.pos - now.acc_rel[u]; };
-    auto at_then = [&](size_t u) { return then.pos - then.acc_rel[u]; };
-    const int64_t stride = at_now(0) - at_then(0);
-    if (stride <= 0) return 0;
-    for (size_t u = 0; u < need; ++u) {
-      if (at_now(u) - (u < pops ? at_then(u) : at_now(u - pops)) != stride) return 0;
-    }
-    acc_reads_.resize(pops);
-    for (size_t u = 0; u < pops; ++u) acc_reads_[u] = at_then(u);
-    std::sort(acc_reads_.begin(), acc_reads_.end());
-    return stride;
-  }
 
   static int64_t SizeOf(int64_t index, int64_t tile, int64_t dim) {
     return std::min(tile, dim - index * tile);
@@ -277,17 +172,34 @@ class Generator {
     int64_t i = LevelBegin(l);
     const int64_t end = LevelEnd(l);
     while (i < end) {
-      if (!kCompress || !Regular(l, i)) {
-        Iterate(l, i);
-        ++i;
-        continue;
+      if constexpr (kCompress) {
+        if (Regular(l, i)) {
+          // A run of regular iterations [i, run_end).
+          int64_t run_end = i;
+          while (run_end < end && Regular(l, run_end)) ++run_end;
+          i = Run(l, i, run_end);
+          continue;
+        }
       }
-      // A run of regular iterations [i, run_end).
-      int64_t run_end = i;
-      while (run_end < end && Regular(l, run_end)) ++run_end;
-      i = Run(l, i, run_end);
+      Iterate(l, i);
+      ++i;
     }
   }
+
+  // Loop level l as the loop compressor sees it (sim/compact.h).
+  struct LevelBody {
+    Generator& g;
+    int l;
+    void Iterate(int64_t i) { g.Iterate(l, i); }
+    void Snapshot(int64_t i, sim::LoopState* state) {
+      if (l < 3) g.idx_[g.d_[l]] = i;
+      g.Canon(l, state->pos, &state->canon, &state->abs);
+      const State& s = g.s_;
+      state->saved.assign({s.a_count, s.b_count, s.psum_count, s.stage_count, s.evict_count});
+    }
+    void Skip(const sim::SkippedPeriods& skip) { g.Advance(skip, l); }
+    sim::HandleFifo* fifo() { return &g.s_.acc; }
+  };
 
   // Emits iterations [first, last) of level l (all regular), compressing periods; returns last.
   int64_t Run(int l, int64_t first, int64_t last) {
@@ -297,71 +209,23 @@ class Generator {
       for (int64_t i = first; i < last; ++i) Iterate(l, i);
       return last;
     }
-    // The boundaries before iterations first + j: only the last three are compared, in a ring
-    // of this level's (reused, so their vectors keep their capacity).
-    std::array<Mark, 3>& marks = marks_[size_t(l)];
-    size_t made = 0, first_seg = 0;
-    int64_t i = first;
-    bool done = false;
-    while (i < last) {
-      if (!done) {
-        const size_t now = made++;
-        Mark& m = marks[now % 3];
-        if (l < 3) idx_[d_[l]] = i;
-        Canon(l, &m.canon, &m.abs);
-        m.pos = e_.position();
-        m.reads = e_.reads();
-        m.seg = e_.Cut();
-        if (now == 0) first_seg = m.seg;
-        m.state = Count();
-        // An output tile pops at most one entry: the run's tiles read no further.
-        const size_t live_acc = s_.AccEnd() - s_.acc_head;
-        m.acc_rel.resize(l == 3 ? std::min<size_t>(live_acc, size_t(last - i) + 2) : live_acc);
-        const int64_t* live = s_.acc.data() + (s_.acc_head - s_.acc_base);
-        for (size_t x = 0; x < m.acc_rel.size(); ++x) m.acc_rel[x] = m.pos - live[x];
-        for (int p = 1; p <= 2 && size_t(p) <= now; ++p) {
-          const Mark& then = marks[(now - size_t(p)) % 3];
-          if (!CanonPeriodic(then, m)) continue;
-          const int64_t periods = (last - i) / p;
-          if (periods < 1) break;
-          // A tile loop's repeat must save more than the simulator spends finding its period
-          // (about three iterations) and extrapolating it; fewer periods remain later.
-          if (l == 3 &&
-              (periods < 3 || (periods - 2) * (m.pos - then.pos) < kMinTileRepeatSaving)) {
-            done = true;
-            break;
-          }
-          int64_t stride = 0;
-          if (!AccPeriodic(then, m, periods) && (stride = AccStride(then, m, periods)) == 0) {
-            continue;
-          }
-          if (!ConstantReadsAnchorable(then, m)) continue;
-          if (stride > 0 && !ReadsAnchorable(then, m, acc_reads_, stride)) continue;
-          if (!constants_.empty()) e_.AnchorReads(then.seg, then.pos, constants_, 0, true);
-          if (stride > 0) e_.AnchorReads(then.seg, then.pos, acc_reads_, stride, true);
-          e_.WrapRepeat(then.seg, 1 + periods);
-          if (l == 3) {
-            e_.LogSkippedReads(then.reads, m.reads, then.pos, m.pos - then.pos, periods, constants_,
-                               acc_reads_, stride, e_.FirstTemplate(then.seg + 1));
-          }
-          Advance(then, m, l, i, periods, p);
-          i += periods * p;
-          done = true;
-          break;
-        }
-        if (i >= last) break;
-      }
-      Iterate(l, i);
-      ++i;
+    // A tile loop's repeat must save more than the simulator spends finding its period (about
+    // three iterations) and extrapolating it; an output tile pops at most one accumulator entry;
+    // the tile loops' skipped reads are logged, so a block loop's repeat can anchor them.
+    sim::RunOptions options;
+    if (l == 3) {
+      options.min_saving = kMinTileRepeatSaving;
+      options.fifo_pops_per_iteration = 1;
+      options.log_skipped_reads = true;
     }
-    if (made > 0) e_.MergeSegments(first_seg);
-    return last;
+    LevelBody body{*this, l};
+    return loops_[size_t(l)].Run(e_.writer(), body, first, last, options);
   }
 
   // The generator state relative to the current position and loop indices. In the output-tile
   // loop (l = 3, never with full_k) two parts are left out: group_slot, which only full_k
   // reads, and the last stationary tile, which is then the previous tile's (RegularGroup).
-  void Canon(int l, std::vector<int64_t>* out, std::vector<int64_t>* abs) {
+  void Canon(int l, int64_t pos, std::vector<int64_t>* out, std::vector<int64_t>* abs) {
     // Sized first, then filled by index (Run calls this at every iteration boundary).
     const bool tiles = l == 3;
     size_t n =
@@ -378,7 +242,6 @@ class Generator {
     int64_t* o = out->data();
     int64_t* a = abs->data();
     size_t k = 0;
-    const int64_t pos = e_.position();
     // A handle: relative to the position, its absolute value recorded beside it.
     auto handle = [&](int64_t h) {
       a[k] = h;
@@ -428,18 +291,15 @@ class Generator {
     assert(k == n);
   }
 
-  // Skips `periods` periods of p iterations of level l, from iteration `at`: the state moves as it
-  // did from `then` to `now`, once per period.
-  void Advance(const Mark& then, const Mark& now, int l, int64_t at, int64_t periods, int p) {
-    const int64_t shift = (now.pos - then.pos) * periods;
-    // Handles move with the period, except the constants CanonPeriodic allowed: entries of an array
-    // that does not rotate, not written in the period (so older than `then`). In a rotating array
-    // every entry is relative: an entry older than `then` was written in an earlier period.
-    auto sh = [&](int64_t& h, bool still) {
-      if (h >= 0 && !(still && h < then.pos)) h += shift;
-    };
-    const Counters& a = then.state;
-    State& n = s_;  // updated in place
+  // Moves the state past `skip.periods` periods of skip.p iterations of level l, from iteration
+  // skip.at: it moves as it did over the period, once per period (the accumulator FIFO is moved by
+  // the loop compressor).
+  void Advance(const sim::SkippedPeriods& skip, int l) {
+    const int64_t periods = skip.periods, at = skip.at;
+    const int p = skip.p;
+    auto sh = [&](int64_t& h, bool still) { skip.Move(h, still); };
+    const std::vector<int64_t>& then = skip.then->saved;  // the counters at the period's start
+    State& n = s_;                                        // updated in place
     // Moves every entry of `arr` (`fix`), then rotates it by `per` positions per period.
     auto rotate = [&](auto& arr, int64_t per, auto fix) {
       const int64_t size = int64_t(arr.size());
@@ -448,14 +308,14 @@ class Generator {
       const int64_t delta = ((per * periods) % size + size) % size;  // entry j moves to j + delta
       std::rotate(arr.begin(), arr.end() - delta, arr.end());
     };
-    const int64_t pa = n.a_count - a.a, pb = n.b_count - a.b;
-    const int64_t pp = n.psum_count - a.psum, ps = n.stage_count - a.stage;
+    const int64_t pa = n.a_count - then[0], pb = n.b_count - then[1];
+    const int64_t pp = n.psum_count - then[2], ps = n.stage_count - then[3];
     const int64_t dp = pp * periods, psum_before = n.psum_count;
     n.a_count += pa * periods;
     n.b_count += pb * periods;
     n.psum_count += dp;
     n.stage_count += ps * periods;
-    n.evict_count += (n.evict_count - a.evict) * periods;
+    n.evict_count += (n.evict_count - then[4]) * periods;
     rotate(n.a_reader, pa, sh);
     rotate(n.b_reader, pb, sh);
     auto shv = [&](std::vector<int64_t>& v, bool still) {
@@ -475,31 +335,6 @@ class Generator {
     }
     n.a_cur = int(((n.a_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
     n.b_cur = int(((n.b_count - 1) % p_.bufs + p_.bufs) % p_.bufs);
-    {
-      // The FIFO after `periods` more periods, each popping `pops` and pushing `pushes`
-      // entries: the pushes continue those of the last period with step len (AccPeriodic checked
-      // the part that is read and that the last period's pushes are still live).
-      const size_t pops = now.state.acc_head - a.acc_head;
-      const size_t pushes = now.state.acc_size - a.acc_size;
-      const int64_t len = now.pos - then.pos;
-      const size_t live = n.AccEnd() - n.acc_head;
-      const size_t new_live = live + size_t(periods) * pushes - size_t(periods) * pops;
-      std::vector<int64_t>& fifo = fifo_;  // swapped with the FIFO below, so both keep capacity
-      fifo.resize(new_live);
-      const int64_t* f = n.acc.data() + (n.acc_head - n.acc_base);
-      for (size_t u = 0; u < new_live; ++u) {
-        const size_t t = size_t(periods) * pops + u;
-        if (t < live) {
-          fifo[u] = f[t];
-        } else {
-          const size_t v = t - live;
-          fifo[u] = f[live - pushes + v % pushes] + int64_t(v / pushes + 1) * len;
-        }
-      }
-      n.acc.swap(fifo);
-      n.acc_head += size_t(periods) * pops;
-      n.acc_base = n.acc_head;
-    }
     // Keys: the level's index moved by periods * p iterations.
     const int64_t steps = periods * int64_t(p);
     const int d = l < 3 ? d_[l] : -1;
@@ -516,7 +351,6 @@ class Generator {
       n.b_key.first += steps;
       n.last_stationary.first += steps * p_.block_k;
     }
-    e_.Advance(shift);
   }
 
   void Block() {
@@ -635,13 +469,13 @@ class Generator {
     // Every K block visits the output tiles in the same order, so the accumulator writers
     // form a FIFO: the front is this tile's previous partial sum.
     int64_t acc_dep = -1;
-    if (add && s.acc_head < s.AccEnd()) acc_dep = s.Acc(s.acc_head++);
+    if (add && !s.acc.empty()) acc_dep = s.acc.Pop();
     const int stage = int(s.stage_count % kStagingBufs);
     int64_t ev = e_.Evict(core, kind, engine, slot, om0, omsz, on0, onsz, stage, last_mm, acc_dep,
                           final ? s.stage_reader[stage] : -1);
     s.slot_reader[slot] = ev;
     if (!final) {
-      s.acc.push_back(ev);
+      s.acc.Push(ev);
       return;
     }
     ++s.stage_count;
@@ -657,23 +491,16 @@ class Generator {
   int core_ = 0;
   State s_;
   BlockTiles blk_;
-  std::array<std::array<Mark, 3>, 4> marks_;  // per loop level: Run's boundary ring
-  std::vector<int64_t> constants_;  // scratch for CanonPeriodic and ConstantReadsAnchorable
-  std::vector<int64_t> acc_reads_;  // scratch for AccStride
-  std::vector<int64_t> fifo_;       // scratch for Advance
+  std::array<sim::LoopCompressor, 4> loops_;  // per loop level (the three block loops, the tiles)
 
   void SwapThreadScratch() {
     struct Scratch {
       State s;
-      std::array<std::array<Mark, 3>, 4> marks;
-      std::vector<int64_t> constants, acc_reads, fifo;
+      std::array<sim::LoopCompressor, 4> loops;
     };
     thread_local Scratch scratch;
     std::swap(s_, scratch.s);
-    std::swap(marks_, scratch.marks);
-    constants_.swap(scratch.constants);
-    acc_reads_.swap(scratch.acc_reads);
-    fifo_.swap(scratch.fifo);
+    std::swap(loops_, scratch.loops);
   }
 };
 
@@ -683,22 +510,14 @@ void Generate(const Plan& p, Emitter& e) {
   g.Run();
 }
 
-// Turns schedule steps into simulator instructions: a flat program (kCompact = false, handles are
-// instruction indices) or a loop-structured one (handles are flat positions, deps become
-// distances).
+// Turns schedule steps into simulator instructions: a flat program (kCompact = false) or a
+// loop-structured one, through a sim::StreamWriter (handles are flat positions).
 template <bool kCompact>
 class SimEmitter {
  public:
   static constexpr bool kCompress = kCompact;
   SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
-      : p_(plan), target_(target), program_(program) {
-    // The read log and scratch of the thread's previous lowering, so their capacity is reused
-    // (their contents are cleared before use); handed back when done.
-    SwapThreadBuffers();
-  }
-  ~SimEmitter() { SwapThreadBuffers(); }
-  SimEmitter(const SimEmitter&) = delete;
-  SimEmitter& operator=(const SimEmitter&) = delete;
+      : p_(plan), target_(target), program_(program) {}
 
   // Core `core` runs the same program as core - 1.
   void CopyCore(int core) {
@@ -708,199 +527,34 @@ class SimEmitter {
 
   void BeginCore(int core) {
     program_->cores.resize(core + 1);
-    core_ = &program_->cores[core];
-    pos_ = 0;
-    reads_.clear();
-    logged_.clear();
-    reads_.reserve(1 << 13);
+    sim::CoreProgram* c = &program_->cores[core];
+    writer_.Begin(c, kCompact);
     // Room for a typical core, so the program grows without copying itself several times.
-    core_->instructions.reserve(kCompact ? 1024 : 4096);
-    core_->deps.reserve(kCompact ? 2048 : 8192);
-    if (kCompact) core_->segments.reserve(128);
+    c->instructions.reserve(kCompact ? 1024 : 4096);
+    c->deps.reserve(kCompact ? 2048 : 8192);
+    if (kCompact) c->segments.reserve(128);
     const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
     const int64_t out_part = p_.stationary_b ? p_.tile_n : p_.tile_m;
     const int out_partitions = int(std::min<int64_t>(out_part, target_.sbuf_partitions));
     const int64_t out_free = p_.stationary_b ? p_.tile_m : p_.tile_n;
-    core_->allocations.push_back({"a_blocks", Mem::kSbuf, 0, in_partitions, p_.sbuf_a, p_.bufs});
-    core_->allocations.push_back({"b_blocks", Mem::kSbuf, 0, in_partitions, p_.sbuf_b, p_.bufs});
+    c->allocations.push_back({"a_blocks", Mem::kSbuf, 0, in_partitions, p_.sbuf_a, p_.bufs});
+    c->allocations.push_back({"b_blocks", Mem::kSbuf, 0, in_partitions, p_.sbuf_b, p_.bufs});
     if (p_.sbuf_acc > 0) {
-      core_->allocations.push_back(
-          {"c_accumulator", Mem::kSbuf, 0, out_partitions, p_.sbuf_acc, 1});
+      c->allocations.push_back({"c_accumulator", Mem::kSbuf, 0, out_partitions, p_.sbuf_acc, 1});
     }
-    core_->allocations.push_back(
+    c->allocations.push_back(
         {"c_staging", Mem::kSbuf, 0, out_partitions, p_.sbuf_stage, kStagingBufs});
-    core_->allocations.push_back(
-        {"psum", Mem::kPsum, 0, out_partitions, out_free * 4, p_.psum_slots});
+    c->allocations.push_back({"psum", Mem::kPsum, 0, out_partitions, out_free * 4, p_.psum_slots});
   }
 
-  int64_t position() const { return pos_; }
-  // Every dependency emitted on this core, in order (targets, as handles).
-  size_t reads() const { return reads_.size(); }
-  std::span<const int64_t> ReadsSince(size_t from, size_t to) const {
-    return std::span<const int64_t>(reads_.data() + from, to - from);
-  }
-  // Logs the reads [from, to) once more for each of `periods` periods skipped after them, only
-  // those of results before `entry` (the period's start; an enclosing loop's checks count only
-  // those): a read of one of `constants` names the same result in every period, one of
-  // `strided` (with `stride` > 0) the one `stride` later, any other the one a period `len` later.
-  // `first` is the period's first template: its repeat's reads are then all in the log
-  // (NestedAnchorReads counts only such repeats').
-  void LogSkippedReads(size_t from, size_t to, int64_t entry, int64_t len, int64_t periods,
-                       std::span<const int64_t> constants, std::span<const int64_t> strided,
-                       int64_t stride, uint32_t first) {
-    logged_.push_back(first);
-    // Each read before the period, with how far it moves per period.
-    std::vector<std::pair<int64_t, int64_t>>& before = skipped_;
-    before.clear();
-    for (size_t r = from; r < to; ++r) {
-      const int64_t h = reads_[r];
-      if (h >= entry) continue;
-      const int64_t step = std::binary_search(constants.begin(), constants.end(), h) ? 0
-                           : stride > 0 && std::binary_search(strided.begin(), strided.end(), h)
-                               ? stride
-                               : len;
-      before.push_back({h, step});
-    }
-    for (int64_t j = 1; j <= periods; ++j) {
-      for (const auto& [h, step] : before) reads_.push_back(h + j * step);
-    }
-  }
-  // The first template at or after segment `seg` (the number of templates if none is).
-  uint32_t FirstTemplate(size_t seg) const {
-    const auto& segs = core_->segments;
-    for (size_t i = seg; i < segs.size(); ++i) {
-      if (segs[i].kind == sim::Segment::kInstructions && segs[i].begin < segs[i].end) {
-        return segs[i].begin;
-      }
-    }
-    return uint32_t(core_->instructions.size());
-  }
-  // Starts a new instruction segment and returns its index (a possible repeat start).
-  size_t Cut() {
-    const uint32_t n = uint32_t(core_->instructions.size());
-    core_->segments.push_back({sim::Segment::kInstructions, n, n, 0, 0});
-    return core_->segments.size() - 1;
-  }
-  // Joins the consecutive instruction segments from segment `from` on (the cuts a Run made and
-  // did not wrap), so the simulator walks fewer of them; earlier segments keep their indices.
-  void MergeSegments(size_t from) {
-    auto& segs = core_->segments;
-    size_t out = from;
-    std::vector<size_t>& open = merge_stack_;
-    open.clear();
-    for (size_t i = from; i < segs.size(); ++i) {
-      const sim::Segment g = segs[i];
-      if (g.kind == sim::Segment::kInstructions) {
-        if (g.begin == g.end) continue;
-        if (out > from && segs[out - 1].kind == sim::Segment::kInstructions &&
-            segs[out - 1].end == g.begin) {
-          segs[out - 1].end = g.end;
-          continue;
-        }
-      } else if (g.kind == sim::Segment::kBegin) {
-        open.push_back(out);
-      } else {
-        segs[open.back()].match = uint32_t(out);
-        segs[out] = g;
-        segs[out++].match = uint32_t(open.back());
-        open.pop_back();
-        continue;
-      }
-      segs[out++] = g;
-    }
-    segs.resize(out);
-  }
-  // Dependencies of the instructions emitted since segment `seg` (which starts at flat position
-  // `entry`) on one of `constants` (ascending handles before `entry`) that can be anchored to
-  // `entry` (sim/program.h): relative ones outside nested repeats and, without a stride, plain
-  // anchored ones of the repeats nested directly in the segments. Returns how many reads they
-  // make (a nested repeat's, once per iteration); with `rewrite`, anchors them to `entry`, so
-  // they name the same instruction in every iteration once the segments become a repeat (with a
-  // `stride`: the instruction `stride` positions later in each iteration).
-  size_t AnchorReads(size_t seg, int64_t entry, std::span<const int64_t> constants, int64_t stride,
-                     bool rewrite) {
-    if (constants.empty()) return 0;
-    const auto& segs = core_->segments;
-    auto constant = [&](int64_t h) {
-      return h >= constants.front() && h <= constants.back() &&
-             std::binary_search(constants.begin(), constants.end(), h);
-    };
-    size_t found = 0;
-    int64_t pos = entry;
-    for (size_t i = seg; i < segs.size(); ++i) {
-      const sim::Segment& g = segs[i];
-      if (g.kind == sim::Segment::kBegin) {
-        if (stride == 0) found += NestedAnchorReads(i, pos, entry, constant, rewrite);
-        pos += core_->RepeatFlatSize(i);
-        i = g.match;
-        continue;
-      }
-      for (uint32_t t = g.begin; t < g.end; ++t, ++pos) {
-        const sim::Instruction& inst = core_->instructions[t];
-        for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
-          const int32_t d = core_->deps[j];
-          if (d <= 0 || !constant(pos - d)) continue;
-          ++found;
-          if (!rewrite) continue;
-          core_->deps[j] = -int32_t(entry - (pos - d));
-          core_->SetAnchorForm(j, {.stride = int32_t(stride), .up = 0});
-        }
-      }
-    }
-    return found;
-  }
-  // AnchorReads for the repeat whose kBegin is segments[begin], entered at `nested_entry`: its
-  // own templates' plain anchors on a constant become anchors to `entry`, one repeat further out.
-  template <typename IsConstant>
-  size_t NestedAnchorReads(size_t begin, int64_t nested_entry, int64_t entry,
-                           const IsConstant& constant, bool rewrite) {
-    const auto& segs = core_->segments;
-    // Only a repeat whose skipped iterations' reads were logged: the caller compares these
-    // counts with the log, which would otherwise miss some of the reads counted here.
-    if (std::find(logged_.begin(), logged_.end(), FirstTemplate(begin + 1)) == logged_.end()) {
-      return 0;
-    }
-    size_t found = 0;
-    for (size_t i = begin + 1; i < segs[begin].match; ++i) {
-      const sim::Segment& g = segs[i];
-      if (g.kind == sim::Segment::kBegin) {  // deeper: left as it is (so not counted)
-        i = g.match;
-        continue;
-      }
-      for (uint32_t t = g.begin; t < g.end; ++t) {
-        const sim::Instruction& inst = core_->instructions[t];
-        for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
-          const int32_t d = core_->deps[j];
-          if (d >= 0 || core_->FormOf(j) != sim::AnchorForm{} || !constant(nested_entry + d)) {
-            continue;
-          }
-          found += size_t(segs[begin].count);
-          if (!rewrite) continue;
-          core_->deps[j] = -int32_t(entry - (nested_entry + d));
-          core_->SetAnchorForm(j, {.stride = 0, .up = 1});
-        }
-      }
-    }
-    return found;
-  }
-
-  // Wraps segments [seg, end) in a repeat of `count` iterations.
-  void WrapRepeat(size_t seg, int64_t count) {
-    auto& segs = core_->segments;
-    segs.insert(segs.begin() + ptrdiff_t(seg), sim::Segment{sim::Segment::kBegin, 0, 0, count, 0});
-    for (size_t j = seg + 1; j < segs.size(); ++j) {
-      if (segs[j].kind != sim::Segment::kInstructions) segs[j].match += 1;
-    }
-    core_->EndRepeat();
-  }
-  void Advance(int64_t shift) { pos_ += shift; }
+  sim::StreamWriter& writer() { return writer_; }
 
   int64_t Load(int, bool is_a, int64_t, int64_t ksz, int64_t, int64_t xsz, int64_t dep) {
     const int rows = p_.rows_per_partition;
     sim::Instruction dma = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(ksz, rows)),
                                         xsz * p_.in_bytes * rows, is_a ? kQueueA : kQueueB);
     dma.chunk_bytes = int32_t(xsz * p_.in_bytes);
-    return Add(dma, {dep});
+    return writer_.Add(dma, {dep});
   }
 
   int64_t Matmul(int, int64_t, int64_t msz, int64_t, int64_t nsz, int64_t, int64_t ksz, int, bool,
@@ -909,7 +563,7 @@ class SimEmitter {
                               ? sim::MakeMatmul(p_.dtype, int(ksz), int(nsz), int(msz), reload)
                               : sim::MakeMatmul(p_.dtype, int(ksz), int(msz), int(nsz), reload);
     mm.partitions = int16_t(CeilDiv(ksz, p_.rows_per_partition));
-    return Add(mm, {dep_a, dep_b, dep_slot});
+    return writer_.Add(mm, {dep_a, dep_b, dep_slot});
   }
 
   int64_t Evict(int, EvictKind kind, EngineKind engine, int, int64_t, int64_t msz, int64_t,
@@ -921,7 +575,7 @@ class SimEmitter {
                                               free, partitions, Mem::kPsum, Mem::kSbuf);
     inst.dtype = DType::kFp32;
     if (add) inst.in1 = Mem::kSbuf;
-    return Add(inst, {dep_mm, add ? dep_acc : -1, dep_stage});
+    return writer_.Add(inst, {dep_mm, add ? dep_acc : -1, dep_stage});
   }
 
   int64_t Store(int, int64_t, int64_t msz, int64_t, int64_t nsz, int, int64_t dep) {
@@ -931,56 +585,14 @@ class SimEmitter {
         sim::MakeDma(Op::kDmaStore, partitions, free * p_.out_bytes, kQueueStore);
     // C is row-major in HBM: C^T tiles (stationary=b) need a transposing store.
     dma.transpose = p_.stationary_b;
-    return Add(dma, {dep});
+    return writer_.Add(dma, {dep});
   }
 
  private:
-  // `deps`: a fixed count of handles (so the loops over them unroll).
-  template <size_t N>
-  int64_t Add(const sim::Instruction& inst, const int64_t (&deps)[N]) {
-    static_assert(N <= 3);
-    if (kCompact) {
-      for (int64_t h : deps) {
-        if (h >= 0) reads_.push_back(h);
-      }
-    }
-    int32_t buf[4];
-    int n = 0;
-    for (int64_t h : deps) {
-      if (h < 0) continue;
-      buf[n++] = kCompact ? int32_t(pos_ - h) : int32_t(h);
-    }
-    if (kCompact) {
-      core_->AddCompact(inst, std::span<const int32_t>(buf, size_t(n)));
-    } else {
-      core_->Add(inst, std::span<const int32_t>(buf, size_t(n)));
-    }
-    return pos_++;
-  }
-
   const Plan& p_;
   const sim::Target& target_;
   sim::Program* program_;
-  sim::CoreProgram* core_ = nullptr;
-  int64_t pos_ = 0;
-  std::vector<int64_t> reads_;
-  std::vector<size_t> merge_stack_;                   // MergeSegments' scratch
-  std::vector<std::pair<int64_t, int64_t>> skipped_;  // LogSkippedReads' scratch
-  std::vector<uint32_t> logged_;  // first templates of the repeats LogSkippedReads logged
-
-  struct Buffers {
-    std::vector<int64_t> reads;
-    std::vector<std::pair<int64_t, int64_t>> skipped;
-    std::vector<size_t> merge_stack;
-    std::vector<uint32_t> logged;
-  };
-  void SwapThreadBuffers() {
-    thread_local Buffers buffers;
-    reads_.swap(buffers.reads);
-    skipped_.swap(buffers.skipped);
-    merge_stack_.swap(buffers.merge_stack);
-    logged_.swap(buffers.logged);
-  }
+  sim::StreamWriter writer_;
 };
 
 // Executes schedule steps on the CPU: fp32 PSUM accumulation, fp32 SBUF accumulator, rounded
@@ -997,18 +609,6 @@ class CpuEmitter {
 
   static constexpr bool kCompress = false;
   void BeginCore(int) {}
-  int64_t position() const { return 0; }
-  size_t reads() const { return 0; }
-  std::span<const int64_t> ReadsSince(size_t, size_t) const { return {}; }
-  void LogSkippedReads(size_t, size_t, int64_t, int64_t, int64_t, std::span<const int64_t>,
-                       std::span<const int64_t>, int64_t, uint32_t) {}
-  size_t Cut() { return 0; }
-  uint32_t FirstTemplate(size_t) const { return 0; }
-  void MergeSegments(size_t) {}
-  size_t AnchorReads(size_t, int64_t, std::span<const int64_t>, int64_t, bool) { return 0; }
-  void WrapRepeat(size_t, int64_t) {}
-  void Advance(int64_t) {}
-  void CopyCore(int) {}  // not called: every core executes (kCompress is false)
   int64_t Load(int, bool, int64_t, int64_t, int64_t, int64_t, int64_t) { return -1; }
 
   int64_t Matmul(int, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int64_t k0, int64_t ksz,
@@ -1079,23 +679,9 @@ void SetMatmulLoweringForTesting(MatmulLowering lowering) { g_lowering = lowerin
 
 absl::Status MatmulKernel::ValidateProblem(const Problem& problem,
                                            const sim::Target& target) const {
-  for (const auto& [name, value] : problem.dims.items()) {
-    if (name != "M" && name != "N" && name != "K") {
-      return absl::InvalidArgumentError(StrCat("matmul has dims M, N, K; got unknown dim ", name));
-    }
-    if (value <= 0) return absl::InvalidArgumentError(StrCat("dim ", name, " must be positive"));
-  }
-  for (const char* name : {"M", "N", "K"}) {
-    if (!problem.dims.Has(name)) {
-      return absl::InvalidArgumentError(StrCat("matmul needs dim ", name, " (M, N, K)"));
-    }
-  }
-  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
-  if (!dtype.ok() || (*dtype != DType::kBf16 && *dtype != DType::kFp32 && *dtype != DType::kFp8)) {
-    return absl::InvalidArgumentError(
-        StrCat("matmul dtype must be bf16, fp32 or fp8, not '", problem.dtype, "'"));
-  }
-  if (!target.SupportsDType(*dtype)) {
+  TESSEL_RETURN_IF_ERROR(CheckProblem(name(), dims(), dtypes(), problem, target));
+  // Every dtype (not only fp8) must be one TensorE runs on the target.
+  if (!target.SupportsDType(*sim::ParseDType(problem.dtype))) {
     return absl::InvalidArgumentError(
         StrCat("dtype ", problem.dtype, " is not supported by TensorE on ", target.name));
   }
@@ -1104,8 +690,7 @@ absl::Status MatmulKernel::ValidateProblem(const Problem& problem,
 
 absl::StatusOr<Space> MatmulKernel::SpaceFor(const Problem& problem,
                                              const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
+  TESSEL_RETURN_IF_ERROR(ValidateProblem(problem, target));
   std::vector<std::string> tile_k = {"32", "64", "128"};
   if (target.MaxMatmulK(*sim::ParseDType(problem.dtype)) >= 256) tile_k.push_back("256");
   std::vector<std::string> shards;
@@ -1143,45 +728,40 @@ Config MatmulKernel::Default(const Problem&, const sim::Target&) const {
 
 absl::StatusOr<sim::Program> MatmulKernel::Lower(const Problem& problem, const Config& config,
                                                  const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
-  if (!plan.ok()) return plan.status();
+  TESSEL_RETURN_IF_ERROR(ValidateProblem(problem, target));
+  TESSEL_ASSIGN_OR_RETURN(const Plan plan, MakePlan(problem, config, target, /*strict=*/true));
   sim::Program program;
   program.name =
       StrCat("matmul ", problem.dims.ToString(), " ", problem.dtype, " [", config.ToString(), "]");
   if (target.systolic) {
     program.cores.resize(1);
-    program.cores[0].Add(sim::MakeMatmul(plan->dtype, int(plan->k), int(plan->m), int(plan->n)),
-                         {});
+    program.cores[0].Add(sim::MakeMatmul(plan.dtype, int(plan.k), int(plan.m), int(plan.n)), {});
     return program;
   }
   if (g_lowering == MatmulLowering::kFlat) {
-    SimEmitter<false> emitter(*plan, target, &program);
-    Generate(*plan, emitter);
+    SimEmitter<false> emitter(plan, target, &program);
+    Generate(plan, emitter);
   } else {
-    SimEmitter<true> emitter(*plan, target, &program);
-    Generate(*plan, emitter);
+    SimEmitter<true> emitter(plan, target, &program);
+    Generate(plan, emitter);
   }
   return program;
 }
 
 absl::Status MatmulKernel::Verify(const Problem& problem, const Config& config,
                                   const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  absl::StatusOr<Plan> full = MakePlan(problem, config, target, /*strict=*/true);
-  if (!full.ok()) return full.status();
+  TESSEL_RETURN_IF_ERROR(ValidateProblem(problem, target));
+  TESSEL_ASSIGN_OR_RETURN(Plan full, MakePlan(problem, config, target, /*strict=*/true));
   if (target.systolic) {
     // The systolic family runs one GEMM; verify the plain tiling with hardware-sized tiles.
-    full->tile_m = 128, full->tile_n = 512, full->tile_k = 128;
-    full->psum_slots = 8, full->full_k = true, full->evict = "vector";
+    full.tile_m = 128, full.tile_n = 512, full.tile_k = 128;
+    full.psum_slots = 8, full.full_k = true, full.evict = "vector";
   }
   Problem reduced = problem;
-  reduced.dims = Dims{{"M", ReducedDim(full->m, full->tile_m, 2)},
-                      {"N", ReducedDim(full->n, full->tile_n, 2)},
-                      {"K", ReducedDim(full->k, full->tile_k, 3)}};
-  Plan plan = *full;
+  reduced.dims = Dims{{"M", ReducedDim(full.m, full.tile_m, 2)},
+                      {"N", ReducedDim(full.n, full.tile_n, 2)},
+                      {"K", ReducedDim(full.k, full.tile_k, 3)}};
+  Plan plan = full;
   plan.m = *reduced.dims.Get("M");
   plan.n = *reduced.dims.Get("N");
   plan.k = *reduced.dims.Get("K");

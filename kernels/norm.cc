@@ -5,7 +5,9 @@
 #include <limits>
 #include <random>
 
+#include "kernels/lowering/verify_util.h"
 #include "kernels/rowwise.h"
+#include "kernels/rowwise_kernel.h"
 #include "kernels/schedule_util.h"
 #include "schema/strings.h"
 #include "sim/program.h"
@@ -83,11 +85,7 @@ std::vector<sim::Allocation> Allocations(const Plan& p) {
   return a;
 }
 
-int64_t SbufBytes(const Plan& p) {
-  int64_t total = 0;
-  for (const sim::Allocation& a : Allocations(p)) total += a.bytes_per_partition * a.bufs;
-  return total;
-}
+int64_t SbufBytes(const Plan& p) { return rowwise::SbufBytes(Allocations(p)); }
 
 absl::StatusOr<Plan> MakePlan(bool rms, const Problem& problem, const Config& config,
                               const sim::Target& target, bool strict) {
@@ -339,109 +337,23 @@ void Generate(const Plan& p, Sink& sink) {
   }
 }
 
-}  // namespace
-
-void SetNormFaultForTesting(NormFault fault) { g_fault = fault; }
-
-absl::Status NormKernel::ValidateProblem(const Problem& problem, const sim::Target& target) const {
-  if (target.systolic) {
-    return absl::InvalidArgumentError(
-        StrCat(name(), " needs Vector/Scalar engines; ", target.name, " runs GEMMs only"));
-  }
-  return CheckProblem(name(), dims(), dtypes(), problem, target);
-}
-
-absl::StatusOr<Space> NormKernel::SpaceFor(const Problem& problem,
-                                           const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  std::vector<Param> params = {
-      {"tile_rows", kTileRows, "partitions per row tile"},
-      {"rows_per_partition", kRowsPerPartition, "consecutive rows per partition (free dim)"},
-      {"chunk", kChunks, "columns per chunk"},
-      {"resident", {"0", "1"}, "1: keep the row tile in SBUF between passes"},
-      {"stats", kStats, "bn_stats/bn_aggr or explicit sums (squares on Scalar or Vector)"},
-      {"apply", {"vector", "scalar"}, "engine of the normalisation"},
-      {"affine",
-       {"fused", "separate"},
-       rms_ ? "gamma fused or a separate pass" : "gamma/beta fused or a separate pass"},
-      {"bufs", {"1", "2", "3"}, "rotating buffers (row tiles or chunks)"},
-      {"shards", ShardValues(target), "cores the row tiles are split over"},
-  };
-  Problem p = problem;
-  sim::Target t = target;
-  const bool rms = rms_;
-  return Space(std::move(params), [rms, p, t](const Config& config) -> absl::Status {
-    absl::StatusOr<Plan> plan = MakePlan(rms, p, config, t, /*strict=*/true);
-    return plan.ok() ? absl::OkStatus() : plan.status();
-  });
-}
-
-Config NormKernel::Default(const Problem& problem, const sim::Target&) const {
-  // A plain compiler: the plain row tiling (chunks streamed twice), the textbook statistics
-  // (bn_stats for layernorm, x*x then a sum for rmsnorm), Vector normalisation, fused affine, one
-  // core.
-  const rowwise::RowTiling t = rowwise::PlainTiling(problem);
-  return Config{{"tile_rows", std::to_string(t.tile_rows)},
-                {"rows_per_partition", std::to_string(t.g)},
-                {"chunk", std::to_string(t.chunk)},
-                {"resident", t.resident ? "1" : "0"},
-                {"stats", rms_ ? "sum_vector_sq" : "bn_stats"},
-                {"apply", "vector"},
-                {"affine", "fused"},
-                {"bufs", std::to_string(t.bufs)},
-                {"shards", std::to_string(t.shards)}};
-}
-
-absl::StatusOr<sim::Program> NormKernel::Lower(const Problem& problem, const Config& config,
-                                               const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  if (target.systolic) {
-    return absl::InvalidArgumentError(
-        StrCat(name(), " needs Vector/Scalar engines; ", target.name, " runs GEMMs only"));
-  }
-  absl::StatusOr<Plan> plan = MakePlan(rms_, problem, config, target, /*strict=*/true);
-  if (!plan.ok()) return plan.status();
-  sim::Program program;
-  program.name = StrCat(name(), " ", problem.dims.ToString(), " ", problem.dtype, " [",
-                        config.ToString(), "]");
-  rowwise::SimSink sink(target, int(plan->g), &program);
-  Generate(*plan, sink);
-  return program;
-}
-
-absl::Status NormKernel::Verify(const Problem& problem, const Config& config,
-                                const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  absl::StatusOr<Plan> full = MakePlan(rms_, problem, config, target, /*strict=*/true);
-  if (!full.ok()) return full.status();
-  // Reduced as softmax's: 2 partitions per tile, shards + 1 row tiles, up to 3 chunks.
-  Plan plan = *full;
-  plan.tile_rows = std::min<int64_t>(plan.tile_rows, 2);
-  plan.rows = ReducedDim(full->rows, plan.tile_rows * plan.g, plan.shards + 1);
-  plan.cols = ReducedDim(full->cols, plan.chunk, 3);
+// Verify's run on the reduced problem (rowwise::ReduceForVerify): inputs with a per-row offset
+// and a trend along the row (so every chunk matters to the statistics); gamma around 1, beta
+// around 0.
+absl::Status RunReduced(const Plan& full, const Config& config, const sim::Target&) {
+  Plan plan = full;
+  rowwise::ReduceForVerify(plan);
   Derive(plan);
-  plan.shards = int(std::min<int64_t>(plan.shards, plan.tiles));
-
-  // Inputs with a per-row offset and a trend along the row (so every chunk matters to the
-  // statistics); gamma around 1, beta around 0.
-  std::mt19937_64 rng(std::hash<std::string>()(config.ToString()) ^ uint64_t(plan.cols * 977));
+  const std::string_view kernel = plan.rms ? "rmsnorm" : "layernorm";
+  std::mt19937_64 rng = VerifyRng(config, uint64_t(plan.cols * 977));
+  const std::vector<float> x = RisingRows(plan.rows, plan.cols, rng, plan.dtype, 1.0f, 2.0f);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> x(plan.rows * plan.cols), gamma(plan.cols), beta(plan.cols);
-  for (int64_t r = 0; r < plan.rows; ++r) {
-    const float offset = uniform(rng);
-    for (int64_t c = 0; c < plan.cols; ++c) {
-      x[r * plan.cols + c] =
-          RoundToDType(uniform(rng) + offset + 2.0f * float(c) / float(plan.cols), plan.dtype);
-    }
-  }
+  std::vector<float> gamma(plan.cols), beta(plan.cols);
   for (int64_t c = 0; c < plan.cols; ++c) {
     gamma[c] = RoundToDType(1.0f + 0.5f * uniform(rng), plan.dtype);
     beta[c] = RoundToDType(0.5f * uniform(rng), plan.dtype);
   }
-  std::vector<float> y(x.size(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> y = Unwritten(x.size());
   rowwise::CpuSink sink(plan.cols, x, &y, {gamma, beta});
   Generate(plan, sink);
 
@@ -460,29 +372,79 @@ absl::Status NormKernel::Verify(const Problem& problem, const Config& config,
     mean /= double(plan.cols);
     sq /= double(plan.cols);
     const double var = sq - mean * mean;
-    const double rstd = 1.0 / std::sqrt((rms_ ? sq : var) + double(kEps));
+    const double rstd = 1.0 / std::sqrt((plan.rms ? sq : var) + double(kEps));
     for (int64_t c = 0; c < plan.cols; ++c) {
       const double v = x[r * plan.cols + c];
       const double want =
-          rms_ ? v * rstd * gamma[c] : (v - mean) * rstd * gamma[c] + double(beta[c]);
+          plan.rms ? v * rstd * gamma[c] : (v - mean) * rstd * gamma[c] + double(beta[c]);
       const double got = y[r * plan.cols + c];
       const double tol = rel * (1.0 + std::abs(want));
-      if (!(std::abs(got - want) <= tol)) {
-        return absl::DataLossError(StrCat(
-            name(), " wrong answer at Y[", r, ",", c, "] of the reduced problem rows=", plan.rows,
-            ",cols=", plan.cols, ": got ", got, ", want ", want, " (tolerance ", tol, ")"));
+      if (!Within(got, want, tol)) {
+        return WrongAnswer(kernel, StrCat("Y[", r, ",", c, "]"),
+                           StrCat("rows=", plan.rows, ",cols=", plan.cols), got, want, tol);
       }
     }
   }
   return absl::OkStatus();
 }
 
-Kernel::Work NormKernel::MinimumWork(const Problem& problem) const {
-  const double rows = double(problem.dims.Get("rows").value_or(0));
-  const double cols = double(problem.dims.Get("cols").value_or(0));
-  auto dtype = sim::ParseDType(problem.dtype);
-  const double bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
-  return Work{0, (2 * rows * cols + (rms_ ? 1 : 2) * cols) * bytes};
+rowwise::RowwiseKernel::Steps NormSteps(bool rms) {
+  return PlannedKernel::Erase(PlanSteps<Plan>{
+      .params =
+          [rms](const Problem&, const sim::Target& target) {
+            return rowwise::TilingParams(
+                {rowwise::ResidentParam(),
+                 {"stats", kStats,
+                  "bn_stats/bn_aggr or explicit sums (squares on Scalar or Vector)"},
+                 {"apply", {"vector", "scalar"}, "engine of the normalisation"},
+                 {"affine",
+                  {"fused", "separate"},
+                  rms ? "gamma fused or a separate pass" : "gamma/beta fused or a separate pass"}},
+                target);
+          },
+      .plan =
+          [rms](const Problem& problem, const Config& config, const sim::Target& target) {
+            return MakePlan(rms, problem, config, target, /*strict=*/true);
+          },
+      .emit =
+          [](const Plan& plan, const Problem&, const sim::Target& target, sim::Program* program) {
+            rowwise::SimSink sink(target, int(plan.g), program);
+            Generate(plan, sink);
+          },
+      .verify = RunReduced,
+      .estimate = nullptr});
+}
+
+constexpr char kRmsDescription[] =
+    "rmsnorm of X[rows,cols] with gamma: row tiles, chunks, residency, statistics method, "
+    "normalise engine, fused or separate scale, buffers, sharding";
+constexpr char kLayerDescription[] =
+    "layernorm of X[rows,cols] with gamma/beta: row tiles, chunks, residency, bn_stats vs explicit "
+    "sums, normalise engine, fused or separate affine, buffers, sharding";
+
+}  // namespace
+
+void SetNormFaultForTesting(NormFault fault) { g_fault = fault; }
+
+// Version 1: initial lowering. (Spec: name, version, description, dims, dtypes.)
+NormKernel::NormKernel(bool rms)
+    : RowwiseKernel({rms ? "rmsnorm" : "layernorm",
+                     1,
+                     rms ? kRmsDescription : kLayerDescription,
+                     {"rows", "cols"},
+                     {"bf16", "fp32"}},
+                    NormSteps(rms), /*vectors=*/rms ? 1 : 2),
+      rms_(rms) {}
+
+Config NormKernel::Default(const Problem& problem, const sim::Target&) const {
+  // A plain compiler: the plain row tiling (chunks streamed twice), the textbook statistics
+  // (bn_stats for layernorm, x*x then a sum for rmsnorm), Vector normalisation, fused affine, one
+  // core.
+  const rowwise::RowTiling t = rowwise::PlainTiling(problem);
+  return rowwise::PlainConfig(t, {{"resident", rowwise::ResidentValue(t)},
+                                  {"stats", rms_ ? "sum_vector_sq" : "bn_stats"},
+                                  {"apply", "vector"},
+                                  {"affine", "fused"}});
 }
 
 }  // namespace tessel::kernels

@@ -21,42 +21,16 @@
 #ifndef TESSEL_KERNELS_NORM_H_
 #define TESSEL_KERNELS_NORM_H_
 
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "kernels/kernel.h"
+#include "kernels/rowwise_kernel.h"
 
 namespace tessel::kernels {
 
 // layernorm (rms = false) or rmsnorm (rms = true).
-class NormKernel final : public Kernel {
+class NormKernel final : public rowwise::RowwiseKernel {
  public:
-  explicit NormKernel(bool rms) : rms_(rms) {}
-
-  std::string_view name() const override { return rms_ ? "rmsnorm" : "layernorm"; }
-  // 1: initial lowering.
-  int version() const override { return 1; }
-  std::string_view description() const override {
-    return rms_ ? "rmsnorm of X[rows,cols] with gamma: row tiles, chunks, residency, statistics "
-                  "method, normalise engine, fused or separate scale, buffers, sharding"
-                : "layernorm of X[rows,cols] with gamma/beta: row tiles, chunks, residency, "
-                  "bn_stats vs explicit sums, normalise engine, fused or separate affine, "
-                  "buffers, sharding";
-  }
-  std::vector<std::string> dims() const override { return {"rows", "cols"}; }
-  std::vector<std::string> dtypes() const override { return {"bf16", "fp32"}; }
-
-  // Also rejects systolic targets (they run GEMMs only).
-  absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;
-  absl::StatusOr<Space> SpaceFor(const Problem& problem, const sim::Target& target) const override;
-  absl::StatusOr<sim::Program> Lower(const Problem& problem, const Config& config,
-                                     const sim::Target& target) const override;
+  // rms: rmsnorm (gamma only), else layernorm (gamma and beta).
+  explicit NormKernel(bool rms);
   Config Default(const Problem& problem, const sim::Target& target) const override;
-  absl::Status Verify(const Problem& problem, const Config& config,
-                      const sim::Target& target) const override;
-  // No TensorE flops; X read, Y written and gamma (and beta) read once.
-  Work MinimumWork(const Problem& problem) const override;
 
  private:
   bool rms_;

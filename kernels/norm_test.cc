@@ -17,11 +17,7 @@ using test_support::Rows;
 
 using ::testing::HasSubstr;
 
-class FaultGuard {
- public:
-  explicit FaultGuard(NormFault fault) { SetNormFaultForTesting(fault); }
-  ~FaultGuard() { SetNormFaultForTesting(NormFault::kNone); }
-};
+using FaultGuard = test_support::FaultGuard<NormFault, SetNormFaultForTesting>;
 
 // Runs each test for layernorm and rmsnorm.
 class NormTest : public ::testing::TestWithParam<const char*> {
@@ -33,15 +29,9 @@ TEST_P(NormTest, DefaultIsValidAndVerifiesForAlignedAndRaggedShapesOnBothTargets
   for (const char* target : {"snc2", "snc3"}) {
     sim::Target t = Load(target);
     for (Problem p : {Rows(4096, 4096), Rows(1000, 300), Rows(1, 1), Rows(77, 5000, "fp32")}) {
-      absl::StatusOr<Space> space = Norm().SpaceFor(p, t);
-      ASSERT_TRUE(space.ok()) << space.status();
-      Config def = Norm().Default(p, t);
-      EXPECT_TRUE(space->Validate(def).ok()) << space->Validate(def);
-      absl::StatusOr<sim::SimResult> r = Evaluate(Norm(), p, def, t);
-      ASSERT_TRUE(r.ok()) << r.status();
+      const std::optional<sim::SimResult> r = test_support::ExpectDefaultWorks(Norm(), p, t);
+      ASSERT_TRUE(r.has_value());
       EXPECT_GT(RooflineNs(Norm(), p, t), 0);
-      EXPECT_GE(r->time_ns, RooflineNs(Norm(), p, t));
-      EXPECT_TRUE(Norm().Verify(p, def, t).ok()) << Norm().Verify(p, def, t);
     }
   }
 }
@@ -51,10 +41,8 @@ TEST_P(NormTest, InvalidConfigsSayWhy) {
   Problem p = Rows(4096, 8192);
   Space space = *Norm().SpaceFor(p, t);
   Config base = Norm().Default(p, t);
-  auto reason = [&](std::initializer_list<std::pair<const char*, const char*>> changes) {
-    Config c = base;
-    for (auto [k, v] : changes) c.Set(k, v);
-    return std::string(space.Validate(c).message());
+  auto reason = [&](test_support::Changes changes) {
+    return test_support::Reason(space, base, changes);
   };
   EXPECT_TRUE(space.Validate(base).ok()) << space.Validate(base);
   EXPECT_THAT(reason({{"chunk", "8192"}, {"rows_per_partition", "8"}, {"resident", "1"}}),

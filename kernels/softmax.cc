@@ -5,7 +5,9 @@
 #include <limits>
 #include <random>
 
+#include "kernels/lowering/verify_util.h"
 #include "kernels/rowwise.h"
+#include "kernels/rowwise_kernel.h"
 #include "kernels/schedule_util.h"
 #include "schema/strings.h"
 #include "sim/program.h"
@@ -58,11 +60,7 @@ std::vector<sim::Allocation> Allocations(const Plan& p) {
   return a;
 }
 
-int64_t SbufBytes(const Plan& p) {
-  int64_t total = 0;
-  for (const sim::Allocation& a : Allocations(p)) total += a.bytes_per_partition * a.bufs;
-  return total;
-}
+int64_t SbufBytes(const Plan& p) { return rowwise::SbufBytes(Allocations(p)); }
 
 absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                               const sim::Target& target, bool strict) {
@@ -328,103 +326,14 @@ void Generate(const Plan& p, Sink& sink) {
   }
 }
 
-}  // namespace
-
-void SetSoftmaxFaultForTesting(SoftmaxFault fault) { g_fault = fault; }
-
-absl::Status SoftmaxKernel::ValidateProblem(const Problem& problem,
-                                            const sim::Target& target) const {
-  if (target.systolic) {
-    return absl::InvalidArgumentError(
-        StrCat(name(), " needs Vector/Scalar engines; ", target.name, " runs GEMMs only"));
-  }
-  return CheckProblem(name(), dims(), dtypes(), problem, target);
-}
-
-absl::StatusOr<Space> SoftmaxKernel::SpaceFor(const Problem& problem,
-                                              const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  std::vector<Param> params = {
-      {"tile_rows", kTileRows, "partitions per row tile"},
-      {"rows_per_partition", kRowsPerPartition, "consecutive rows per partition (free dim)"},
-      {"chunk", kChunks, "columns per chunk"},
-      {"algorithm", {"multi_pass", "online"}, "max/sum/normalise passes or online rescaling"},
-      {"resident", {"0", "1"}, "1: keep the row tile in SBUF between passes"},
-      {"scale_engine", {"vector", "scalar"}, "engine of the final multiply by 1/sum"},
-      {"exp_dtype", {"fp32", "bf16"}, "dtype exp results are kept in"},
-      {"bufs", {"1", "2", "3"}, "rotating buffers (row tiles or chunks)"},
-      {"shards", ShardValues(target), "cores the row tiles are split over"},
-  };
-  Problem p = problem;
-  sim::Target t = target;
-  return Space(std::move(params), [p, t](const Config& config) -> absl::Status {
-    absl::StatusOr<Plan> plan = MakePlan(p, config, t, /*strict=*/true);
-    return plan.ok() ? absl::OkStatus() : plan.status();
-  });
-}
-
-Config SoftmaxKernel::Default(const Problem& problem, const sim::Target&) const {
-  // A plain compiler: the plain row tiling, three streaming passes, Vector normalisation, fp32
-  // intermediates, one core.
-  const rowwise::RowTiling t = rowwise::PlainTiling(problem);
-  return Config{{"tile_rows", std::to_string(t.tile_rows)},
-                {"rows_per_partition", std::to_string(t.g)},
-                {"chunk", std::to_string(t.chunk)},
-                {"algorithm", "multi_pass"},
-                {"resident", t.resident ? "1" : "0"},
-                {"scale_engine", "vector"},
-                {"exp_dtype", "fp32"},
-                {"bufs", std::to_string(t.bufs)},
-                {"shards", std::to_string(t.shards)}};
-}
-
-absl::StatusOr<sim::Program> SoftmaxKernel::Lower(const Problem& problem, const Config& config,
-                                                  const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  if (target.systolic) {
-    return absl::InvalidArgumentError(
-        StrCat("softmax needs Vector/Scalar engines; ", target.name, " runs GEMMs only"));
-  }
-  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
-  if (!plan.ok()) return plan.status();
-  sim::Program program;
-  program.name =
-      StrCat("softmax ", problem.dims.ToString(), " ", problem.dtype, " [", config.ToString(), "]");
-  rowwise::SimSink sink(target, int(plan->g), &program);
-  Generate(*plan, sink);
-  return program;
-}
-
-absl::Status SoftmaxKernel::Verify(const Problem& problem, const Config& config,
-                                   const sim::Target& target) const {
-  absl::Status valid = ValidateProblem(problem, target);
-  if (!valid.ok()) return valid;
-  absl::StatusOr<Plan> full = MakePlan(problem, config, target, /*strict=*/true);
-  if (!full.ok()) return full.status();
-  // The reduced problem keeps rows per partition, chunks, algorithm, residency, dtypes and shards;
-  // it uses 2 partitions per tile (rows are independent, so only the tile and shard boundaries
-  // matter), shards + 1 row tiles (the last ragged) and up to 3 chunks (the last ragged).
-  Plan plan = *full;
-  plan.tile_rows = std::min<int64_t>(plan.tile_rows, 2);
-  plan.rows = ReducedDim(full->rows, plan.tile_rows * plan.g, plan.shards + 1);
-  plan.cols = ReducedDim(full->cols, plan.chunk, 3);
-  rowwise::DeriveTiling(plan);
-  plan.shards = int(std::min<int64_t>(plan.shards, plan.tiles));
-
-  // Inputs with a rising trend along each row so the running max grows chunk by chunk.
-  std::mt19937_64 rng(std::hash<std::string>()(config.ToString()) ^ uint64_t(plan.cols * 131));
-  std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
-  std::vector<float> x(plan.rows * plan.cols);
-  for (int64_t r = 0; r < plan.rows; ++r) {
-    const float offset = uniform(rng);
-    for (int64_t c = 0; c < plan.cols; ++c) {
-      x[r * plan.cols + c] =
-          RoundToDType(uniform(rng) + offset + 6.0f * float(c) / float(plan.cols), plan.dtype);
-    }
-  }
-  std::vector<float> y(x.size(), std::numeric_limits<float>::quiet_NaN());
+// Verify's run on the reduced problem (rowwise::ReduceForVerify), with inputs rising along each
+// row so that the running max grows chunk by chunk.
+absl::Status RunReduced(const Plan& full, const Config& config, const sim::Target&) {
+  Plan plan = full;
+  rowwise::ReduceForVerify(plan);
+  std::mt19937_64 rng = VerifyRng(config, uint64_t(plan.cols * 131));
+  const std::vector<float> x = RisingRows(plan.rows, plan.cols, rng, plan.dtype, 3.0f, 6.0f);
+  std::vector<float> y = Unwritten(x.size());
   rowwise::CpuSink sink(plan.cols, x, &y, {});
   Generate(plan, sink);
 
@@ -443,22 +352,52 @@ absl::Status SoftmaxKernel::Verify(const Problem& problem, const Config& config,
       const double want = e[c] / sum;
       const double got = y[r * plan.cols + c];
       const double tol = rel * want + 1e-30;
-      if (!(std::abs(got - want) <= tol)) {
-        return absl::DataLossError(StrCat(
-            "softmax wrong answer at Y[", r, ",", c, "] of the reduced problem rows=", plan.rows,
-            ",cols=", plan.cols, ": got ", got, ", want ", want, " (tolerance ", tol, ")"));
+      if (!Within(got, want, tol)) {
+        return WrongAnswer("softmax", StrCat("Y[", r, ",", c, "]"),
+                           StrCat("rows=", plan.rows, ",cols=", plan.cols), got, want, tol);
       }
     }
   }
   return absl::OkStatus();
 }
 
-Kernel::Work SoftmaxKernel::MinimumWork(const Problem& problem) const {
-  const double rows = double(problem.dims.Get("rows").value_or(0));
-  const double cols = double(problem.dims.Get("cols").value_or(0));
-  auto dtype = sim::ParseDType(problem.dtype);
-  const double bytes = dtype.ok() ? sim::DTypeBytes(*dtype) : 2;
-  return Work{0, 2 * rows * cols * bytes};
+std::vector<Param> Params(const Problem&, const sim::Target& target) {
+  return rowwise::TilingParams(
+      {{"algorithm", {"multi_pass", "online"}, "max/sum/normalise passes or online rescaling"},
+       rowwise::ResidentParam(),
+       {"scale_engine", {"vector", "scalar"}, "engine of the final multiply by 1/sum"},
+       {"exp_dtype", {"fp32", "bf16"}, "dtype exp results are kept in"}},
+      target);
+}
+
+void Emit(const Plan& plan, const Problem&, const sim::Target& target, sim::Program* program) {
+  rowwise::SimSink sink(target, int(plan.g), program);
+  Generate(plan, sink);
+}
+
+constexpr char kDescription[] =
+    "row softmax of X[rows,cols]: row tiles, rows per partition, column chunks, multi-pass vs "
+    "online, SBUF residency, normalise engine, exp dtype, buffers, sharding";
+
+}  // namespace
+
+void SetSoftmaxFaultForTesting(SoftmaxFault fault) { g_fault = fault; }
+
+// Version 1: initial lowering.
+// (Spec: name, version, description, dims, dtypes; steps: params, plan, emit, verify, estimate.)
+SoftmaxKernel::SoftmaxKernel()
+    : RowwiseKernel({"softmax", 1, kDescription, {"rows", "cols"}, {"bf16", "fp32"}},
+                    Erase(PlanSteps<Plan>{Params, StrictPlan(MakePlan), Emit, RunReduced, nullptr}),
+                    /*vectors=*/0) {}
+
+Config SoftmaxKernel::Default(const Problem& problem, const sim::Target&) const {
+  // A plain compiler: the plain row tiling, three streaming passes, Vector normalisation, fp32
+  // intermediates, one core.
+  const rowwise::RowTiling t = rowwise::PlainTiling(problem);
+  return rowwise::PlainConfig(t, {{"algorithm", "multi_pass"},
+                                  {"resident", rowwise::ResidentValue(t)},
+                                  {"scale_engine", "vector"},
+                                  {"exp_dtype", "fp32"}});
 }
 
 }  // namespace tessel::kernels

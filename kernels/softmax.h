@@ -19,36 +19,14 @@
 #ifndef TESSEL_KERNELS_SOFTMAX_H_
 #define TESSEL_KERNELS_SOFTMAX_H_
 
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "kernels/kernel.h"
+#include "kernels/rowwise_kernel.h"
 
 namespace tessel::kernels {
 
-class SoftmaxKernel final : public Kernel {
+class SoftmaxKernel final : public rowwise::RowwiseKernel {
  public:
-  std::string_view name() const override { return "softmax"; }
-  // 1: initial lowering.
-  int version() const override { return 1; }
-  std::string_view description() const override {
-    return "row softmax of X[rows,cols]: row tiles, rows per partition, column chunks, multi-pass "
-           "vs online, SBUF residency, normalise engine, exp dtype, buffers, sharding";
-  }
-  std::vector<std::string> dims() const override { return {"rows", "cols"}; }
-  std::vector<std::string> dtypes() const override { return {"bf16", "fp32"}; }
-
-  // Also rejects systolic targets (they run GEMMs only).
-  absl::Status ValidateProblem(const Problem& problem, const sim::Target& target) const override;
-  absl::StatusOr<Space> SpaceFor(const Problem& problem, const sim::Target& target) const override;
-  absl::StatusOr<sim::Program> Lower(const Problem& problem, const Config& config,
-                                     const sim::Target& target) const override;
+  SoftmaxKernel();
   Config Default(const Problem& problem, const sim::Target& target) const override;
-  absl::Status Verify(const Problem& problem, const Config& config,
-                      const sim::Target& target) const override;
-  // No TensorE flops; X read and Y written once.
-  Work MinimumWork(const Problem& problem) const override;
 };
 
 // Test-only fault injection: deliberately broken schedules that Verify must catch.

@@ -19,25 +19,15 @@ using ::testing::HasSubstr;
 
 const Kernel& Softmax() { return *FindKernel("softmax"); }
 
-class FaultGuard {
- public:
-  explicit FaultGuard(SoftmaxFault fault) { SetSoftmaxFaultForTesting(fault); }
-  ~FaultGuard() { SetSoftmaxFaultForTesting(SoftmaxFault::kNone); }
-};
+using FaultGuard = test_support::FaultGuard<SoftmaxFault, SetSoftmaxFaultForTesting>;
 
 TEST(SoftmaxTest, DefaultIsValidAndVerifiesForAlignedAndRaggedShapesOnBothTargets) {
   for (const char* target : {"snc2", "snc3"}) {
     sim::Target t = Load(target);
     for (Problem p : {Rows(4096, 4096), Rows(1000, 300), Rows(1, 1), Rows(77, 5000, "fp32")}) {
-      absl::StatusOr<Space> space = Softmax().SpaceFor(p, t);
-      ASSERT_TRUE(space.ok()) << space.status();
-      Config def = Softmax().Default(p, t);
-      EXPECT_TRUE(space->Validate(def).ok()) << space->Validate(def);
-      absl::StatusOr<sim::SimResult> r = Evaluate(Softmax(), p, def, t);
-      ASSERT_TRUE(r.ok()) << r.status();
-      EXPECT_GE(r->time_ns, RooflineNs(Softmax(), p, t));
+      const std::optional<sim::SimResult> r = test_support::ExpectDefaultWorks(Softmax(), p, t);
+      ASSERT_TRUE(r.has_value());
       EXPECT_GT(RooflineNs(Softmax(), p, t), 0);
-      EXPECT_TRUE(Softmax().Verify(p, def, t).ok()) << Softmax().Verify(p, def, t);
     }
   }
 }
@@ -47,10 +37,8 @@ TEST(SoftmaxTest, InvalidConfigsSayWhy) {
   Problem p = Rows(4096, 8192);
   Space space = *Softmax().SpaceFor(p, t);
   Config base = Softmax().Default(p, t);
-  auto reason = [&](std::initializer_list<std::pair<const char*, const char*>> changes) {
-    Config c = base;
-    for (auto [k, v] : changes) c.Set(k, v);
-    return std::string(space.Validate(c).message());
+  auto reason = [&](test_support::Changes changes) {
+    return test_support::Reason(space, base, changes);
   };
   EXPECT_THAT(reason({{"chunk", "8192"}, {"rows_per_partition", "8"}, {"resident", "1"}}),
               HasSubstr("SBUF capacity"));

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <limits>
-#include <charconv>
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel {
@@ -75,10 +76,9 @@ Dims::Dims(std::initializer_list<std::pair<std::string, int64_t>> dims) {
 }
 
 absl::StatusOr<Dims> Dims::Parse(std::string_view text) {
-  auto pairs = ParseKeyValues(text, "shape");
-  if (!pairs.ok()) return pairs.status();
+  TESSEL_ASSIGN_OR_RETURN(const auto pairs, ParseKeyValues(text, "shape"));
   Dims dims;
-  for (const auto& [name, value] : *pairs) {
+  for (const auto& [name, value] : pairs) {
     int64_t v = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
     if (ec != std::errc() || ptr != value.data() + value.size()) {
@@ -124,10 +124,9 @@ Config::Config(std::initializer_list<std::pair<std::string, std::string>> items)
 }
 
 absl::StatusOr<Config> Config::Parse(std::string_view text) {
-  auto pairs = ParseKeyValues(text, "config");
-  if (!pairs.ok()) return pairs.status();
+  TESSEL_ASSIGN_OR_RETURN(auto pairs, ParseKeyValues(text, "config"));
   Config config;
-  for (auto& [name, value] : *pairs) config.Set(name, std::move(value));
+  for (auto& [name, value] : pairs) config.Set(name, std::move(value));
   return config;
 }
 
@@ -162,24 +161,23 @@ absl::StatusOr<int64_t> Config::GetInt(std::string_view name) const {
 
 std::string Config::ToString() const { return JoinPairs(items_); }
 
-std::string TuningKey::ToString() const {
-  return StrCat(kernel, "@v", kernel_version, "|", dims.Canonical(), "|", dtype, "|", target, "@v",
-                target_version);
-}
-
-std::string TuningKey::WorkloadString() const {
-  return StrCat(kernel, "|", dims.Canonical(), "|", dtype, "|", target);
-}
-
-double DimsDistance(const Dims& a, const Dims& b) {
-  if (a.items().size() != b.items().size()) return std::numeric_limits<double>::infinity();
-  double distance = 0;
-  for (const auto& [name, value] : a.items()) {
-    auto other = b.Get(name);
-    if (!other) return std::numeric_limits<double>::infinity();
-    distance += std::abs(std::log2(static_cast<double>(value) / static_cast<double>(*other)));
+DimsLogs::DimsLogs(const Dims& dims) {
+  auto items = dims.items();
+  std::sort(items.begin(), items.end());
+  for (const auto& [name, value] : items) {
+    names_ += name;
+    names_ += ',';
+    logs_.push_back(std::log2(static_cast<double>(value)));
   }
+}
+
+double DimsLogs::DistanceTo(const DimsLogs& other) const {
+  if (names_ != other.names_) return std::numeric_limits<double>::infinity();
+  double distance = 0;
+  for (size_t d = 0; d < logs_.size(); ++d) distance += std::abs(logs_[d] - other.logs_[d]);
   return distance;
 }
+
+double DimsDistance(const Dims& a, const Dims& b) { return DimsLogs(a).DistanceTo(DimsLogs(b)); }
 
 }  // namespace tessel

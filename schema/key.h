@@ -1,4 +1,4 @@
-// Value types shared by every tessel module: named dims, configs and tuning keys.
+// Value types shared by every tessel module: named dims and configs.
 //
 // These are the vocabulary of the storage format and the CLI, so their canonical string forms are
 // stable: changing one is a key-version bump (see kKeyVersion).
@@ -16,8 +16,9 @@
 
 namespace tessel {
 
-// Version of the canonical key form below. Bump when TuningKey::ToString changes shape.
-// 1: initial form "kernel@vK|dims|dtype|target@vT".
+// Version of the canonical key forms (Dims::Canonical, Config::ToString and WorkloadKey in
+// schema/workload_key.h). Bump when one of them changes shape.
+// 1: initial form.
 inline constexpr int kKeyVersion = 1;
 
 // Named problem dimensions, e.g. M=4096,N=4096,K=4096. Order is kept as given; equality and the
@@ -86,29 +87,26 @@ class Config {
   std::vector<std::pair<std::string, std::string>> items_;
 };
 
-// Identifies one tuning problem: what the best-config tables are keyed by.
-struct TuningKey {
-  std::string kernel;
-  int kernel_version = 0;
-  Dims dims;
-  std::string dtype;
-  std::string target;
-  int target_version = 0;
-
-  // Canonical storage form, e.g. "matmul@v1|K=512,M=512,N=512|bf16|snc2@v1".
-  std::string ToString() const;
-  // The key without versions: what a lookup matches on before judging staleness.
-  std::string WorkloadString() const;
-
-  friend bool operator==(const TuningKey& a, const TuningKey& b) {
-    return a.ToString() == b.ToString();
-  }
-};
-
-// How far apart two problems of one kernel are: the sum over dims of |log2(a / b)|, so doubling
-// one dim costs 1 wherever it starts. Infinity when the two do not name the same dims.
-// This is the "nearest" of tuned-config lookups, on the server and in libtessel alike.
+// How far apart two problems of one kernel are: the sum over dims of |log2(a) - log2(b)|, so
+// doubling one dim costs 1 wherever it starts. Infinity when the two do not name the same dims.
+// This is the "nearest" of graded lookups (schema/graded_match.h). Equal to
+// DimsLogs(a).DistanceTo(DimsLogs(b)), bit for bit.
 double DimsDistance(const Dims& a, const Dims& b);
+
+// Dims prepared for many distance computations: the names sorted and joined, and log2 of each
+// value in that order. Build once per stored entry and once per query.
+class DimsLogs {
+ public:
+  DimsLogs() = default;
+  explicit DimsLogs(const Dims& dims);
+
+  // DimsDistance of the two dims these were built from: infinity unless both name the same dims.
+  double DistanceTo(const DimsLogs& other) const;
+
+ private:
+  std::string names_;  // e.g. "K,M,N,"
+  std::vector<double> logs_;
+};
 
 // Splits "a=1,b=2" into pairs. Shared by Dims::Parse and Config::Parse.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseKeyValues(

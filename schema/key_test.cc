@@ -51,17 +51,20 @@ TEST(ConfigTest, RoundTripsThroughItsStringForm) {
   EXPECT_FALSE(config->GetInt("absent").ok());
 }
 
-TEST(TuningKeyTest, CanonicalFormSortsDimsAndCarriesVersions) {
-  TuningKey key{"matmul", 3, *Dims::Parse("N=2,M=1,K=3"), "bf16", "snc2", 1};
-  EXPECT_EQ(key.ToString(), "matmul@v3|K=3,M=1,N=2|bf16|snc2@v1");
-  EXPECT_EQ(key.WorkloadString(), "matmul|K=3,M=1,N=2|bf16|snc2");
-}
-
 TEST(DimsDistanceTest, CountsDoublingsAndRefusesDifferentDims) {
   EXPECT_DOUBLE_EQ(DimsDistance(*Dims::Parse("M=1024,N=512"), *Dims::Parse("N=512,M=1024")), 0);
   EXPECT_DOUBLE_EQ(DimsDistance(*Dims::Parse("M=1024,N=512"), *Dims::Parse("M=4096,N=256")), 3);
   EXPECT_TRUE(std::isinf(DimsDistance(*Dims::Parse("M=1"), *Dims::Parse("N=1"))));
   EXPECT_TRUE(std::isinf(DimsDistance(*Dims::Parse("M=1"), *Dims::Parse("M=1,N=1"))));
+}
+
+TEST(DimsLogsTest, DistanceIsDimsDistanceBitForBit) {
+  const Dims a = *Dims::Parse("M=3000,N=77,K=1000");
+  const Dims b = *Dims::Parse("K=4096,M=10,N=123");
+  EXPECT_EQ(DimsLogs(a).DistanceTo(DimsLogs(b)), DimsDistance(a, b));
+  EXPECT_EQ(DimsLogs(b).DistanceTo(DimsLogs(a)), DimsDistance(a, b));
+  EXPECT_EQ(DimsLogs(a).DistanceTo(DimsLogs(a)), 0);
+  EXPECT_TRUE(std::isinf(DimsLogs(a).DistanceTo(DimsLogs(*Dims::Parse("M=1,N=1,B=1")))));
 }
 
 TEST(MigrationsTest, AreEmbeddedInAscendingUniqueVersionOrder) {

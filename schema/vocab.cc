@@ -65,33 +65,35 @@ auto FindByProto(const Table& table, Proto proto) -> std::optional<decltype(tabl
 }  // namespace
 
 std::string_view JobStateName(JobState state) { return RowOf(kJobStates, state).name; }
+std::string_view TrialStatusName(TrialStatus status) { return RowOf(kTrialStatuses, status).name; }
+std::string_view MatchLevelName(MatchLevel level) { return RowOf(kMatchLevels, level).name; }
+
 std::optional<JobState> ParseJobState(std::string_view name) {
   return FindByName(kJobStates, name);
 }
+std::optional<TrialStatus> ParseTrialStatus(std::string_view name) {
+  return FindByName(kTrialStatuses, name);
+}
+std::optional<MatchLevel> ParseMatchLevel(std::string_view name) {
+  return FindByName(kMatchLevels, name);
+}
+
 v1::JobState ToProto(JobState state) { return RowOf(kJobStates, state).proto; }
+v1::TrialStatus ToProto(TrialStatus status) { return RowOf(kTrialStatuses, status).proto; }
+
 std::optional<JobState> JobStateFromProto(v1::JobState state) {
   return FindByProto(kJobStates, state);
 }
+std::optional<TrialStatus> TrialStatusFromProto(v1::TrialStatus status) {
+  return FindByProto(kTrialStatuses, status);
+}
+
 bool IsFinal(JobState state) {
   return state == JobState::kCompleted || state == JobState::kCancelled ||
          state == JobState::kFailed;
 }
-
-std::string_view TrialStatusName(TrialStatus status) { return RowOf(kTrialStatuses, status).name; }
-std::optional<TrialStatus> ParseTrialStatus(std::string_view name) {
-  return FindByName(kTrialStatuses, name);
-}
-v1::TrialStatus ToProto(TrialStatus status) { return RowOf(kTrialStatuses, status).proto; }
-std::optional<TrialStatus> TrialStatusFromProto(v1::TrialStatus status) {
-  return FindByProto(kTrialStatuses, status);
-}
 bool IsChargedToBudget(TrialStatus status) {
   return status != TrialStatus::kWorkerLost && status != TrialStatus::kCancelled;
-}
-
-std::string_view MatchLevelName(MatchLevel level) { return RowOf(kMatchLevels, level).name; }
-std::optional<MatchLevel> ParseMatchLevel(std::string_view name) {
-  return FindByName(kMatchLevels, name);
 }
 
 }  // namespace tessel

@@ -22,17 +22,6 @@ inline constexpr char kDefaultStrategy[] = "auto";
 // A job's life: queued -> running -> one of the three final states.
 enum class JobState { kQueued, kRunning, kCompleted, kCancelled, kFailed };
 
-// The store's and the CLI contract's name: "queued", "running", "completed", "cancelled",
-// "failed".
-std::string_view JobStateName(JobState state);
-// The inverse of JobStateName; nullopt for any other string.
-std::optional<JobState> ParseJobState(std::string_view name);
-v1::JobState ToProto(JobState state);
-// nullopt for JOB_STATE_UNSPECIFIED and values this build does not know.
-std::optional<JobState> JobStateFromProto(v1::JobState state);
-// True for completed, cancelled and failed: nothing changes after them.
-bool IsFinal(JobState state);
-
 // A trial's outcome. The first five are caused by the config; kWorkerLost and kCancelled are not
 // (the trial is retried elsewhere or dropped, and not charged to the budget).
 enum class TrialStatus {
@@ -45,17 +34,6 @@ enum class TrialStatus {
   kCancelled,
 };
 
-// The store's name: "OK", "INVALID_CONFIG", "WRONG_ANSWER", "RUNTIME_ERROR", "TIMEOUT",
-// "WORKER_LOST", "CANCELLED".
-std::string_view TrialStatusName(TrialStatus status);
-// The inverse of TrialStatusName; nullopt for any other string.
-std::optional<TrialStatus> ParseTrialStatus(std::string_view name);
-v1::TrialStatus ToProto(TrialStatus status);
-// nullopt for TRIAL_STATUS_UNSPECIFIED and values this build does not know.
-std::optional<TrialStatus> TrialStatusFromProto(v1::TrialStatus status);
-// The budget rule, written once: false for kWorkerLost and kCancelled, true otherwise.
-bool IsChargedToBudget(TrialStatus status);
-
 // How a lookup's answer relates to the workload asked for, best first (see graded_match.h).
 enum class MatchLevel {
   kExact,        // tuned for this kernel, dims, dtype and target
@@ -64,10 +42,35 @@ enum class MatchLevel {
   kDefault,      // nothing tuned applies: the kernel's default config
 };
 
-// The wire's and the CLI contract's name: "exact", "nearest", "other_target", "default".
+// ---- String forms: the store's columns, the CLI contract's JSON, the wire's match field ----
+
+// "queued", "running", "completed", "cancelled", "failed".
+std::string_view JobStateName(JobState state);
+// "OK", "INVALID_CONFIG", "WRONG_ANSWER", "RUNTIME_ERROR", "TIMEOUT", "WORKER_LOST", "CANCELLED".
+std::string_view TrialStatusName(TrialStatus status);
+// "exact", "nearest", "other_target", "default".
 std::string_view MatchLevelName(MatchLevel level);
-// The inverse of MatchLevelName; nullopt for any other string.
+
+// The inverses of the three above: nullopt for any other string (names are case-sensitive).
+std::optional<JobState> ParseJobState(std::string_view name);
+std::optional<TrialStatus> ParseTrialStatus(std::string_view name);
 std::optional<MatchLevel> ParseMatchLevel(std::string_view name);
+
+// ---- Proto forms (schema/tessel.proto) ----
+
+v1::JobState ToProto(JobState state);
+v1::TrialStatus ToProto(TrialStatus status);
+// nullopt for JOB_STATE_UNSPECIFIED / TRIAL_STATUS_UNSPECIFIED and values this build does not
+// know.
+std::optional<JobState> JobStateFromProto(v1::JobState state);
+std::optional<TrialStatus> TrialStatusFromProto(v1::TrialStatus status);
+
+// ---- Rules, written once ----
+
+// True for completed, cancelled and failed: nothing changes after them.
+bool IsFinal(JobState state);
+// The budget rule: false for kWorkerLost and kCancelled (not the config's fault), true otherwise.
+bool IsChargedToBudget(TrialStatus status);
 
 }  // namespace tessel
 

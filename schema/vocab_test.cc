@@ -8,21 +8,52 @@
 namespace tessel {
 namespace {
 
-TEST(VocabTest, JobStatesRoundTripThroughTheirStoreNamesAndProtos) {
-  const JobState all[] = {JobState::kQueued, JobState::kRunning, JobState::kCompleted,
-                          JobState::kCancelled, JobState::kFailed};
-  const char* names[] = {"queued", "running", "completed", "cancelled", "failed"};
-  const v1::JobState protos[] = {v1::JOB_QUEUED, v1::JOB_RUNNING, v1::JOB_COMPLETED,
-                                 v1::JOB_CANCELLED, v1::JOB_FAILED};
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(JobStateName(all[i]), names[i]);
-    EXPECT_EQ(ParseJobState(names[i]), all[i]);
-    EXPECT_EQ(ToProto(all[i]), protos[i]);
-    EXPECT_EQ(JobStateFromProto(protos[i]), all[i]);
+// One enum value's expected forms.
+template <typename Enum, typename Proto>
+struct Forms {
+  Enum value;
+  const char* name;
+  Proto proto;
+};
+
+// Every value's name and proto convert both ways, and `unknown` parses to nothing.
+template <typename Enum, typename Proto, size_t N, typename NameFn, typename ParseFn,
+          typename FromProtoFn>
+void ExpectRoundTrips(const Forms<Enum, Proto> (&all)[N], NameFn name, ParseFn parse,
+                      FromProtoFn from_proto, const char* unknown) {
+  for (const auto& forms : all) {
+    EXPECT_EQ(name(forms.value), forms.name);
+    EXPECT_EQ(parse(forms.name), forms.value) << forms.name;
+    EXPECT_EQ(ToProto(forms.value), forms.proto) << forms.name;
+    EXPECT_EQ(from_proto(forms.proto), forms.value) << forms.name;
   }
-  EXPECT_FALSE(ParseJobState("Queued").has_value());
-  EXPECT_FALSE(ParseJobState("").has_value());
-  EXPECT_FALSE(JobStateFromProto(v1::JOB_STATE_UNSPECIFIED).has_value());
+  EXPECT_FALSE(parse(unknown).has_value()) << unknown;
+  EXPECT_FALSE(parse("").has_value());
+  EXPECT_FALSE(from_proto(static_cast<Proto>(0)).has_value()) << "UNSPECIFIED";
+}
+
+TEST(VocabTest, JobStatesRoundTripThroughTheirStoreNamesAndProtos) {
+  const Forms<JobState, v1::JobState> all[] = {
+      {JobState::kQueued, "queued", v1::JOB_QUEUED},
+      {JobState::kRunning, "running", v1::JOB_RUNNING},
+      {JobState::kCompleted, "completed", v1::JOB_COMPLETED},
+      {JobState::kCancelled, "cancelled", v1::JOB_CANCELLED},
+      {JobState::kFailed, "failed", v1::JOB_FAILED},
+  };
+  ExpectRoundTrips(all, JobStateName, ParseJobState, JobStateFromProto, "Queued");
+}
+
+TEST(VocabTest, TrialStatusesRoundTripThroughTheirStoreNamesAndProtos) {
+  const Forms<TrialStatus, v1::TrialStatus> all[] = {
+      {TrialStatus::kOk, "OK", v1::TRIAL_OK},
+      {TrialStatus::kInvalidConfig, "INVALID_CONFIG", v1::TRIAL_INVALID_CONFIG},
+      {TrialStatus::kWrongAnswer, "WRONG_ANSWER", v1::TRIAL_WRONG_ANSWER},
+      {TrialStatus::kRuntimeError, "RUNTIME_ERROR", v1::TRIAL_RUNTIME_ERROR},
+      {TrialStatus::kTimeout, "TIMEOUT", v1::TRIAL_TIMEOUT},
+      {TrialStatus::kWorkerLost, "WORKER_LOST", v1::TRIAL_WORKER_LOST},
+      {TrialStatus::kCancelled, "CANCELLED", v1::TRIAL_CANCELLED},
+  };
+  ExpectRoundTrips(all, TrialStatusName, ParseTrialStatus, TrialStatusFromProto, "ok");
 }
 
 TEST(VocabTest, OnlyCompletedCancelledAndFailedAreFinal) {
@@ -31,26 +62,6 @@ TEST(VocabTest, OnlyCompletedCancelledAndFailedAreFinal) {
   EXPECT_TRUE(IsFinal(JobState::kCompleted));
   EXPECT_TRUE(IsFinal(JobState::kCancelled));
   EXPECT_TRUE(IsFinal(JobState::kFailed));
-}
-
-TEST(VocabTest, TrialStatusesRoundTripThroughTheirStoreNamesAndProtos) {
-  const TrialStatus all[] = {TrialStatus::kOk,          TrialStatus::kInvalidConfig,
-                             TrialStatus::kWrongAnswer, TrialStatus::kRuntimeError,
-                             TrialStatus::kTimeout,     TrialStatus::kWorkerLost,
-                             TrialStatus::kCancelled};
-  const char* names[] = {"OK",      "INVALID_CONFIG", "WRONG_ANSWER", "RUNTIME_ERROR",
-                         "TIMEOUT", "WORKER_LOST",    "CANCELLED"};
-  const v1::TrialStatus protos[] = {
-      v1::TRIAL_OK,      v1::TRIAL_INVALID_CONFIG, v1::TRIAL_WRONG_ANSWER, v1::TRIAL_RUNTIME_ERROR,
-      v1::TRIAL_TIMEOUT, v1::TRIAL_WORKER_LOST,    v1::TRIAL_CANCELLED};
-  for (int i = 0; i < 7; ++i) {
-    EXPECT_EQ(TrialStatusName(all[i]), names[i]);
-    EXPECT_EQ(ParseTrialStatus(names[i]), all[i]);
-    EXPECT_EQ(ToProto(all[i]), protos[i]);
-    EXPECT_EQ(TrialStatusFromProto(protos[i]), all[i]);
-  }
-  EXPECT_FALSE(ParseTrialStatus("ok").has_value());
-  EXPECT_FALSE(TrialStatusFromProto(v1::TRIAL_STATUS_UNSPECIFIED).has_value());
 }
 
 TEST(VocabTest, OnlyWorkerLostAndCancelledAreNotChargedToTheBudget) {

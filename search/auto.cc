@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <type_traits>
 
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "search/design.h"
 #include "search/strategies.h"
@@ -61,6 +63,9 @@ AutoStrategy::AutoStrategy(const kernels::Space& space, uint64_t seed, Options o
       model_options.any_value_moves = options_.any_value_moves;
       model_options.one_hot = options_.one_hot;
       model_options.one_hot_min_values = options_.one_hot_min_values;
+      model_options.rounds = options_.rounds;
+      model_options.refit_growth = options_.refit_growth;
+      model_options.tree_method = options_.tree_method;
       arms_.push_back(
           {std::make_unique<ModelStrategy>(space, Mix(seed, 1), model_options), "model"});
     } else if (name == "ils") {
@@ -88,43 +93,46 @@ absl::StatusOr<AutoStrategy::Options> AutoStrategy::ParseOptions(std::string_vie
           StrCat("auto option '", item, "' is not name=value (e.g. auto:design=16,floor=0.1)"));
     }
     std::string name(item.substr(0, eq)), value(item.substr(eq + 1));
-    auto number = [&](double low, double high) -> absl::StatusOr<double> {
+    // Stores the value, a number in [low, high], in `*field` (an int field takes its whole part).
+    auto number = [&](double low, double high, auto* field) -> absl::Status {
       char* end = nullptr;
       double v = std::strtod(value.c_str(), &end);
       if (value.empty() || *end != '\0' || !(v >= low && v <= high)) {
         return absl::InvalidArgumentError(StrCat("auto option ", name, "=", value,
                                                  ": expected a number in [", low, ", ", high, "]"));
       }
-      return v;
+      *field = static_cast<std::remove_pointer_t<decltype(field)>>(v);
+      return absl::OkStatus();
+    };
+    // OK when the value is `a` or `b`.
+    auto one_of = [&](const char* a, const char* b) -> absl::Status {
+      if (value != a && value != b) {
+        return absl::InvalidArgumentError(
+            StrCat("auto option ", name, "=", value, ": expected ", a, " or ", b));
+      }
+      return absl::OkStatus();
     };
     if (name == "design") {
-      absl::StatusOr<double> v = number(0, 1000);
-      if (!v.ok()) return v.status();
-      options.design = static_cast<int>(*v);
+      TESSEL_RETURN_IF_ERROR(number(0, 1000, &options.design));
     } else if (name == "floor") {
-      absl::StatusOr<double> v = number(0, 1);
-      if (!v.ok()) return v.status();
-      options.floor = *v;
+      TESSEL_RETURN_IF_ERROR(number(0, 1, &options.floor));
     } else if (name == "discount") {
-      absl::StatusOr<double> v = number(0.5, 1);
-      if (!v.ok()) return v.status();
-      options.discount = *v;
+      TESSEL_RETURN_IF_ERROR(number(0.5, 1, &options.discount));
     } else if (name == "moves") {
-      if (value != "adjacent" && value != "any") {
-        return absl::InvalidArgumentError(
-            StrCat("auto option moves=", value, ": expected adjacent or any"));
-      }
+      TESSEL_RETURN_IF_ERROR(one_of("adjacent", "any"));
       options.any_value_moves = value == "any";
     } else if (name == "features") {
-      if (value != "numeric" && value != "onehot") {
-        return absl::InvalidArgumentError(
-            StrCat("auto option features=", value, ": expected numeric or onehot"));
-      }
+      TESSEL_RETURN_IF_ERROR(one_of("numeric", "onehot"));
       options.one_hot = value == "onehot";
     } else if (name == "onehot_min") {
-      absl::StatusOr<double> v = number(3, 33);
-      if (!v.ok()) return v.status();
-      options.one_hot_min_values = static_cast<int>(*v);
+      TESSEL_RETURN_IF_ERROR(number(3, 33, &options.one_hot_min_values));
+    } else if (name == "rounds") {
+      TESSEL_RETURN_IF_ERROR(number(1, 1000, &options.rounds));
+    } else if (name == "refit") {
+      TESSEL_RETURN_IF_ERROR(number(0, 10, &options.refit_growth));
+    } else if (name == "tree") {
+      TESSEL_RETURN_IF_ERROR(one_of("exact", "hist"));
+      options.tree_method = value;
     } else if (name == "arms") {
       options.arms.clear();
       for (std::string_view arm : StrSplit(value, '+')) {
@@ -139,9 +147,9 @@ absl::StatusOr<AutoStrategy::Options> AutoStrategy::ParseOptions(std::string_vie
       }
       if (options.arms.empty()) return absl::InvalidArgumentError("auto option arms: no arm");
     } else {
-      return absl::InvalidArgumentError(
-          StrCat("unknown auto option '", name,
-                 "' (known: design, floor, discount, moves, features, onehot_min, arms)"));
+      return absl::InvalidArgumentError(StrCat("unknown auto option '", name,
+                                               "' (known: design, floor, discount, moves, "
+                                               "features, onehot_min, rounds, refit, tree, arms)"));
     }
   }
   return options;
@@ -249,12 +257,7 @@ int AutoStrategy::PickArm() {
 void AutoStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
   int attempts = 0;
   while (static_cast<int>(out.size()) < max_n && attempts++ < 8 * max_n + 8) {
-    if (!prior_starts_.empty()) {
-      uint64_t index = prior_starts_.back();
-      prior_starts_.pop_back();
-      if (Claim(index)) out.push_back(index);
-      continue;
-    }
+    if (TakePriorStart(out)) continue;
     if (!design_built_) {
       design_built_ = true;
       int n = initial_design_ - static_cast<int>(history().size()) - pending();
@@ -337,16 +340,7 @@ void AutoStrategy::OnPrior(std::span<const Result> prior) {
     if (arm.strategy != nullptr) arm.strategy->ObservePriorIndex(prior);
   }
   // The prior's best few points go first; fewer random points are needed after them.
-  std::vector<Result> ok;
-  for (const Result& r : prior) {
-    if (r.ok) ok.push_back(r);
-  }
-  std::sort(ok.begin(), ok.end(), [](const Result& a, const Result& b) {
-    return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.index < b.index);
-  });
-  std::vector<uint64_t> starts;  // best last
-  for (int i = std::min<int>(3, ok.size()) - 1; i >= 0; --i) starts.push_back(ok[i].index);
-  prior_starts_.insert(prior_starts_.begin(), starts.begin(), starts.end());
+  AddPriorStarts(prior, 3);
   initial_design_ = 0;
 }
 

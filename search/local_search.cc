@@ -7,20 +7,6 @@
 namespace tessel::search {
 namespace {
 
-// Best points of each prior group, interleaved across groups, best last (so pop_back is next).
-std::vector<uint64_t> PriorStarts(std::span<const Result> prior, int per_group) {
-  std::vector<Result> ok;
-  for (const Result& r : prior) {
-    if (r.ok) ok.push_back(r);
-  }
-  std::sort(ok.begin(), ok.end(), [](const Result& a, const Result& b) {
-    return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.index < b.index);
-  });
-  std::vector<uint64_t> out;
-  for (int i = std::min<int>(per_group, ok.size()) - 1; i >= 0; --i) out.push_back(ok[i].index);
-  return out;
-}
-
 // Random walk of `steps` valid moves from `index`, ending on an unseen point (claimed); nullopt
 // when the walk cannot end on one.
 template <typename Strategy, typename Rng, typename ClaimFn>
@@ -58,11 +44,7 @@ void IlsStrategy::MoveTo(uint64_t index, double time) {
 
 std::optional<uint64_t> IlsStrategy::Restart() {
   ++restarts_;
-  if (!prior_starts_.empty()) {
-    uint64_t index = prior_starts_.back();
-    prior_starts_.pop_back();
-    if (Claim(index)) return index;
-  }
+  if (std::optional<uint64_t> start = PopPriorStart(); start && Claim(*start)) return start;
   if (has_best() && restarts_ % 3 != 0) {
     int steps = 2 + static_cast<int>(rng_() % 2);
     auto claim = [this](uint64_t i) { return Claim(i); };
@@ -108,22 +90,14 @@ void IlsStrategy::OnResult(const Result& result, bool mine) {
   if (!current_ ? !start_ : result.time_ns < current_time_) MoveTo(result.index, result.time_ns);
 }
 
-void IlsStrategy::OnPrior(std::span<const Result> prior) {
-  std::vector<uint64_t> starts = PriorStarts(prior, 2);
-  prior_starts_.insert(prior_starts_.begin(), starts.begin(), starts.end());
-}
+void IlsStrategy::OnPrior(std::span<const Result> prior) { AddPriorStarts(prior, 2); }
 
 // ---- anneal ----
 
 void AnnealStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
   auto claim = [this](uint64_t i) { return Claim(i); };
   while (static_cast<int>(out.size()) < max_n) {
-    if (!prior_starts_.empty()) {
-      uint64_t index = prior_starts_.back();
-      prior_starts_.pop_back();
-      if (Claim(index)) out.push_back(index);
-      continue;
-    }
+    if (TakePriorStart(out)) continue;
     if (!current_) return;  // the base proposes random points until one succeeds
     if (auto next = space_.RandomNeighbour(*current_, rng_, claim)) {
       out.push_back(*next);
@@ -164,10 +138,7 @@ void AnnealStrategy::OnResult(const Result& result, bool mine) {
   }
 }
 
-void AnnealStrategy::OnPrior(std::span<const Result> prior) {
-  std::vector<uint64_t> starts = PriorStarts(prior, 1);
-  prior_starts_.insert(prior_starts_.begin(), starts.begin(), starts.end());
-}
+void AnnealStrategy::OnPrior(std::span<const Result> prior) { AddPriorStarts(prior, 1); }
 
 // ---- genetic ----
 
@@ -181,12 +152,7 @@ void GeneticStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
   constexpr int kAttempts = 40;
   const int params = space_.num_params();
   while (static_cast<int>(out.size()) < max_n) {
-    if (!prior_starts_.empty()) {
-      uint64_t index = prior_starts_.back();
-      prior_starts_.pop_back();
-      if (Claim(index)) out.push_back(index);
-      continue;
-    }
+    if (TakePriorStart(out)) continue;
     if (population_.size() < 4) return;  // the base fills with random points
     bool found = false;
     for (int attempt = 0; attempt < kAttempts && !found; ++attempt) {
@@ -222,9 +188,6 @@ void GeneticStrategy::OnResult(const Result& result, bool mine) {
   if (population_.size() > kPopulation) population_.pop_back();
 }
 
-void GeneticStrategy::OnPrior(std::span<const Result> prior) {
-  std::vector<uint64_t> starts = PriorStarts(prior, 4);
-  prior_starts_.insert(prior_starts_.begin(), starts.begin(), starts.end());
-}
+void GeneticStrategy::OnPrior(std::span<const Result> prior) { AddPriorStarts(prior, 4); }
 
 }  // namespace tessel::search

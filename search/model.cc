@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "search/strategies.h"
@@ -14,8 +16,8 @@ namespace tessel::search {
 // faster. Single-threaded so that parallel jobs do not fight over cores.
 class CostModel {
  public:
-  CostModel(int features, uint64_t seed, int rounds)
-      : features_(features), seed_(seed), rounds_(rounds) {}
+  CostModel(int features, uint64_t seed, int rounds, std::string tree_method)
+      : features_(features), seed_(seed), rounds_(rounds), tree_method_(std::move(tree_method)) {}
   ~CostModel() { Free(); }
   CostModel(const CostModel&) = delete;
   CostModel& operator=(const CostModel&) = delete;
@@ -34,7 +36,7 @@ class CostModel {
     const std::string seed = std::to_string(seed_ % 2147483647);
     const std::pair<const char*, const char*> params[] = {
         {"objective", "rank:pairwise"}, {"eta", "0.3"},     {"max_depth", "6"},
-        {"min_child_weight", "0.01"},   {"nthread", "1"},   {"tree_method", "exact"},
+        {"min_child_weight", "0.01"},   {"nthread", "1"},   {"tree_method", tree_method_.c_str()},
         {"seed", seed.c_str()},         {"verbosity", "0"}, {"subsample", "1"}};
     for (const auto& [name, value] : params) {
       ok = ok && XGBoosterSetParam(booster_, name, value) == 0;
@@ -76,6 +78,7 @@ class CostModel {
   const int features_;
   const uint64_t seed_;
   const int rounds_;
+  const std::string tree_method_;
   BoosterHandle booster_ = nullptr;
 };
 
@@ -129,7 +132,7 @@ ModelStrategy::ModelStrategy(const kernels::Space& space, uint64_t seed, Options
       model_(std::make_unique<CostModel>(
           space_.num_features() +
               (options.one_hot ? OneHotFeatures(space_, options.one_hot_min_values) : 0),
-          seed, options.rounds)) {}
+          seed, options.rounds, options.tree_method)) {}
 
 void ModelStrategy::Features(uint64_t index, std::vector<float>& out) const {
   space_.Features(index, out);

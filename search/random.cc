@@ -1,12 +1,6 @@
 #include "search/random.h"
 
 namespace tessel::search {
-namespace {
-
-// Random draws per proposal before falling back to enumeration; keeps sparse valid spaces cheap.
-constexpr int kMaxDrawsPerProposal = 256;
-
-}  // namespace
 
 RandomStrategy::RandomStrategy(const kernels::Space& space, uint64_t seed)
     : space_(space), rng_(seed) {}

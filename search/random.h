@@ -29,6 +29,9 @@ class RandomStrategy final : public Strategy {
   std::mt19937_64 rng_;
   absl::flat_hash_set<uint64_t> seen_;  // proposed, observed or found invalid
   uint64_t next_sequential_ = 0;        // cursor for the enumeration phase
+
+  // Random draws per proposal before falling back to enumeration; keeps sparse valid spaces cheap.
+  static constexpr int kMaxDrawsPerProposal = 256;
 };
 
 }  // namespace tessel::search

@@ -13,6 +13,7 @@
 
 #include "nlohmann/json.hpp"
 #include "schema/strings.h"
+#include "sim/enum_names.h"
 
 namespace tessel::search {
 namespace {
@@ -250,20 +251,14 @@ absl::StatusOr<Variant> ParseVariant(std::string_view name) {
       StrCat("unknown variant '", name, "' (known: plain, shuffled, monotone, noise, failures)"));
 }
 
+constexpr sim::EnumName<Variant> kVariantNames[] = {{Variant::kPlain, "plain"},
+                                                    {Variant::kShuffledValues, "shuffled"},
+                                                    {Variant::kMonotone, "monotone"},
+                                                    {Variant::kNoise, "noise"},
+                                                    {Variant::kFailures, "failures"}};
+
 std::string_view VariantName(Variant variant) {
-  switch (variant) {
-    case Variant::kPlain:
-      return "plain";
-    case Variant::kShuffledValues:
-      return "shuffled";
-    case Variant::kMonotone:
-      return "monotone";
-    case Variant::kNoise:
-      return "noise";
-    case Variant::kFailures:
-      return "failures";
-  }
-  return "plain";
+  return sim::NameIn(kVariantNames, variant, "plain");
 }
 
 std::vector<Variant> AllVariants() {

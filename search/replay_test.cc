@@ -39,6 +39,15 @@ Config Make(const char* block, const char* unroll, const char* mode) {
   return Config{{"block", block}, {"unroll", unroll}, {"mode", mode}};
 }
 
+// Replay options for `runs` runs of `strategy` with `budget` evaluations each.
+ReplayOptions RunsOf(const char* strategy, int budget, int runs) {
+  ReplayOptions options;
+  options.strategy = strategy;
+  options.budget = budget;
+  options.runs = runs;
+  return options;
+}
+
 std::string WriteFile(const std::string& name, const std::string& text, bool gzip) {
   std::string path = (std::filesystem::temp_directory_path() /
                       (name + "_" + std::to_string(::getpid()) + (gzip ? ".json.gz" : ".json")))
@@ -143,10 +152,7 @@ TEST(ReplayEvaluatorTest, ReturnsMeansOrSeededRecordedRuns) {
 
 TEST(RunReplayTest, ExhaustiveFindsTheBestAndFailuresCostEvaluations) {
   auto cache = *ReplayCache::Parse(kCache, "test");
-  ReplayOptions options;
-  options.strategy = "exhaustive";
-  options.budget = 12;
-  options.runs = 2;
+  ReplayOptions options = RunsOf("exhaustive", 12, 2);
   options.protocol = Protocol::kCartesian;
   auto runs = RunReplay(cache, options);
   ASSERT_TRUE(runs.ok()) << runs.status();
@@ -174,10 +180,7 @@ TEST(RunReplayTest, ExhaustiveFindsTheBestAndFailuresCostEvaluations) {
 
 TEST(RunReplayTest, ResultsDoNotDependOnThreads) {
   auto cache = *ReplayCache::Parse(kCache, "test");
-  ReplayOptions options;
-  options.strategy = "auto";
-  options.budget = 6;
-  options.runs = 6;
+  ReplayOptions options = RunsOf("auto", 6, 6);
   options.noisy = true;
   auto one = RunReplay(cache, options);
   options.threads = 3;

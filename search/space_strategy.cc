@@ -1,5 +1,7 @@
 #include "search/space_strategy.h"
 
+#include <algorithm>
+
 namespace tessel::search {
 namespace {
 
@@ -10,6 +12,32 @@ constexpr int kMaxRandomDraws = 64;
 
 SpaceStrategy::SpaceStrategy(const kernels::Space& space, uint64_t seed)
     : space_(space), rng_(seed) {}
+
+void SpaceStrategy::AddPriorStarts(std::span<const Result> prior, int per_group) {
+  std::vector<Result> ok;
+  for (const Result& r : prior) {
+    if (r.ok) ok.push_back(r);
+  }
+  std::sort(ok.begin(), ok.end(), [](const Result& a, const Result& b) {
+    return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.index < b.index);
+  });
+  std::vector<uint64_t> starts;  // best last, so pop_back takes the best
+  for (int i = std::min<int>(per_group, ok.size()) - 1; i >= 0; --i) starts.push_back(ok[i].index);
+  prior_starts_.insert(prior_starts_.begin(), starts.begin(), starts.end());
+}
+
+std::optional<uint64_t> SpaceStrategy::PopPriorStart() {
+  if (prior_starts_.empty()) return std::nullopt;
+  const uint64_t index = prior_starts_.back();
+  prior_starts_.pop_back();
+  return index;
+}
+
+bool SpaceStrategy::TakePriorStart(std::vector<uint64_t>& out) {
+  std::optional<uint64_t> start = PopPriorStart();
+  if (start && Claim(*start)) out.push_back(*start);
+  return start.has_value();
+}
 
 bool SpaceStrategy::Claim(uint64_t index) {
   if (seen_.contains(index) || !space_.Valid(index)) return false;

@@ -64,6 +64,12 @@ class SpaceStrategy : public Strategy {
 
   // True (and marks it seen) when `index` is valid and unseen.
   bool Claim(uint64_t index);
+  // Warm starts from prior results: AddPriorStarts queues the best `per_group` ok points of one
+  // prior group (behind the ones queued before); PopPriorStart takes the next, nullopt when none
+  // is left; TakePriorStart pops one into `out` when Claim takes it, false when none was left.
+  void AddPriorStarts(std::span<const Result> prior, int per_group);
+  std::optional<uint64_t> PopPriorStart();
+  bool TakePriorStart(std::vector<uint64_t>& out);
   bool Seen(uint64_t index) const { return seen_.contains(index); }
   // A uniformly random unseen valid point (not yet claimed), or nullopt when none is left.
   std::optional<uint64_t> RandomUnseen();
@@ -89,7 +95,8 @@ class SpaceStrategy : public Strategy {
   std::vector<Result> history_;
   uint64_t best_index_ = 0;
   double best_time_ = std::numeric_limits<double>::infinity();
-  uint64_t scan_cursor_ = 0;  // for RandomUnseen when random draws keep missing
+  uint64_t scan_cursor_ = 0;            // for RandomUnseen when random draws keep missing
+  std::vector<uint64_t> prior_starts_;  // warm start points, next at the back
 };
 
 // Uniform in [0, 1).

@@ -1,23 +1,19 @@
 #include "search/stopping.h"
 
+#include "sim/enum_names.h"
+
 namespace tessel::search {
 
+constexpr sim::EnumName<StopReason> kStopReasonNames[] = {
+    {StopReason::kNone, "none"},
+    {StopReason::kBudget, "budget"},
+    {StopReason::kTimeLimit, "time_limit"},
+    {StopReason::kNoImprovement, "no_improvement"},
+    {StopReason::kTargetReached, "target_reached"},
+    {StopReason::kExhausted, "exhausted"}};
+
 std::string_view StopReasonName(StopReason reason) {
-  switch (reason) {
-    case StopReason::kNone:
-      return "none";
-    case StopReason::kBudget:
-      return "budget";
-    case StopReason::kTimeLimit:
-      return "time_limit";
-    case StopReason::kNoImprovement:
-      return "no_improvement";
-    case StopReason::kTargetReached:
-      return "target_reached";
-    case StopReason::kExhausted:
-      return "exhausted";
-  }
-  return "unknown";
+  return sim::NameIn(kStopReasonNames, reason, "unknown");
 }
 
 StopTracker::StopTracker(StopRule rule, Clock::time_point start) : rule_(rule), start_(start) {}

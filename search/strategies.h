@@ -49,7 +49,6 @@ class IlsStrategy final : public SpaceStrategy {
   int radius_ = 1;
   std::optional<uint64_t> start_;  // restart point awaiting its result
   int restarts_ = 0;
-  std::vector<uint64_t> prior_starts_;  // warm start points, best last
 };
 
 // Simulated annealing over valid neighbours: a worse neighbour is accepted with probability
@@ -70,7 +69,6 @@ class AnnealStrategy final : public SpaceStrategy {
   double current_time_ = 0;
   double temperature_ = kInitialTemperature;
   int since_accept_ = 0;
-  std::vector<uint64_t> prior_starts_;
 
   static constexpr double kInitialTemperature = 0.15;
   static constexpr double kCooling = 0.985;
@@ -94,7 +92,6 @@ class GeneticStrategy final : public SpaceStrategy {
  private:
   uint64_t Tournament();
   std::vector<std::pair<double, uint64_t>> population_;  // best first
-  std::vector<uint64_t> prior_starts_;
   static constexpr int kPopulation = 20;
 };
 
@@ -147,6 +144,9 @@ class ModelStrategy final : public SpaceStrategy {
     int pool_limit = 3000;       // pool of candidates ranked at each refit
     int rounds = 30;             // boosting rounds per fit
     double refit_growth = 0.08;  // refit when results grew by this fraction since the last fit
+    // XGBoost's tree method: "exact" enumerates every split; "hist" bins each feature (256 bins,
+    // more than any param's values) and finds the same splits faster on larger histories.
+    std::string tree_method = "exact";
     // Share of proposals taken from the best point's neighbourhood (single and paired moves),
     // in model order: a trust region that keeps refining the incumbent where the global ranking
     // would not look.
@@ -234,6 +234,10 @@ class AutoStrategy final : public SpaceStrategy {
     // the end values of 3 or 4, and one-hot features for them (the 8-param search_bench space)
     // doubled the model's cost per trial (BENCHMARKS.md "Strategy overhead").
     int one_hot_min_values = 5;
+    // ModelStrategy::Options rounds, refit_growth and tree_method for the model arm.
+    int rounds = 30;
+    double refit_growth = 0.08;
+    std::string tree_method = "exact";
   };
   AutoStrategy(const kernels::Space& space, uint64_t seed);
   AutoStrategy(const kernels::Space& space, uint64_t seed, Options options);
@@ -272,7 +276,6 @@ class AutoStrategy final : public SpaceStrategy {
   std::vector<Arm> arms_;
   absl::flat_hash_map<uint64_t, int> owner_;  // pending point -> arm
   std::vector<double> sorted_times_;          // ok times seen, ascending
-  std::vector<uint64_t> prior_starts_;
   int initial_design_ = 0;  // points of the initial design (none after a warm start)
   bool design_built_ = false;
   std::vector<uint64_t> design_;  // initial design points not proposed yet, next at the back

@@ -285,12 +285,20 @@ TEST(AutoStrategyTest, ParsesOptionsAndNamesTheBadOne) {
   EXPECT_EQ(options->floor, 0.25);
   EXPECT_EQ(options->discount, 0.9);
   EXPECT_EQ(options->arms, (std::vector<std::string>{"ga", "model"}));
+  auto model = AutoStrategy::ParseOptions("rounds=15,refit=0.16,tree=hist");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->rounds, 15);
+  EXPECT_EQ(model->refit_growth, 0.16);
+  EXPECT_EQ(model->tree_method, "hist");
   for (const auto& [text, named] :
        std::vector<std::pair<std::string, std::string>>{{"arms=ga+sgd", "sgd"},
                                                         {"floor=2", "floor"},
                                                         {"design", "design"},
                                                         {"speed=3", "speed"},
-                                                        {"discount=x", "discount"}}) {
+                                                        {"discount=x", "discount"},
+                                                        {"tree=approx", "tree"},
+                                                        {"rounds=0", "rounds"},
+                                                        {"refit=-1", "refit"}}) {
     auto bad = AutoStrategy::ParseOptions(text);
     ASSERT_FALSE(bad.ok()) << text;
     EXPECT_NE(std::string(bad.status().message()).find(named), std::string::npos) << bad.status();

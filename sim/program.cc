@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel::sim {
@@ -454,8 +455,7 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
     const std::string_view where(
         where_text, size_t(std::snprintf(where_text, sizeof where_text, "core %zu", c)));
     if (!target.systolic) {
-      absl::Status status = CheckAllocations(target, core, where);
-      if (!status.ok()) return status;
+      TESSEL_RETURN_IF_ERROR(CheckAllocations(target, core, where));
     }
     for (size_t t = 0; t < core.instructions.size(); ++t) {
       const Instruction& inst = core.instructions[t];
@@ -542,8 +542,7 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
         core.compact() && std::find(core.deps.begin(), core.deps.end(), 0) == core.deps.end();
     for (size_t i = 0; i < core.instructions.size(); ++i) {
       if (!deps_ok) {
-        absl::Status status = CheckDeps(core, int(i), where);
-        if (!status.ok()) return status;
+        TESSEL_RETURN_IF_ERROR(CheckDeps(core, int(i), where));
       }
       const Instruction& inst = core.instructions[i];
       int32_t& slot = checked[OperationSlot(inst)];
@@ -551,8 +550,7 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
         if (same != nullptr) same[i] = slot;
         continue;
       }
-      absl::Status status = CheckOperation(target, core, int(i), where);
-      if (!status.ok()) return status;
+      TESSEL_RETURN_IF_ERROR(CheckOperation(target, core, int(i), where));
       slot = int32_t(i);
       if (same != nullptr) same[i] = slot;
     }

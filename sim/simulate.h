@@ -28,6 +28,7 @@
 #include "sim/api.h"
 #include "sim/program.h"
 #include "sim/target.h"
+#include "sim/trace.h"
 
 namespace tessel::sim {
 
@@ -39,28 +40,10 @@ namespace tessel::sim {
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options = {});
 
-// One executed instruction, for traces. Track: 0-3 = Tensor, Vector, Scalar, GpSimd; 4 + q = DMA
-// queue q (a transfer spans its first piece's start to its last piece's end).
-struct TraceEvent {
-  int core = 0;
-  int track = 0;
-  int32_t index = 0;  // instruction index within the core
-  int64_t start_tick = 0;
-  int64_t end_tick = 0;
-};
-
 // As Simulate, and appends one TraceEvent per instruction, in issue order, to `*trace` when it is
 // not null.
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options, std::vector<TraceEvent>* trace);
-
-// Simulates `program` and writes a Chrome trace-event JSON file (opens in Perfetto or
-// chrome://tracing) to `path`: one process per core, one track per engine and per DMA queue, one
-// complete event per instruction with its sizes and dependencies in args. Written to a temporary
-// name and renamed. Returns Simulate's error for an invalid program, Unavailable/DataLoss when the
-// file cannot be written.
-absl::Status WriteTrace(const Target& target, const Program& program, const SimOptions& options,
-                        const std::string& path);
 
 // Cost of `inst` in cycles of its engine when issued back to back: for engine ops the
 // ACCELERATOR.md table plus the fixed access overhead (x strided factor); for matmul

@@ -6,7 +6,9 @@
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "sim/enum_names.h"
 
 namespace tessel::sim {
 namespace {
@@ -34,12 +36,6 @@ absl::Status Field(const nlohmann::json& j, const char* key, T* out) {
   }
   return absl::OkStatus();
 }
-
-#define TESSEL_RETURN_IF_ERROR(expr)   \
-  do {                                 \
-    absl::Status _status = (expr);     \
-    if (!_status.ok()) return _status; \
-  } while (0)
 
 absl::StatusOr<int> ParsePositive(std::string_view text) {
   int value = 0;
@@ -97,35 +93,20 @@ absl::StatusOr<Target> LoadSystolic(std::string_view name) {
 }  // namespace
 
 std::string_view EngineName(EngineKind kind) {
-  switch (kind) {
-    case EngineKind::kTensor:
-      return "tensor";
-    case EngineKind::kVector:
-      return "vector";
-    case EngineKind::kScalar:
-      return "scalar";
-    case EngineKind::kGpSimd:
-      return "gpsimd";
-    case EngineKind::kDma:
-      return "dma";
-  }
-  return "unknown";
+  using enum EngineKind;
+  static constexpr EnumName<EngineKind> kNames[] = {{kTensor, "tensor"},
+                                                    {kVector, "vector"},
+                                                    {kScalar, "scalar"},
+                                                    {kGpSimd, "gpsimd"},
+                                                    {kDma, "dma"}};
+  return NameIn(kNames, kind, "unknown");
 }
 
 std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFp8:
-      return "fp8";
-    case DType::kBf16:
-      return "bf16";
-    case DType::kFp16:
-      return "fp16";
-    case DType::kTf32:
-      return "tf32";
-    case DType::kFp32:
-      return "fp32";
-  }
-  return "unknown";
+  using enum DType;
+  static constexpr EnumName<DType> kNames[] = {
+      {kFp8, "fp8"}, {kBf16, "bf16"}, {kFp16, "fp16"}, {kTf32, "tf32"}, {kFp32, "fp32"}};
+  return NameIn(kNames, dtype, "unknown");
 }
 
 absl::StatusOr<DType> ParseDType(std::string_view name) {

@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "kernels/kernel.h"
+#include "kernels/workload.h"
 #include "schema/key.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "schema/tessel.grpc.pb.h"
 #include "sim/api.h"
@@ -67,27 +69,15 @@ v1::TrialResult MeasureOrFail(const v1::TrialSpec& spec) {
   result.set_trial_id(spec.trial_id());
   result.set_config(spec.config());
 
-  const v1::Workload& workload = spec.workload();
-  const kernels::Kernel* kernel = kernels::FindKernel(workload.kernel());
-  if (kernel == nullptr) {
-    std::vector<std::string> known;
-    for (const kernels::Kernel* k : kernels::AllKernels()) known.emplace_back(k->name());
-    return Fail(
-        std::move(result), v1::TRIAL_RUNTIME_ERROR,
-        StrCat("unknown kernel '", workload.kernel(), "' (known: ", StrJoin(known, ", "), ")"));
-  }
-  const std::string target_name = workload.target().empty() ? "snc2" : workload.target();
-  absl::StatusOr<sim::Target> target = sim::LoadTarget(target_name);
-  if (!target.ok()) {
-    return Fail(std::move(result), v1::TRIAL_RUNTIME_ERROR, std::string(target.status().message()));
-  }
-  kernels::Problem problem;
-  for (const v1::Dim& dim : workload.dims()) problem.dims.Set(dim.name(), dim.value());
-  if (!workload.dtype().empty()) problem.dtype = workload.dtype();
-  if (absl::Status valid = kernel->ValidateProblem(problem, *target); !valid.ok()) {
+  // An unknown kernel or target, or a problem the kernel rejects, is not the config's fault.
+  absl::StatusOr<kernels::ResolvedWorkload> workload = kernels::Resolve(spec.workload());
+  if (!workload.ok()) {
     return Fail(std::move(result), v1::TRIAL_RUNTIME_ERROR,
-                StrCat("invalid problem: ", std::string(valid.message())));
+                StrCat("invalid workload: ", std::string(workload.status().message())));
   }
+  const kernels::Kernel* kernel = workload->kernel;
+  const kernels::Problem& problem = workload->problem;
+  const sim::Target& target = workload->target;
   absl::StatusOr<Config> config = Config::Parse(spec.config());
   if (!config.ok()) {
     return Fail(std::move(result), v1::TRIAL_INVALID_CONFIG,
@@ -110,7 +100,7 @@ v1::TrialResult MeasureOrFail(const v1::TrialSpec& spec) {
       options.noise_sigma = std::max(0.0, protocol.noise_sigma());
       options.seed = RunSeed(spec.seed(), run);
       absl::StatusOr<sim::SimResult> simulated =
-          kernels::Evaluate(*kernel, problem, *config, *target, options);
+          kernels::Evaluate(*kernel, problem, *config, target, options);
       if (!simulated.ok()) {
         // Lower rejects an invalid config with InvalidArgument and its reason; anything else
         // is not the config's verdict.
@@ -140,7 +130,7 @@ v1::TrialResult MeasureOrFail(const v1::TrialSpec& spec) {
                  std::string(verify.status().message()));
   }
   if (!verify.ok() || *verify) {
-    absl::Status checked = kernel->Verify(problem, *config, *target);
+    absl::Status checked = kernel->Verify(problem, *config, target);
     if (!checked.ok()) {
       std::string message(checked.message());
       if (StatusFor(checked) == v1::TRIAL_RUNTIME_ERROR) {
@@ -560,11 +550,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(std::shared_ptr<grpc::Chann
   if (options.lease_wait_ms < 0 || options.unreachable_timeout_ms <= 0) {
     return absl::InvalidArgumentError("lease_wait_ms and unreachable_timeout_ms must be positive");
   }
-  for (const std::string& target : options.targets) {
-    if (absl::StatusOr<sim::Target> loaded = sim::LoadTarget(target); !loaded.ok()) {
-      return loaded.status();
-    }
-  }
+  for (const std::string& target : options.targets) TESSEL_RETURN_IF_ERROR(sim::LoadTarget(target));
   return std::unique_ptr<Agent>(new Agent(std::make_unique<Impl>(std::move(channel), options)));
 }
 

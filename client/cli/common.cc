@@ -9,6 +9,8 @@
 #include <string>
 #include <thread>
 
+#include "kernels/workload.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -16,48 +18,22 @@ namespace tessel::cli {
 
 namespace {
 constexpr int kConnectTimeoutMs = 3000;
-
-// ---- validated input ----
-
 }  // namespace
 
-std::string KnownKernels() {
-  std::vector<std::string> names;
-  for (const kernels::Kernel* kernel : kernels::AllKernels()) names.emplace_back(kernel->name());
-  return StrJoin(names, ", ");
-}
-
 absl::StatusOr<const kernels::Kernel*> FindKernelOrExplain(const std::string& name) {
-  const kernels::Kernel* kernel = kernels::FindKernel(name);
-  if (kernel == nullptr) {
-    return absl::InvalidArgumentError(
-        StrCat("unknown kernel '", name, "' (known kernels: ", KnownKernels(), ")"));
-  }
-  return kernel;
+  return kernels::ResolveKernel(name);
 }
 
 absl::StatusOr<sim::Target> LoadTargetOrExplain(const std::string& name) {
-  absl::StatusOr<sim::Target> target = sim::LoadTarget(name);
-  if (!target.ok()) {
-    std::string message(target.status().message());
-    if (message.find(name) == std::string::npos) {
-      message = StrCat("unknown target '", name, "': ", message);
-    }
-    return absl::InvalidArgumentError(message);
-  }
-  return target;
+  return kernels::ResolveTarget(name);
 }
 
-// Checks kernel, shape, dtype and target before any work is done.
 absl::StatusOr<Workload> ValidateWorkload(const std::string& kernel_name, const std::string& shape,
                                           const std::string& dtype, const std::string& target) {
-  Workload workload;
-  absl::StatusOr<const kernels::Kernel*> kernel = FindKernelOrExplain(kernel_name);
-  if (!kernel.ok()) return kernel.status();
-  workload.kernel = *kernel;
+  TESSEL_ASSIGN_OR_RETURN(const kernels::Kernel* kernel, kernels::ResolveKernel(kernel_name));
   if (shape.empty()) {
     return absl::InvalidArgumentError(StrCat("missing --shape; ", kernel_name, " needs dims ",
-                                             StrJoin((*kernel)->dims(), ","),
+                                             StrJoin(kernel->dims(), ","),
                                              ", e.g. --shape M=4096,N=4096,K=4096"));
   }
   absl::StatusOr<Dims> dims = Dims::Parse(shape);
@@ -65,21 +41,14 @@ absl::StatusOr<Workload> ValidateWorkload(const std::string& kernel_name, const 
     return absl::InvalidArgumentError(
         StrCat("bad --shape '", shape, "': ", std::string(dims.status().message())));
   }
-  absl::StatusOr<sim::Target> loaded = LoadTargetOrExplain(target);
-  if (!loaded.ok()) return loaded.status();
-  workload.problem.dims = *dims;
-  workload.problem.dtype = dtype;
+  TESSEL_ASSIGN_OR_RETURN(
+      kernels::ResolvedWorkload resolved,
+      kernels::Resolve({.kernel = kernel_name, .dims = *dims, .dtype = dtype, .target = target}));
+  Workload workload;
+  workload.kernel = resolved.kernel;
+  workload.shape = resolved.Shape();
+  workload.problem = std::move(resolved.problem);
   workload.target_name = target;
-  if (absl::Status valid = workload.kernel->ValidateProblem(workload.problem, *loaded);
-      !valid.ok()) {
-    return absl::InvalidArgumentError(
-        StrCat("bad problem for ", kernel_name, ": ", std::string(valid.message())));
-  }
-  std::vector<std::string> pieces;
-  for (const std::string& name : workload.kernel->dims()) {
-    pieces.push_back(StrCat(name, "=", dims->Get(name).value_or(0)));
-  }
-  workload.shape = StrJoin(pieces, ",");
   return workload;
 }
 
@@ -140,10 +109,7 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const std::string& server_a
   if (!server_address.empty()) {
     client::ClientOptions options;
     options.connect_timeout_ms = kConnectTimeoutMs;
-    absl::StatusOr<std::unique_ptr<client::Client>> client =
-        client::Client::Connect(server_address, options);
-    if (!client.ok()) return client.status();
-    backend->client = *std::move(client);
+    TESSEL_ASSIGN_OR_RETURN(backend->client, client::Client::Connect(server_address, options));
     return backend;
   }
   if (must_exist && !std::filesystem::exists(db_path)) {
@@ -173,10 +139,8 @@ absl::Status EmbeddedWorkers::Start(Backend& backend, int threads) {
   options.threads =
       threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.lease_wait_ms = 200;
-  absl::StatusOr<std::unique_ptr<worker::Agent>> created =
-      worker::Agent::Create(backend.server->InProcessChannel(), options);
-  if (!created.ok()) return created.status();
-  agent_ = *std::move(created);
+  TESSEL_ASSIGN_OR_RETURN(agent_,
+                          worker::Agent::Create(backend.server->InProcessChannel(), options));
   thread_ = std::thread([agent = agent_.get()] {
     absl::Status status = agent->Run();
     if (!status.ok()) spdlog::error("embedded worker stopped: {}", status.ToString());

@@ -12,6 +12,7 @@
 #include "kernels/kernel.h"
 #include "nlohmann/json.hpp"
 #include "schema/tessel.pb.h"
+#include "schema/vocab.h"
 #include "server/server.h"
 #include "sim/target.h"
 #include "worker/agent.h"
@@ -21,10 +22,9 @@ namespace tessel::cli {
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr const char* kDefaultDb = "./tessel.db";
-inline constexpr const char* kDefaultTarget = "snc2";
-inline constexpr const char* kDefaultDtype = "bf16";
+// kDefaultTarget and kDefaultDtype come from schema/vocab.h.
 
-// A workload checked against the local kernel registry and target files.
+// A workload checked against the local kernel registry and target files (kernels::Resolve).
 struct Workload {
   const kernels::Kernel* kernel = nullptr;
   kernels::Problem problem;
@@ -46,14 +46,12 @@ struct Workload {
   }
 };
 
-// "a, b, c": the registered kernel names.
-std::string KnownKernels();
-// The kernel, or InvalidArgument listing the known ones.
+// The kernel, or InvalidArgument listing the known ones (kernels::ResolveKernel).
 absl::StatusOr<const kernels::Kernel*> FindKernelOrExplain(const std::string& name);
-// The target, or InvalidArgument naming it.
+// The target, or InvalidArgument naming it (kernels::ResolveTarget).
 absl::StatusOr<sim::Target> LoadTargetOrExplain(const std::string& name);
-// Checks kernel, shape, dtype and target before any work is done; InvalidArgument saying what is
-// wrong.
+// Checks kernel, shape, dtype and target before any work is done (kernels::Resolve, after
+// parsing --shape); InvalidArgument saying what is wrong.
 absl::StatusOr<Workload> ValidateWorkload(const std::string& kernel_name, const std::string& shape,
                                           const std::string& dtype, const std::string& target);
 // "M=512,N=512,K=512" in the workload's dim order.

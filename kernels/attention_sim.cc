@@ -1,0 +1,734 @@
+#include "kernels/attention_sim.h"
+
+#include <algorithm>
+#include <array>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kernels/attention_schedule.h"
+#include "kernels/estimate_util.h"
+#include "kernels/lowering/gemm_emit.h"
+
+namespace tessel::kernels::attention_internal {
+namespace {
+
+constexpr int64_t kSampledGroups = 4;
+
+// Turns schedule steps into simulator instructions, tracking the buffers' readers and writers.
+// `ProgramT` is sim::Program, or CountingProgram for the analytic estimate (which keeps only the
+// instructions' costs).
+template <typename ProgramT>
+class SimEmitter {
+ public:
+  SimEmitter(const Plan& plan, const sim::Target& target, ProgramT* program)
+      : p_(plan), target_(target), program_(program) {}
+
+  void BeginCore(int core) {
+    program_->cores.resize(core + 1);
+    c_ = &program_->cores[core];
+    const int64_t chunks = CeilDiv(p_.kv_tile, 128);
+    const int d = int(p_.d), bq = int(p_.bq);
+    const int kvp = int(std::min<int64_t>(128, p_.kv_tile));
+    auto add = [&](const char* name, Mem mem, int partitions, int64_t bytes, int bufs) {
+      c_->allocations.push_back({name, mem, 0, partitions, bytes, bufs});
+    };
+    if (p_.resident) {
+      add("k_t", Mem::kSbuf, d, p_.kv_tiles * p_.kv_tile * p_.in_bytes, 1);
+      add("v", Mem::kSbuf, kvp, p_.kv_tiles * chunks * p_.v_cols() * p_.in_bytes, 1);
+    } else {
+      add("k_t", Mem::kSbuf, d, p_.kv_tile * p_.in_bytes, p_.kv_ring);
+      add("v", Mem::kSbuf, kvp, chunks * p_.v_cols() * p_.in_bytes, p_.kv_ring);
+    }
+    if (!p_.qk_dma) {
+      add("k_raw", Mem::kSbuf, kvp, chunks * p_.d * p_.in_bytes, 2);
+      add("q_raw", Mem::kSbuf, bq, p_.d * p_.in_bytes, p_.q_sets() * int(p_.q_group));
+    }
+    const int group = int(p_.q_group);
+    add("q_t", Mem::kSbuf, d, p_.bq * p_.in_bytes, p_.q_sets() * group);
+    add("s_sbuf", Mem::kSbuf, bq, p_.kv_tile * 4, p_.s_slots);
+    if (p_.qk_k) add("s_t", Mem::kSbuf, kvp, chunks * p_.bq * 4, 1);
+    add("p", Mem::kSbuf, bq, p_.kv_tile * p_.in_bytes, p_.p_slots);
+    add("p_t", Mem::kSbuf, kvp, chunks * p_.bq * p_.in_bytes, p_.p_slots);
+    // Member slots: two groups may be in flight (see Generate).
+    add("stats", Mem::kSbuf, bq, Plan::StatsBytes(p_), 2 * group);
+    const int o_part = p_.pv_v ? d : bq;
+    const int64_t o_free = p_.pv_v ? p_.bq : p_.d;
+    add("o_acc", Mem::kSbuf, o_part, o_free * 4, 2 * group);
+    add("o_stage", Mem::kSbuf, o_part, o_free * p_.out_bytes, kStagingBufs);
+    add("s_psum", Mem::kPsum, bq, p_.kv_tile * 4, p_.s_slots);
+    if (p_.pt_bank) add("pt_psum", Mem::kPsum, kvp, chunks * p_.bq * 4, 1);
+    add("o_psum", Mem::kPsum, o_part, o_free * 4, group);
+    if (p_.tr_bank) add("tr_psum", Mem::kPsum, 128, target_.psum_bank_bytes_per_partition, 1);
+    mask_ready_ = -1;
+    if (p_.mask_matmul) {
+      // The constants, made once per core: the triangle and the identity (GpSimd iota and
+      // affine_select).
+      add("mask", Mem::kSbuf, bq, (p_.mask_width() + p_.bq) * 2, 1);
+      mask_ready_ = c_->Add(
+          sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, int(p_.mask_width() + p_.bq), bq), {});
+    }
+    ones_ready_ = -1;
+    if (p_.st) {
+      add("m_diag", Mem::kSbuf, bq, p_.bq * 2, 2 * group);
+      // The identity and a ones tile (GpSimd iota), made once per core.
+      add("identity_ones", Mem::kSbuf, bq, 2 * p_.bq * 2, 1);
+      ident_ready_ = c_->Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, 2 * bq, bq), {});
+      // The ones column of every V buffer, set once (V loads write only the head_dim columns).
+      const int64_t v_bufs = p_.resident ? p_.kv_tiles : p_.kv_ring;
+      ones_ready_ = c_->Add(
+          sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, int(v_bufs * chunks), kvp), {});
+    }
+    kv_reader_.assign(p_.kv_ring, -1);
+    kv_buf_of_tile_.assign(p_.kv_tiles, 0);
+    k_ready_.assign(kv_reader_.size(), -1);
+    k8_ready_.assign(kv_reader_.size(), -1);
+    k8_war_.assign(kv_reader_.size(), -1);
+    k8_size_.assign(kv_reader_.size(), 0);
+    v_ready_.assign(kv_reader_.size(), -1);
+    s_reader_.assign(p_.s_slots, -1);
+    p_reader_.assign(p_.p_slots, -1);
+    stage_reader_.fill(-1);
+    q_reader_.assign(p_.q_sets() * p_.q_group, -1);
+    tr_reader_ = pt_reader_ = st_reader_ = -1;
+    members_.assign(2 * p_.q_group, Member{});
+    o_reader_.assign(p_.q_group, -1);
+    current_ = 0;
+    Load(members_[0]);
+  }
+
+  void BeginHead(int64_t) {}
+
+  // Makes query tile `g` of the current group the one later calls refer to.
+  void Select(int g) {
+    if (g == current_) return;
+    Save(members_[current_]);
+    Load(members_[g]);
+    current_ = g;
+  }
+
+  void LoadKv(int64_t t, int64_t, int64_t tsz) {
+    const int buf = int(p_.resident ? t : kv_count_++ % p_.kv_ring);
+    kv_buf_of_tile_[t] = buf;
+    const int32_t war = kv_reader_[buf];
+    const int kvp = int(std::min<int64_t>(128, tsz));
+    const int64_t chunks = CeilDiv(tsz, 128);
+    if (p_.qk_dma) {
+      sim::Instruction k = sim::MakeDma(Op::kDmaLoad, int(p_.d), tsz * p_.in_bytes, kQueueK);
+      k.transpose = true;
+      k_ready_[buf] = c_->Add(k, {war});
+    } else {
+      sim::Instruction raw = sim::MakeDma(Op::kDmaLoad, kvp, chunks * p_.d * p_.in_bytes, kQueueK);
+      raw.chunk_bytes = int32_t(p_.d * p_.in_bytes);
+      const int32_t load = c_->Add(raw, {war});
+      int32_t last = -1;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int csz = int(std::min<int64_t>(128, tsz - c * 128));
+        last = Transpose(csz, int(p_.d), {load, tr_reader_});
+      }
+      tr_reader_ = k_ready_[buf] = Evict(int(p_.d), int(tsz), last, war);
+    }
+    // (max_dtype=fp8: the fp8 copy is made when the max pass first reads the tile, so that
+    // GpSimd does not convert all of a head's resident tiles ahead of its first Q^T.)
+    if (p_.max_fp8) k8_ready_[buf] = -1, k8_war_[buf] = war, k8_size_[buf] = int(tsz);
+    sim::Instruction v = sim::MakeDma(Op::kDmaLoad, kvp, chunks * p_.d * p_.in_bytes, kQueueV);
+    v.chunk_bytes = int32_t(p_.d * p_.in_bytes);
+    v_ready_[buf] = c_->Add(v, {war});
+  }
+
+  void LoadQ(int64_t, int64_t qsz) {
+    const int buf = int(q_count_++ % (p_.q_sets() * p_.q_group));
+    const int32_t war = q_reader_[buf];
+    if (p_.qk_dma) {
+      sim::Instruction q = sim::MakeDma(Op::kDmaLoad, int(p_.d), qsz * p_.in_bytes, kQueueQ);
+      q.transpose = true;
+      q_ready_ = c_->Add(q, {war});
+    } else {
+      const int32_t load =
+          c_->Add(sim::MakeDma(Op::kDmaLoad, int(qsz), p_.d * p_.in_bytes, kQueueQ), {war});
+      const int32_t tr = Transpose(int(qsz), int(p_.d), {load, tr_reader_});
+      tr_reader_ = q_ready_ = Evict(int(p_.d), int(qsz), tr, war);
+    }
+    if (p_.max_fp8) q8_ready_ = ToFp8(int(qsz), q_ready_, war);
+    q_buf_ = buf;
+    // Running max and sum start at -inf and 0.
+    // (With two_pass and O in PSUM, the member's previous output is no longer in SBUF.)
+    const int32_t o_war = p_.two_pass && !p_.pv_v ? -1 : oacc_;
+    stats_ =
+        c_->Add(sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, 2, int(qsz)), {stats_, o_war});
+    ids_.m = ids_.l = stats_;
+    ids_.sum_last = -1, ids_.sums = 0;
+    ids_.max_last = -1, ids_.maxes = 0;
+  }
+
+  // The pass the following calls belong to (softmax=two_pass: 1 max, 2 exp; 0 online).
+  void SetPass(int pass) {
+    st_ = p_.st && pass == 2;
+    fp8_ = p_.max_fp8 && pass == 1;
+  }
+
+  void Scores(int i, const KvTile& tile, int64_t, int64_t qsz) {
+    // A step's score tiles take adjacent banks (one group of kv_block), so one instruction can
+    // read them all (softmax_ops=step).
+    if (i % p_.kv_block == 0) s_base_ = int(s_count_++ % (p_.s_slots / p_.kv_block) * p_.kv_block);
+    const int slot = s_base_ + int(i % p_.kv_block);
+    slot_[i] = slot;
+    const int buf = kv_buf_of_tile_[tile.index];
+    const int64_t chunks = CeilDiv(tile.size, 128);
+    if (st_) {
+      // S^T chunks [keys, queries] side by side in the bank, each followed in its accumulation
+      // group by ones[queries, keys] x diag(-m) (every key row gets -m), which needs no result
+      // of the chunk's matmul.
+      int32_t last = -1;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+        c_->Add(sim::MakeMatmul(p_.dtype, int(p_.d), csz, int(qsz)),
+                {q_ready_, k_ready_[buf], s_reader_[slot]});
+        last = c_->Add(sim::MakeMatmul(DType::kBf16, int(qsz), csz, int(qsz)),
+                       {ids_.m_diag, ident_ready_});
+      }
+      s_ready_[i] = ids_.m_diag_reader = last;
+    } else if (!p_.qk_k) {
+      sim::Instruction mm = sim::MakeMatmul(QkDType(), int(p_.d), int(qsz), int(tile.size));
+      s_ready_[i] = c_->Add(mm, {QReady(), KReady(buf), s_reader_[slot]});
+    } else {
+      // S^T chunks with K^T stationary, evicted, then transposed back into the score bank.
+      int32_t last = -1;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+        sim::Instruction mm = sim::MakeMatmul(QkDType(), int(p_.d), csz, int(qsz));
+        last = c_->Add(mm, {QReady(), KReady(buf), tr_reader_});
+      }
+      const int32_t ev =
+          Evict(int(std::min<int64_t>(128, tile.size)), int(chunks * qsz), last, st_reader_);
+      tr_reader_ = ev;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+        last = Transpose(csz, int(qsz), {ev, s_reader_[slot]});
+      }
+      st_reader_ = last;
+      s_ready_[i] = last;
+    }
+    q_reader_[q_buf_] = s_ready_[i];
+    kv_reader_[buf] = std::max(kv_reader_[buf], s_ready_[i]);
+    src_[i] = Mem::kPsum;
+    src_bf16_[i] = false;
+  }
+
+  void Prepare(int i, const KvTile& tile, int64_t i0, int64_t qsz) {
+    const int64_t chunks = CeilDiv(tile.size, 128);
+    const int parts = ScoreParts(tile, qsz), free = int(ScoreFree(tile, qsz));
+    const int64_t first = std::max<int64_t>(0, i0 + p_.offset() - tile.j0 + 1);
+    if (tile.masked && p_.mask_matmul) {
+      // Identity (stationary) x the triangle's window (moving) accumulates into the scores,
+      // over the columns from the first one any query of the tile masks (S^T: each chunk
+      // holding such a key). It follows QK^T on TensorE into the same accumulation group, so it
+      // needs no result of it: readers wait for this last accumulation.
+      if (!st_) {
+        sim::Instruction mm =
+            sim::MakeMatmul(DType::kBf16, int(qsz), int(qsz), int(tile.size - first));
+        s_ready_[i] = c_->Add(mm, {mask_ready_});
+      } else {
+        for (int64_t c = first / 128; c < chunks; ++c) {
+          const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+          s_ready_[i] = c_->Add(sim::MakeMatmul(DType::kBf16, csz, csz, int(qsz)), {mask_ready_});
+        }
+      }
+    }
+    if (!p_.src_sbuf && (!tile.masked || p_.mask_matmul)) return;
+    int32_t ev = Evict(parts, free, s_ready_[i], -1);
+    src_[i] = Mem::kSbuf;
+    src_bf16_[i] = p_.src_sbuf && p_.dtype != DType::kFp32;
+    if (tile.masked && !p_.mask_matmul) {
+      // affine_select on GpSimd writes -inf above the diagonal.
+      ev = c_->Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, free, parts), {ev});
+    }
+    s_reader_[slot_[i]] = ev;
+    s_ready_[i] = ev;
+  }
+
+  void RowMax(int i, const KvTile& tile, int64_t qsz) {
+    sim::Instruction max = sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(tile.size),
+                                             int(qsz), src_[i]);
+    max.dtype = src_bf16_[i] ? DType::kBf16 : DType::kFp32;
+    max.add_op = true;
+    max_[i] = c_->Add(max, {s_ready_[i]});
+    if (src_[i] == Mem::kPsum) s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], max_[i]);
+  }
+
+  // The new running max of the step (right after its row maxima). With `deferred` (the two-pass
+  // max pass) the tile maxima stay in their columns of the stats tile and FinalMax reduces them
+  // all at once.
+  void CombineMax(int, int base, int n, bool deferred, int64_t qsz) {
+    if (deferred) {
+      for (int i = base; i < base + n; ++i) ids_.max_last = std::max(ids_.max_last, max_[i]);
+      ids_.maxes += n;
+      return;
+    }
+    std::vector<int32_t> deps(max_.begin() + base, max_.begin() + base + n);
+    deps.push_back(ids_.m);
+    deps.push_back(ids_.m_reader);
+    ids_.m =
+        c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n + 1, int(qsz)), deps);
+    stats_ = std::max(stats_, ids_.m);
+  }
+
+  // The deferred maxima's reduction (two_pass: at the start of the exp pass).
+  void FinalMax(int64_t qsz) {
+    if (ids_.maxes == 0) return;
+    ids_.m =
+        c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.maxes, int(qsz)),
+                {ids_.max_last, ids_.m, ids_.m_reader});
+    stats_ = std::max(stats_, ids_.m);
+    ids_.max_last = -1, ids_.maxes = 0;
+  }
+
+  // The running max's scaled negation (the exp bias) and, with `alpha` (online softmax),
+  // alpha = exp(scale (m_old - m)), whose phase slot the step two back may still be reading.
+  void CombineStats(int phase, bool alpha, int64_t qsz) {
+    if (p_.st) {
+      // exp_layout=st: diag(-m) in bf16 (the identity times -m per partition), the moving
+      // operand that adds -m to the scores; the exp itself then needs no bias.
+      ids_.m_diag = c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), int(qsz), int(qsz)),
+                            {ids_.m, ids_.m_diag_reader, ident_ready_});
+      ids_.m_reader = ids_.neg = ids_.m_diag;
+      stats_ = std::max(stats_, ids_.m_diag);
+      return;
+    }
+    const int32_t neg = c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), 1, int(qsz)),
+                                {ids_.m, ids_.neg_reader});
+    ids_.m_reader = ids_.neg = neg;
+    stats_ = std::max(stats_, neg);
+    if (!alpha) return;
+    alpha_[phase] = c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)),
+                            {neg, ids_.alpha_reader[phase]});
+    stats_ = std::max(stats_, alpha_[phase]);
+  }
+
+  // One max over all the step's tiles (adjacent banks, or SBUF when they were evicted).
+  void RowMaxStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+    int64_t total = 0;
+    std::vector<int32_t> deps;
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      total += tiles[t].size;
+      deps.push_back(s_ready_[base + t]);
+    }
+    sim::Instruction max =
+        sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(total), int(qsz), src_[base]);
+    max.dtype = src_bf16_[base] ? DType::kBf16 : DType::kFp32;
+    max.add_op = true;
+    max_[base] = c_->Add(max, deps);
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      max_[base + t] = max_[base];
+      if (src_[base] == Mem::kPsum) {
+        s_reader_[slot_[base + t]] = std::max(s_reader_[slot_[base + t]], max_[base]);
+      }
+    }
+  }
+
+  // One exp activation over all the step's tiles, accumulating one row sum (or one Vector
+  // reduction of the step's P).
+  void ExpStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+    int64_t total = 0;
+    std::vector<int32_t> deps = {ids_.neg, max_[base]};
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      const int i = base + int(t);
+      if (t == 0) p_base_ = int(p_count_++ % (p_.p_slots / p_.kv_block) * p_.kv_block);
+      p_buf_[i] = p_base_ + int(t);
+      total += ScoreFree(tiles[t], qsz);
+      deps.push_back(s_ready_[i]);
+      deps.push_back(p_reader_[p_buf_[i]]);
+    }
+    sim::Instruction exp = sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(total),
+                                             ScoreParts(tiles[0], qsz), src_[base], Mem::kSbuf);
+    exp.dtype = src_bf16_[base] ? DType::kBf16 : DType::kFp32;
+    const int32_t id = c_->Add(exp, deps);
+    ids_.neg_reader = std::max(ids_.neg_reader, id);
+    int32_t sum = id;
+    if (p_.sum_vector) {
+      sim::Instruction red =
+          sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(total), int(qsz));
+      red.dtype = p_.dtype == DType::kFp32 ? DType::kFp32 : DType::kBf16;
+      red.add_op = true;
+      sum = c_->Add(red, {id});
+    }
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      const int i = base + int(t);
+      p_ready_[i] = id;
+      sum_[i] = sum;
+      s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], id);
+    }
+  }
+
+  void Exp(int i, const KvTile& tile, int64_t qsz) {
+    if (i % p_.kv_block == 0) p_base_ = int(p_count_++ % (p_.p_slots / p_.kv_block) * p_.kv_block);
+    const int buf = p_base_ + int(i % p_.kv_block);
+    p_buf_[i] = buf;
+    sim::Instruction exp =
+        sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(ScoreFree(tile, qsz)),
+                          ScoreParts(tile, qsz), src_[i], Mem::kSbuf);
+    exp.dtype = src_bf16_[i] ? DType::kBf16 : DType::kFp32;
+    p_ready_[i] = c_->Add(exp, {s_ready_[i], ids_.neg, p_reader_[buf], max_[i]});
+    ids_.neg_reader = std::max(ids_.neg_reader, p_ready_[i]);
+    s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], p_ready_[i]);
+    sum_[i] = p_ready_[i];
+    if (p_.sum_vector) {
+      sim::Instruction sum =
+          sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(tile.size), int(qsz));
+      sum.dtype = p_.dtype == DType::kFp32 ? DType::kFp32 : DType::kBf16;
+      sum.add_op = true;
+      sum_[i] = c_->Add(sum, {p_ready_[i]});
+    }
+  }
+
+  // l = l * alpha + the step's row sums (rescale: online softmax), else l + the row sums.
+  void UpdateSum(int phase, int base, int n, bool, bool rescale, int64_t qsz) {
+    if (st_) return;  // the row sums accumulate in PV's ones column
+    if (!rescale) {
+      // Two-pass softmax: each exp's row sums stay in their own column of the stats tile; Finish
+      // adds them all with one reduction (so no per-step op waits for ScalarE's exp).
+      for (int i = base; i < base + n; ++i) ids_.sum_last = std::max(ids_.sum_last, sum_[i]);
+      ids_.sums += n;
+      return;
+    }
+    std::vector<int32_t> deps(sum_.begin() + base, sum_.begin() + base + n);
+    deps.push_back(alpha_[phase]);
+    deps.push_back(ids_.l);
+    // l = l * alpha + sum of the tiles' row sums: one fused op (Vector scalar_tensor_tensor, or
+    // a Scalar activation with per-partition scale and bias) after summing several tiles' sums.
+    int32_t partial = -1;
+    if (n > 1) {
+      partial =
+          c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n, int(qsz)), deps);
+    }
+    const Op op = StatsEngine() == EngineKind::kScalar ? Op::kActivation : Op::kTensorTensor;
+    sim::Instruction update = sim::MakeEngineOp(op, StatsEngine(), 1, int(qsz));
+    update.dtype = DType::kFp32;
+    deps.push_back(partial);
+    ids_.l = c_->Add(update, deps);
+    ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], ids_.l);
+    stats_ = std::max(stats_, ids_.l);
+  }
+
+  void TransposeP(int i, const KvTile& tile, int64_t qsz) {
+    if (st_) {  // exp wrote P^T
+      pt_ready_[i] = p_ready_[i];
+      return;
+    }
+    if (pt_count_++ % p_.p_dma_den < p_.p_dma_num) {
+      DmaTransposeP(i, 1, tile.size, qsz);
+    } else {
+      TensorTransposeP(i, tile, qsz);
+    }
+  }
+
+  // P^T of a whole step: one transposing DMA of the step's adjacent P buffers, or per-tile
+  // TensorE transposes (p_transpose splits count steps).
+  void TransposePStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+    if (st_) {
+      for (size_t t = 0; t < tiles.size(); ++t) pt_ready_[base + t] = p_ready_[base + t];
+      return;
+    }
+    if (pt_count_++ % p_.p_dma_den < p_.p_dma_num) {
+      int64_t total = 0;
+      for (const KvTile& t : tiles) total += t.size;
+      DmaTransposeP(base, int(tiles.size()), total, qsz);
+    } else {
+      for (size_t t = 0; t < tiles.size(); ++t) TensorTransposeP(base + int(t), tiles[t], qsz);
+    }
+  }
+
+  void Pv(int i, const KvTile& tile, int64_t, int64_t csz, int64_t qsz, bool start) {
+    const int buf = kv_buf_of_tile_[tile.index];
+    // (exp_layout=st: V's ones column makes column head_dim the row sums.)
+    sim::Instruction mm = p_.pv_v ? sim::MakeMatmul(p_.dtype, int(csz), int(p_.d), int(qsz))
+                                  : sim::MakeMatmul(p_.dtype, int(csz), int(qsz), int(p_.v_cols()));
+    // The member's output bank is shared with the same member of the other group in flight.
+    last_pv_ =
+        c_->Add(mm, {pt_ready_[i], v_ready_[buf], start ? o_reader_[OBank()] : -1, ones_ready_});
+    p_reader_[p_buf_[i]] = std::max(p_reader_[p_buf_[i]], last_pv_);
+    kv_reader_[buf] = std::max(kv_reader_[buf], last_pv_);
+  }
+
+  void Rescale(int phase, bool first, bool, int64_t qsz) {
+    const int o_part = int(p_.pv_v ? p_.d : qsz);
+    const int o_free = int(p_.pv_v ? qsz : p_.d);
+    if (first) {
+      sim::Instruction copy = sim::MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, o_free,
+                                                o_part, Mem::kPsum, Mem::kSbuf);
+      copy.dtype = DType::kFp32;
+      oacc_ = o_reader_[OBank()] = c_->Add(copy, {last_pv_, oacc_});
+      return;
+    }
+    if (!p_.pv_v) {
+      // O = O * alpha + PV in one scalar_tensor_tensor (per-partition alpha; PV read from PSUM).
+      sim::Instruction fused = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free,
+                                                 o_part, Mem::kPsum, Mem::kSbuf);
+      fused.in1 = Mem::kSbuf;
+      fused.dtype = DType::kFp32;
+      oacc_ = o_reader_[OBank()] = c_->Add(fused, {last_pv_, alpha_[phase], oacc_});
+      ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], oacc_);
+      return;
+    }
+    int32_t scaled;
+    {
+      const int32_t bcast = Broadcast(int(qsz), alpha_[phase]);
+      ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], bcast);
+      sim::Instruction mul = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free,
+                                               o_part, Mem::kPsum, Mem::kSbuf);
+      mul.in1 = Mem::kSbuf;
+      mul.dtype = DType::kFp32;
+      scaled = tr_reader_ = c_->Add(mul, {bcast, oacc_});
+    }
+    sim::Instruction add = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free, o_part,
+                                             Mem::kPsum, Mem::kSbuf);
+    add.in1 = Mem::kSbuf;
+    add.dtype = DType::kFp32;
+    oacc_ = o_reader_[OBank()] = c_->Add(add, {last_pv_, scaled});
+  }
+
+  // O / l into the staging buffer and the store. With softmax=two_pass, O is still in its PSUM
+  // bank: ScalarE scales it from there (O layout), or it is evicted first (O^T layout, whose
+  // broadcast of 1/l is in PSUM too).
+  void Finish(int64_t, int64_t qsz) {
+    if (ids_.sums > 0) {
+      ids_.l =
+          c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.sums, int(qsz)),
+                  {ids_.sum_last, ids_.l});
+    }
+    // (exp_layout=st: l is the output bank's last column.)
+    const int32_t inv =
+        p_.st ? c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz),
+                                          Mem::kPsum, Mem::kSbuf),
+                        {last_pv_})
+              : c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)),
+                        {ids_.l});
+    const int stage = stage_count_++ % kStagingBufs;
+    int32_t out;
+    if (p_.two_pass && p_.pv_v) {
+      oacc_ = o_reader_[OBank()] = Evict(int(p_.d), int(qsz), last_pv_, oacc_);
+    }
+    if (!p_.pv_v) {
+      sim::Instruction mul =
+          sim::MakeEngineOp(Op::kTensorScalar, EngineKind::kScalar, int(p_.d), int(qsz));
+      mul.dtype = DType::kFp32;
+      if (p_.two_pass) {
+        mul.in0 = Mem::kPsum;
+        out = o_reader_[OBank()] = c_->Add(mul, {inv, last_pv_, oacc_, stage_reader_[stage]});
+      } else {
+        out = c_->Add(mul, {inv, oacc_, stage_reader_[stage]});
+      }
+      sim::Instruction store =
+          sim::MakeDma(Op::kDmaStore, int(qsz), p_.d * p_.out_bytes, kQueueStore);
+      stage_reader_[stage] = c_->Add(store, {out});
+    } else {
+      const int32_t bcast = Broadcast(int(qsz), inv);
+      sim::Instruction mul = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, int(qsz),
+                                               int(p_.d), Mem::kPsum, Mem::kSbuf);
+      mul.in1 = Mem::kSbuf;
+      mul.dtype = DType::kFp32;
+      out = tr_reader_ = c_->Add(mul, {bcast, oacc_, stage_reader_[stage]});
+      // O^T tiles: a transposing store writes O row-major.
+      sim::Instruction store =
+          sim::MakeDma(Op::kDmaStore, int(p_.d), qsz * p_.out_bytes, kQueueStore);
+      store.transpose = true;
+      stage_reader_[stage] = c_->Add(store, {out});
+    }
+    oacc_ = out;
+    stats_ = std::max(stats_, inv);
+  }
+
+ private:
+  // The max pass's QK^T operands with max_dtype=fp8: the fp8 copies.
+  DType QkDType() const { return fp8_ ? DType::kFp8 : p_.dtype; }
+  int32_t QReady() const { return fp8_ ? q8_ready_ : q_ready_; }
+  int32_t KReady(int buf) {
+    if (!fp8_) return k_ready_[buf];
+    if (k8_ready_[buf] < 0) k8_ready_[buf] = ToFp8(k8_size_[buf], k_ready_[buf], k8_war_[buf]);
+    return k8_ready_[buf];
+  }
+  // An fp8 copy of a [head_dim, free] tile on GpSimd (SBUF to SBUF), after `dep`, once the
+  // copy's previous readers (`war`) are done.
+  int32_t ToFp8(int free, int32_t dep, int32_t war) {
+    sim::Instruction copy =
+        sim::MakeEngineOp(Op::kTensorCopy, EngineKind::kGpSimd, free, int(p_.d));
+    copy.dtype = p_.dtype;
+    return c_->Add(copy, {dep, war});
+  }
+
+  // A score tile's [partitions, free] shape: [queries, keys], or in the S^T layout [keys,
+  // chunks x queries].
+  int ScoreParts(const KvTile& tile, int64_t qsz) const {
+    return st_ ? int(std::min<int64_t>(128, tile.size)) : int(qsz);
+  }
+  int64_t ScoreFree(const KvTile& tile, int64_t qsz) const {
+    return st_ ? CeilDiv(tile.size, 128) * qsz : tile.size;
+  }
+
+  EngineKind NextEvictEngine() { return EvictEngine(p_.evict, evict_count_++); }
+
+  int OBank() const { return current_ % int(p_.q_group); }
+
+  // P^T of tiles [base, base + n) (adjacent buffers, `total` keys) by one SBUF-to-SBUF
+  // transposing DMA.
+  void DmaTransposeP(int base, int n, int64_t total, int64_t qsz) {
+    std::vector<int32_t> deps;
+    for (int i = base; i < base + n; ++i) {
+      deps.push_back(p_ready_[i]);
+      deps.push_back(p_reader_[p_buf_[i]]);
+    }
+    sim::Instruction tr = sim::MakeDma(Op::kDmaCopy, int(qsz), total * p_.in_bytes, kQueueP);
+    tr.transpose = true;
+    const int32_t id = c_->Add(tr, deps);
+    for (int i = base; i < base + n; ++i) pt_ready_[i] = p_reader_[p_buf_[i]] = id;
+  }
+
+  // P^T of one tile through TensorE (128-key chunks into the P^T bank), then one eviction.
+  void TensorTransposeP(int i, const KvTile& tile, int64_t qsz) {
+    const int64_t chunks = CeilDiv(tile.size, 128);
+    const int kvp = int(std::min<int64_t>(128, tile.size));
+    const int buf = p_buf_[i];
+    int32_t last = -1;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
+      last = Transpose(int(qsz), csz, {p_ready_[i], pt_reader_});
+    }
+    pt_ready_[i] = pt_reader_ = Evict(kvp, int(chunks * qsz), last, p_reader_[buf]);
+    p_reader_[buf] = pt_ready_[i];
+  }
+
+  EngineKind StatsEngine() const {
+    return p_.stats_scalar ? EngineKind::kScalar : EngineKind::kVector;
+  }
+
+  int32_t Transpose(int partitions, int free, std::initializer_list<int32_t> deps) {
+    sim::Instruction tr;
+    tr.op = Op::kTranspose;
+    tr.engine = EngineKind::kTensor;
+    tr.partitions = int16_t(partitions);
+    tr.free = free;
+    tr.in0 = Mem::kSbuf;
+    tr.out = Mem::kPsum;
+    tr.dtype = p_.dtype;
+    return c_->Add(tr, deps);
+  }
+
+  int32_t Evict(int partitions, int free, int32_t dep, int32_t war) {
+    return c_->Add(PsumToSbuf(NextEvictEngine(), partitions, free), {dep, war});
+  }
+
+  // Broadcasts a per-query column [qsz, 1] over the head_dim partitions of the O^T layout:
+  // transpose to a row, evict it, then a K=1 matmul with a ones row lands [d, qsz] in PSUM.
+  int32_t Broadcast(int qsz, int32_t dep) {
+    const int32_t tr = Transpose(qsz, 1, {dep, tr_reader_});
+    const int32_t row = Evict(1, qsz, tr, -1);
+    sim::Instruction mm = sim::MakeMatmul(DType::kFp32, 1, int(p_.d), qsz);
+    return c_->Add(mm, {row});
+  }
+
+  // Writers and last readers of a member's running statistics (WAR hazards across the
+  // pipelined steps).
+  struct StatIds {
+    int32_t m = -1, m_reader = -1, neg = -1, neg_reader = -1, l = -1;
+    // Two-pass softmax: the row-sum columns written so far and the last writer (one engine
+    // writes them all, in order).
+    int32_t sum_last = -1, sums = 0;
+    // Two-pass softmax: likewise the tile maxima of the max pass (VectorE writes them all).
+    int32_t max_last = -1, maxes = 0;
+    // exp_layout=st: diag(-m) and its last reader.
+    int32_t m_diag = -1, m_diag_reader = -1;
+    std::array<int32_t, 2> alpha_reader{-1, -1};
+  };
+  // The per-query-tile state of a group member.
+  struct Member {
+    int32_t q_ready = -1, q8_ready = -1, stats = -1, oacc = -1, last_pv = -1;
+    std::array<int32_t, 2> alpha{-1, -1};
+    StatIds ids;
+    int q_buf = 0;
+    std::array<int, kSlots> slot{}, p_buf{};
+    std::array<int32_t, kSlots> s_ready{}, max{}, p_ready{}, sum{}, pt_ready{};
+    std::array<Mem, kSlots> src{};
+    std::array<bool, kSlots> src_bf16{};
+  };
+  void Save(Member& m) const {
+    m = Member{q_ready_, q8_ready_, stats_, oacc_,    last_pv_, alpha_,    ids_, q_buf_,   slot_,
+               p_buf_,   s_ready_,  max_,   p_ready_, sum_,     pt_ready_, src_, src_bf16_};
+  }
+  void Load(const Member& m) {
+    q_ready_ = m.q_ready, q8_ready_ = m.q8_ready, stats_ = m.stats, alpha_ = m.alpha, ids_ = m.ids;
+    oacc_ = m.oacc, last_pv_ = m.last_pv, q_buf_ = m.q_buf, slot_ = m.slot, p_buf_ = m.p_buf;
+    s_ready_ = m.s_ready, max_ = m.max, p_ready_ = m.p_ready, sum_ = m.sum;
+    pt_ready_ = m.pt_ready, src_ = m.src, src_bf16_ = m.src_bf16;
+  }
+
+  const Plan& p_;
+  const sim::Target& target_;
+  ProgramT* program_;
+  std::remove_reference_t<decltype(std::declval<ProgramT&>().cores[0])>* c_ = nullptr;
+  std::vector<Member> members_;
+  int current_ = 0;
+  std::vector<int32_t> kv_reader_, k_ready_, v_ready_, s_reader_, p_reader_;
+  std::vector<int> kv_buf_of_tile_;
+  std::array<int32_t, kStagingBufs> stage_reader_{};
+  std::vector<int32_t> q_reader_;
+  int64_t kv_count_ = 0, s_count_ = 0, p_count_ = 0, evict_count_ = 0;
+  int64_t pt_count_ = 0;         // P^T tiles made so far (p_transpose split)
+  int s_base_ = 0, p_base_ = 0;  // first score bank / P buffer of the step being emitted
+  int64_t q_count_ = 0;
+  int q_buf_ = 0, stage_count_ = 0;
+  int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, st_reader_ = -1;
+  int32_t q8_ready_ = -1;     // max_dtype=fp8: the member's fp8 Q^T
+  int32_t mask_ready_ = -1;   // mask=matmul: the constants
+  int32_t ones_ready_ = -1;   // exp_layout=st: V's ones columns
+  int32_t ident_ready_ = -1;  // exp_layout=st: the identity and ones tiles
+  bool st_ = false;           // emitting the exp pass in the S^T layout (SetPass)
+  bool fp8_ = false;          // emitting the max pass with max_dtype=fp8 (SetPass)
+  // max_dtype=fp8, per K buffer: its fp8 copy (-1: not made yet), the copy's WAR dependency and
+  // the tile's keys.
+  std::vector<int32_t> k8_ready_, k8_war_, k8_size_;
+  std::vector<int32_t> o_reader_;                  // per output PSUM bank: its last reader
+  int32_t stats_ = -1, oacc_ = -1, last_pv_ = -1;  // stats_: the last op touching the stats
+  std::array<int32_t, 2> alpha_{-1, -1};           // per phase
+  StatIds ids_;
+  // Per tile of the two softmax steps in flight (phase x kv_block + tile).
+  std::array<int, kSlots> slot_{}, p_buf_{};
+  std::array<int32_t, kSlots> s_ready_{}, max_{}, p_ready_{}, sum_{}, pt_ready_{};
+  std::array<Mem, kSlots> src_{};
+  std::array<bool, kSlots> src_bf16_{};
+};
+
+}  // namespace
+
+void EmitProgram(const Plan& plan, const sim::Target& target, sim::Program* program) {
+  SimEmitter emitter(plan, target, program);
+  Generate(plan, emitter);
+}
+
+std::optional<double> Estimate(const Problem& problem, const Config& config,
+                               const sim::Target& target) {
+  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
+  if (!plan.ok()) return std::nullopt;
+  const int64_t pairs = CeilDiv(plan->bh, plan->shards);
+  Plan one = *plan;
+  one.bh = 1;
+  one.shards = 1;
+  const int64_t groups = CeilDiv(one.q_tiles, one.q_group);
+  one.group_stride = std::max<int64_t>(1, groups / kSampledGroups);
+  int64_t sampled = 0;
+  for (int64_t g = 0; g < groups; ++g) sampled += g % one.group_stride == one.group_stride / 2;
+  CountingProgram program(target);
+  SimEmitter emitter(one, target, &program);
+  program.cores.resize(1);  // Generate's BeginCore keeps it
+  CountingCore& core = program.cores[0];
+  core.set_weight(double(groups) / double(sampled));
+  Generate(one, emitter);
+  if (one.resident && one.group_stride > 1) {  // once per head, not per group
+    core.set_weight(1);
+    for (int64_t t = 0; t < one.kv_tiles; ++t) {
+      emitter.LoadKv(t, t * one.kv_tile, std::min(one.kv_tile, one.sk - t * one.kv_tile));
+    }
+  }
+  return double(pairs) * core.BoundNs(plan->shards);
+}
+
+}  // namespace tessel::kernels::attention_internal

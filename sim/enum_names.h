@@ -1,0 +1,36 @@
+// Names of small enums kept as one table per enum (value, name), in place of a switch per enum:
+// the name of a value, and the value of a name. Header-only, for sim/ and the folders above it.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace tessel::sim {
+
+template <typename Enum>
+struct EnumName {
+  Enum value;
+  std::string_view name;
+};
+
+// The name of `value` in `table`; `fallback` when the table does not list it.
+template <typename Enum, size_t N>
+constexpr std::string_view NameIn(const EnumName<Enum> (&table)[N], Enum value,
+                                  std::string_view fallback) {
+  for (const EnumName<Enum>& row : table) {
+    if (row.value == value) return row.name;
+  }
+  return fallback;
+}
+
+// The first value named `name` in `table`; nullopt when none is.
+template <typename Enum, size_t N>
+constexpr std::optional<Enum> ValueIn(const EnumName<Enum> (&table)[N], std::string_view name) {
+  for (const EnumName<Enum>& row : table) {
+    if (row.name == name) return row.value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tessel::sim
