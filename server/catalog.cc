@@ -1,13 +1,17 @@
 #include "server/catalog.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <tuple>
 #include <vector>
 
+#include "kernels/info.h"
 #include "kernels/kernel.h"
+#include "kernels/workload.h"
+#include "schema/graded_match.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "schema/vocab.h"
+#include "schema/workload_key.h"
 #include "sim/target.h"
 
 namespace tessel::server {
@@ -19,7 +23,7 @@ constexpr size_t kMaxCachedLookups = 100'000;
 }  // namespace
 
 absl::StatusOr<v1::LookupResponse> Catalog::Lookup(const v1::LookupRequest& request) {
-  auto resolved = ResolveWorkload(request.workload());
+  auto resolved = kernels::Resolve(request.workload());
   if (!resolved.ok()) return resolved.status();
   if (request.snapshot_id() < 0) {
     return absl::InvalidArgumentError("snapshot_id must be >= 0");
@@ -27,8 +31,9 @@ absl::StatusOr<v1::LookupResponse> Catalog::Lookup(const v1::LookupRequest& requ
   const WorkloadRecord workload = WorkloadRecordFor(*resolved);
   // Answers are cached until the next publication (publications are the only thing that can
   // change an answer; versions are fixed for the life of the process).
-  const std::string cache_key = StrCat(workload.kernel, "|", workload.dims, "|", workload.dtype,
-                                       "|", workload.target, "|", request.snapshot_id());
+  const std::string cache_key = StrCat(
+      WorkloadKeyFromCanonical(workload.kernel, workload.dims, workload.dtype, workload.target),
+      "|", request.snapshot_id());
   uint64_t generation = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -46,57 +51,44 @@ absl::StatusOr<v1::LookupResponse> Catalog::Lookup(const v1::LookupRequest& requ
   return answer;
 }
 
-absl::StatusOr<v1::LookupResponse> Catalog::LookupUncached(const ResolvedWorkload& resolved_ref,
-                                                           const WorkloadRecord& workload,
-                                                           int64_t snapshot_id) {
-  const ResolvedWorkload* resolved = &resolved_ref;
+absl::StatusOr<v1::LookupResponse> Catalog::LookupUncached(
+    const kernels::ResolvedWorkload& resolved, const WorkloadRecord& workload,
+    int64_t snapshot_id) {
   v1::LookupResponse response;
-  auto fill = [&](const BestRecord& best, const std::string& match) {
+  auto fill = [&](const BestRecord& best, MatchLevel match) {
     response.set_config(best.config);
-    response.set_match(match);
+    response.set_match(std::string(MatchLevelName(match)));
     response.set_time_ns(best.time_ns);
     response.set_snapshot_id(best.snapshot_id);
     response.set_job_id(best.job_id);
     response.set_tuned_dims(best.workload.dims);
     response.set_tuned_target(best.workload.target);
-    auto target = CachedTarget(best.workload.target);
-    response.set_stale(best.kernel_version != resolved->kernel->version() ||
+    auto target = kernels::CachedTarget(best.workload.target);
+    response.set_stale(best.kernel_version != resolved.kernel->version() ||
                        (target.ok() && best.target_version != target->version));
   };
+  // The exact workload is one indexed query; the other levels need every best of the kernel.
   auto exact = store_->LatestBest(workload, snapshot_id);
   if (!exact.ok()) return exact.status();
   if (*exact) {
-    fill(**exact, "exact");
+    fill(**exact, MatchLevel::kExact);
     return response;
   }
   auto all = store_->BestForKernel(workload.kernel, snapshot_id);
   if (!all.ok()) return all.status();
-  // nearest: same kernel, dtype and target; distance = sum over dims of |log2(tuned / wanted)|.
-  const BestRecord* nearest = nullptr;
-  double nearest_distance = std::numeric_limits<double>::infinity();
-  const BestRecord* other_target = nullptr;
-  for (const BestRecord& best : *all) {
-    if (best.workload.dtype != workload.dtype) continue;
-    if (best.workload.target != workload.target) {
-      if (best.workload.dims == workload.dims && !other_target) other_target = &best;
-      continue;
-    }
-    auto dims = Dims::Parse(best.workload.dims);
-    if (!dims.ok()) continue;
-    const double distance = DimsDistance(*dims, resolved->problem.dims);
-    const bool comparable = std::isfinite(distance);
-    if (comparable && distance < nearest_distance) {
-      nearest_distance = distance;
-      nearest = &best;
-    }
+  GradedMatcher matcher(resolved.problem.dims, workload.dtype, workload.target);
+  for (size_t i = 0; i < all->size(); ++i) {
+    const WorkloadRecord& tuned = (*all)[i].workload;
+    auto dims = Dims::Parse(tuned.dims);
+    matcher.Offer(i, tuned.dims, tuned.dtype, tuned.target,
+                  dims.ok() ? DimsLogs(*dims) : DimsLogs());
   }
-  if (nearest) {
-    fill(*nearest, "nearest");
-  } else if (other_target) {
-    fill(*other_target, "other_target");
+  const GradedMatch match = matcher.Result();
+  if (match.candidate) {
+    fill((*all)[*match.candidate], match.level);
   } else {
-    response.set_config(resolved->kernel->Default(resolved->problem, resolved->target).ToString());
-    response.set_match("default");
+    response.set_config(resolved.kernel->Default(resolved.problem, resolved.target).ToString());
+    response.set_match(std::string(MatchLevelName(MatchLevel::kDefault)));
   }
   return response;
 }
@@ -108,13 +100,7 @@ absl::StatusOr<v1::ExportResponse> Catalog::Export(const v1::ExportRequest& requ
     chosen = kernels::AllKernels();
   } else {
     for (const std::string& name : request.kernels()) {
-      const kernels::Kernel* kernel = kernels::FindKernel(name);
-      if (kernel == nullptr) {
-        std::vector<std::string> names;
-        for (const kernels::Kernel* k : kernels::AllKernels()) names.emplace_back(k->name());
-        return absl::InvalidArgumentError(
-            StrCat("unknown kernel '", name, "'; known kernels: ", StrJoin(names, ", ")));
-      }
+      TESSEL_ASSIGN_OR_RETURN(const kernels::Kernel* kernel, kernels::ResolveKernel(name));
       chosen.push_back(kernel);
     }
   }
@@ -139,7 +125,7 @@ absl::StatusOr<v1::ExportResponse> Catalog::Export(const v1::ExportRequest& requ
   for (v1::BestConfig& b : best) *response.add_best() = std::move(b);
   std::vector<sim::Target> targets;
   for (const std::string& name : sim::TargetNames()) {
-    auto target = sim::LoadTarget(name);
+    auto target = kernels::CachedTarget(name);
     if (!target.ok() || target->systolic) continue;
     v1::VersionInfo* version = response.add_targets();
     version->set_name(target->name);
@@ -149,14 +135,13 @@ absl::StatusOr<v1::ExportResponse> Catalog::Export(const v1::ExportRequest& requ
   for (const kernels::Kernel* kernel : chosen) {
     for (const sim::Target& target : targets) {
       for (const std::string& dtype : kernel->dtypes()) {
-        kernels::Problem problem = kernel->Example();
-        problem.dtype = dtype;
-        if (!kernel->ValidateProblem(problem, target).ok()) continue;
+        absl::StatusOr<Config> config = kernels::ExampleDefault(*kernel, dtype, target);
+        if (!config.ok()) continue;  // the target cannot run this dtype for this kernel
         v1::DefaultConfig* d = response.add_defaults();
         d->set_kernel(std::string(kernel->name()));
         d->set_dtype(dtype);
         d->set_target(target.name);
-        d->set_config(kernel->Default(problem, target).ToString());
+        d->set_config(config->ToString());
       }
     }
   }
@@ -170,7 +155,7 @@ absl::StatusOr<v1::ImportResponse> Catalog::Import(const v1::ImportRequest& requ
     if (kernels::FindKernel(b.kernel()) == nullptr) {
       return absl::InvalidArgumentError(StrCat("import: unknown kernel in ", where));
     }
-    if (!sim::LoadTarget(b.target()).ok()) {
+    if (!kernels::CachedTarget(b.target()).ok()) {
       return absl::InvalidArgumentError(StrCat("import: unknown target in ", where));
     }
     if (!Dims::Parse(b.dims()).ok() || b.config().empty() || !Config::Parse(b.config()).ok() ||
@@ -180,7 +165,7 @@ absl::StatusOr<v1::ImportResponse> Catalog::Import(const v1::ImportRequest& requ
     }
     BestRecord record;
     record.workload = WorkloadRecord{b.kernel(), Dims::Parse(b.dims())->Canonical(),
-                                     b.dtype().empty() ? "bf16" : b.dtype(), b.target()};
+                                     b.dtype().empty() ? kDefaultDtype : b.dtype(), b.target()};
     record.kernel_version = b.kernel_version();
     record.target_version = b.target_version();
     record.config = b.config();
@@ -217,7 +202,7 @@ absl::StatusOr<int64_t> Catalog::Publish(const BestRecord& best) {
 
 v1::ListKernelsResponse Catalog::ListKernels() {
   v1::ListKernelsResponse response;
-  auto target = CachedTarget("snc2");
+  auto target = kernels::CachedTarget(kDefaultTarget);
   for (const kernels::Kernel* kernel : kernels::AllKernels()) {
     v1::KernelInfo* info = response.add_kernels();
     info->set_name(std::string(kernel->name()));
@@ -226,9 +211,7 @@ v1::ListKernelsResponse Catalog::ListKernels() {
     for (const std::string& dim : kernel->dims()) info->add_dims(dim);
     for (const std::string& dtype : kernel->dtypes()) info->add_dtypes(dtype);
     if (!target.ok()) continue;
-    auto space = kernel->SpaceFor(kernel->Example(), *target);
-    if (!space.ok()) continue;
-    for (const kernels::Param& param : space->params()) {
+    for (const kernels::Param& param : kernels::DescribeKernel(*kernel, *target).params) {
       v1::ParamInfo* p = info->add_params();
       p->set_name(param.name);
       p->set_help(param.help);

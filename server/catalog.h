@@ -1,8 +1,9 @@
 // The catalog: what the server knows about kernels and published configs, for readers. Graded
-// lookup (exact, nearest, other target, the kernel's default) with an answer cache, export and
-// import of published results, the kernel list with each kernel's parameters, and Publish, the
-// one door to the store's published configs (so the cache never serves a superseded answer).
-// Depends on the store and the wire only. Thread-safe.
+// lookup (exact, nearest, other target, the kernel's default: schema/graded_match.h) with an
+// answer cache keyed by schema/workload_key.h, export and import of published results, the kernel
+// list with each kernel's parameters (kernels/info.h), and Publish, the one door to the store's
+// published configs (so the cache never serves a superseded answer). Of server/, depends on the
+// store and the wire only. Thread-safe.
 #ifndef TESSEL_SERVER_CATALOG_H_
 #define TESSEL_SERVER_CATALOG_H_
 
@@ -13,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/workload.h"
 #include "schema/tessel.pb.h"
 #include "server/store.h"
 #include "server/wire.h"
@@ -44,11 +46,11 @@ class Catalog {
   absl::StatusOr<int64_t> Publish(const BestRecord& best) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every registered kernel with its dims, dtypes and the parameters of its example problem
-  // (Kernel::Example) on snc2.
+  // (kernels::DescribeKernel, from Kernel::Example) on the default target.
   static v1::ListKernelsResponse ListKernels();
 
  private:
-  absl::StatusOr<v1::LookupResponse> LookupUncached(const ResolvedWorkload& resolved,
+  absl::StatusOr<v1::LookupResponse> LookupUncached(const kernels::ResolvedWorkload& resolved,
                                                     const WorkloadRecord& workload,
                                                     int64_t snapshot_id);
 

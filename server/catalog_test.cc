@@ -17,15 +17,20 @@ namespace {
 TEST(CatalogTest, ListKernelsGivesEveryKernelItsParams) {
   const v1::ListKernelsResponse response = Catalog::ListKernels();
   ASSERT_EQ(response.kernels_size(), static_cast<int>(kernels::AllKernels().size()));
+  std::set<std::string> listed;
   for (const v1::KernelInfo& info : response.kernels()) {
+    listed.insert(info.name());
     EXPECT_GT(info.params_size(), 0) << info.name() << " lists no params";
     EXPECT_GT(info.dims_size(), 0) << info.name();
+  }
+  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
+    EXPECT_TRUE(listed.contains(std::string(kernel->name()))) << kernel->name() << " is not listed";
   }
 }
 
 TEST(CatalogTest, ExportWritesADefaultConfigForEveryKernel) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tessel-catalog-test-" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tessel-catalog-test-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   auto store = Store::Open((dir / "t.db").string());

@@ -7,7 +7,9 @@
 #include <span>
 #include <utility>
 
+#include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "schema/vocab.h"
 #include "server/job_view.h"
 
 namespace tessel::server {
@@ -20,7 +22,6 @@ constexpr int kMaxProposalRounds = 3;
 // Warm start: how many recent jobs are scanned for neighbours, and how many are used.
 constexpr int kWarmStartScannedJobs = 200;
 constexpr int kMaxWarmStartNeighbours = 4;
-constexpr char kDefaultStrategy[] = "auto";
 
 // The order candidates are published in: faster first; of equal times, the one proposed first
 // (trial ids follow proposal order), so the result does not depend on which worker reported
@@ -51,25 +52,16 @@ std::optional<MeasuredConfig> Shown(const std::optional<Candidate>& candidate) {
 }
 
 // The workload of a stored job, resolved again as a request naming it would be.
-absl::StatusOr<ResolvedWorkload> ResolveStored(const JobRecord& record) {
-  v1::Workload workload;
-  workload.set_kernel(record.workload.kernel);
-  workload.set_dtype(record.workload.dtype);
-  workload.set_target(record.workload.target);
-  auto dims = Dims::Parse(record.dims_display);
-  if (!dims.ok()) return dims.status();
-  for (const auto& [name, value] : dims->items()) {
-    v1::Dim* dim = workload.add_dims();
-    dim->set_name(name);
-    dim->set_value(value);
-  }
-  return ResolveWorkload(workload);
+absl::StatusOr<kernels::ResolvedWorkload> ResolveStored(const JobRecord& record) {
+  TESSEL_ASSIGN_OR_RETURN(Dims dims, Dims::Parse(record.dims_display));
+  return kernels::Resolve(kernels::WorkloadRequest{record.workload.kernel, std::move(dims),
+                                                   record.workload.dtype, record.workload.target});
 }
 
 }  // namespace
 
 absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request) {
-  auto resolved = ResolveWorkload(request.workload());
+  auto resolved = kernels::Resolve(request.workload());
   if (!resolved.ok()) return resolved.status();
   std::string strategy = request.strategy().empty() ? kDefaultStrategy : request.strategy();
   auto names = search::StrategyNames();
@@ -132,7 +124,7 @@ absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request
   record.strategy = strategy;
   record.budget = budget;
   record.seed = request.seed();
-  record.state = "queued";
+  record.state = JobState::kQueued;
   record.default_config = resolved->kernel->Default(resolved->problem, resolved->target).ToString();
   record.roofline_ns = kernels::RooflineNs(*resolved->kernel, resolved->problem, resolved->target);
   record.created_ms = NowUnixMs();
@@ -153,7 +145,7 @@ JobManager::~JobManager() = default;
 // Building, warm start, recovery
 
 absl::StatusOr<std::unique_ptr<Job>> JobManager::BuildJob(const JobRecord& record,
-                                                          ResolvedWorkload resolved) {
+                                                          kernels::ResolvedWorkload resolved) {
   auto job = std::make_unique<Job>();
   job->record = record;
   job->kernel = resolved.kernel;
@@ -175,7 +167,7 @@ int JobManager::WarmStart(Store& store, Job& job) {
   int used = 0;
   for (const JobRecord& other : *recent) {
     if (used >= kMaxWarmStartNeighbours) break;
-    if (other.id == job.record.id || other.state != "completed" ||
+    if (other.id == job.record.id || other.state != JobState::kCompleted ||
         other.workload.kernel != job.record.workload.kernel ||
         other.workload.dtype != job.record.workload.dtype ||
         other.kernel_version != job.record.kernel_version) {
@@ -185,11 +177,11 @@ int JobManager::WarmStart(Store& store, Job& job) {
     if (!trials.ok()) continue;
     std::vector<search::Observation> observations;
     for (const TrialRecord& t : *trials) {
-      if (t.is_verify || !ChargedToBudget(t.status)) continue;
+      if (t.is_verify || !IsChargedToBudget(t.status)) continue;
       auto config = Config::Parse(t.config);
       if (!config.ok()) continue;
-      observations.push_back(
-          search::Observation{*std::move(config), t.status == "OK", t.time_ns.value_or(0)});
+      observations.push_back(search::Observation{*std::move(config), t.status == TrialStatus::kOk,
+                                                 t.time_ns.value_or(0)});
     }
     if (observations.empty()) continue;
     job.strategy->ObservePrior(observations);
@@ -204,13 +196,13 @@ absl::Status JobManager::Recover(JobEffects& effects) {
   next_trial_id_ = *max_id + 1;
 
   std::vector<JobRecord> unfinished;
-  for (const char* state : {"queued", "running"}) {
+  for (JobState state : {JobState::kQueued, JobState::kRunning}) {
     auto jobs = store_->JobsInState(state);
     if (!jobs.ok()) return jobs.status();
     unfinished.insert(unfinished.end(), jobs->begin(), jobs->end());
   }
   for (const JobRecord& record : unfinished) {
-    absl::StatusOr<ResolvedWorkload> resolved = ResolveStored(record);
+    absl::StatusOr<kernels::ResolvedWorkload> resolved = ResolveStored(record);
     absl::StatusOr<std::unique_ptr<Job>> job =
         resolved.ok() ? BuildJob(record, *std::move(resolved)) : resolved.status();
     if (job.ok() && (*job)->kernel->version() != record.kernel_version) {
@@ -221,7 +213,7 @@ absl::Status JobManager::Recover(JobEffects& effects) {
     if (!job.ok()) {
       spdlog::warn("job {} cannot be resumed: {}", record.id, std::string(job.status().message()));
       if (absl::Status s = store_->UpdateJobState(
-              record.id, "failed",
+              record.id, JobState::kFailed,
               StrCat("cannot resume after restart: ", std::string(job.status().message())));
           !s.ok()) {
         return s;
@@ -244,7 +236,7 @@ absl::Status JobManager::Recover(JobEffects& effects) {
         continue;
       }
       PendingTrial trial{t.id, *config, t.is_default, false};
-      if (ChargedToBudget(t.status)) {
+      if (IsChargedToBudget(t.status)) {
         // A lost trial's config was never measured: leave it free to be proposed again.
         j.tried.insert(t.config);
         default_measured |= t.is_default;
@@ -260,10 +252,12 @@ absl::Status JobManager::Recover(JobEffects& effects) {
     }
     for (const TrialRecord& t : verify_rows) {
       for (Candidate& c : j.candidates) {
-        if (c.config.ToString() == t.config && t.status == "OK" && t.verified) c.verified = true;
+        if (c.config.ToString() == t.config && t.status == TrialStatus::kOk && t.verified) {
+          c.verified = true;
+        }
       }
     }
-    j.running_persisted = record.state == "running";
+    j.running_persisted = record.state == JobState::kRunning;
     spdlog::info("resumed job {} ({} trials already measured)", record.id, trials->size());
     const int64_t id = record.id;
     jobs_[id] = std::move(*job);
@@ -322,7 +316,8 @@ absl::Status JobManager::CheckCancellable(int64_t job_id) const {
   if (job == nullptr && !finished_.contains(job_id)) {
     auto stored = store_->GetJob(job_id);
     if (!stored.ok()) return stored.status();
-    return absl::FailedPreconditionError(StrCat("job ", job_id, " is already ", stored->state));
+    return absl::FailedPreconditionError(
+        StrCat("job ", job_id, " is already ", JobStateName(stored->state)));
   }
   return absl::FailedPreconditionError(StrCat("job ", job_id, " has already finished"));
 }
@@ -333,7 +328,7 @@ void JobManager::CancelLeased(int64_t job_id, int64_t trial_id, const std::strin
   if (job == nullptr) return;
   auto trial = job->leased.find(trial_id);
   if (trial == job->leased.end()) return;
-  TrialRecord row = RecordFor(*job, trial->second, "CANCELLED", "job cancelled");
+  TrialRecord row = RecordFor(*job, trial->second, TrialStatus::kCancelled, "job cancelled");
   row.worker_id = worker_id;
   effects.trials_to_store.push_back(std::move(row));
 }
@@ -446,7 +441,7 @@ std::vector<v1::TrialSpec> JobManager::TakeTrials(const v1::WorkerInfo& worker, 
     }
     if (!job.running_persisted) {
       job.running_persisted = true;
-      job.record.state = "running";
+      job.record.state = JobState::kRunning;
       effects.running_jobs.push_back(job_id);
     }
     if (static_cast<int>(specs.size()) >= max_trials) break;
@@ -461,11 +456,11 @@ std::optional<TrialRecord> JobManager::ResultRecord(int64_t job_id, int64_t tria
   if (job == nullptr) return std::nullopt;
   auto trial = job->leased.find(trial_id);
   if (trial == job->leased.end()) return std::nullopt;
-  std::string status = TrialStatusToString(result.status());
-  if (result.status() == v1::TRIAL_STATUS_UNSPECIFIED) status = "RUNTIME_ERROR";
+  // A result without a status (or with one this build does not know) is a runtime error.
+  const TrialStatus status =
+      TrialStatusFromProto(result.status()).value_or(TrialStatus::kRuntimeError);
   TrialRecord row = RecordFor(*job, trial->second, status, result.message());
-  row.time_ns =
-      result.status() == v1::TRIAL_OK ? std::optional<double>(result.time_ns()) : std::nullopt;
+  row.time_ns = status == TrialStatus::kOk ? std::optional<double>(result.time_ns()) : std::nullopt;
   row.samples_ns.assign(result.samples_ns().begin(), result.samples_ns().end());
   row.bound = result.bound();
   row.stats_json = result.stats_json().empty() ? "{}" : result.stats_json();
@@ -492,19 +487,21 @@ void JobManager::LoseTrial(int64_t job_id, int64_t trial_id, const std::string& 
   if (it == job->leased.end()) return;
   const PendingTrial trial = std::move(it->second);
   job->leased.erase(it);
-  TrialRecord row = RecordFor(*job, trial, "WORKER_LOST", why);
+  TrialRecord row = RecordFor(*job, trial, TrialStatus::kWorkerLost, why);
   row.worker_id = worker_id;
   effects.trials_to_store.push_back(std::move(row));
   v1::TrialResult lost;
-  lost.set_status(v1::TRIAL_WORKER_LOST);
+  lost.set_status(ToProto(TrialStatus::kWorkerLost));
   Apply(*job, trial, lost, effects, /*refill=*/true);
   effects.changed_jobs.push_back(job_id);
 }
 
 void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResult& result,
                        JobEffects& effects, bool refill) {
-  const v1::TrialStatus status = result.status();
-  if (!ChargedToBudget(status)) {
+  // A result without a status (or with one this build does not know) is a runtime error.
+  const TrialStatus status =
+      TrialStatusFromProto(result.status()).value_or(TrialStatus::kRuntimeError);
+  if (!IsChargedToBudget(status)) {
     // Not the config's fault: measure it again elsewhere.
     CountResult(status, job.counts);
     if (refill && job.phase != Job::Phase::kDone) {
@@ -515,7 +512,7 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
   }
   if (trial.verify_final) {
     if (!job.candidates.empty() && job.candidates.front().config == trial.config) {
-      if (status == v1::TRIAL_OK && result.verified()) {
+      if (status == TrialStatus::kOk && result.verified()) {
         job.candidates.front().verified = true;
       } else {
         spdlog::warn("job {}: best candidate {} failed verification: {}", job.record.id,
@@ -535,23 +532,23 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
   }
   job.charged++;
   CountResult(status, job.counts);
-  search::Observation observation{trial.config, status == v1::TRIAL_OK, result.time_ns()};
-  if (status == v1::TRIAL_OK) {
+  search::Observation observation{trial.config, status == TrialStatus::kOk, result.time_ns()};
+  if (status == TrialStatus::kOk) {
     Candidate candidate{result.time_ns(), trial.config, trial.id, result.verified()};
     job.candidates.push_back(candidate);
     if (!job.best || Faster(candidate, *job.best)) job.best = candidate;
     if (trial.is_default) job.default_result = candidate;
   }
-  if (trial.is_default && status != v1::TRIAL_OK) {
+  if (trial.is_default && status != TrialStatus::kOk) {
     job.default_message = result.message();
   }
   job.strategy->Observe(std::span<const search::Observation>(&observation, 1));
-  if (job.stop) job.stop->Record(status == v1::TRIAL_OK, result.time_ns());
+  if (job.stop) job.stop->Record(status == TrialStatus::kOk, result.time_ns());
   if (refill) Refill(job, effects);
 }
 
-TrialRecord JobManager::RecordFor(const Job& job, const PendingTrial& trial,
-                                  const std::string& status, const std::string& message) const {
+TrialRecord JobManager::RecordFor(const Job& job, const PendingTrial& trial, TrialStatus status,
+                                  const std::string& message) const {
   TrialRecord row;
   row.id = trial.id;
   row.job_id = job.record.id;
@@ -588,7 +585,7 @@ std::optional<JobEnd> JobManager::Conclude(int64_t job_id) const {
   const Job& job = *found;
   JobEnd end;
   if (job.cancelled) {
-    end.stopped_by = "cancelled";
+    end.stopped_by = JobStateName(JobState::kCancelled);  // a cancel is named by its state
   } else if (!job.stop_reason.empty()) {
     end.stopped_by = job.stop_reason;
   } else if (job.charged < job.record.budget && job.strategy_exhausted) {
@@ -597,10 +594,10 @@ std::optional<JobEnd> JobManager::Conclude(int64_t job_id) const {
     end.stopped_by = std::string(search::StopReasonName(search::StopReason::kBudget));
   }
   if (job.cancelled) {
-    end.state = "cancelled";
+    end.state = JobState::kCancelled;
     end.message = "cancelled by request";
   } else if (job.published) {
-    end.state = "completed";
+    end.state = JobState::kCompleted;
     BestRecord best;
     best.workload = job.record.workload;
     best.kernel_version = job.record.kernel_version;
@@ -619,12 +616,12 @@ std::optional<JobEnd> JobManager::Conclude(int64_t job_id) const {
           StrCat(end.message, end.message.empty() ? "" : "; ", "stopped early: ", job.stop_reason);
     }
   } else if (job.counts.ok() == 0) {
-    end.state = "failed";
+    end.state = JobState::kFailed;
     end.message =
         StrCat("no config could be measured (", job.counts.total(), " trial(s) failed",
                job.default_message.empty() ? "" : "; default config: ", job.default_message, ")");
   } else {
-    end.state = "failed";
+    end.state = JobState::kFailed;
     end.message = "no measured config passed numerical verification";
   }
   return end;

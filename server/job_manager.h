@@ -19,7 +19,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "kernels/kernel.h"
+#include "kernels/workload.h"
 #include "schema/tessel.pb.h"
+#include "schema/vocab.h"
 #include "search/stopping.h"
 #include "search/strategy.h"
 #include "server/scheduler_options.h"
@@ -49,13 +51,13 @@ struct PendingTrial {
 // workload and the request's seed configs.
 struct Submission {
   JobRecord record;
-  ResolvedWorkload resolved;
+  kernels::ResolvedWorkload resolved;
   std::vector<Config> seeds;
 };
 
 // How a job ended: what to store and, for a completed job, what to publish.
 struct JobEnd {
-  std::string state;
+  JobState state = JobState::kFailed;
   std::string message;
   std::string stopped_by;
   std::optional<BestRecord> publish;
@@ -120,7 +122,7 @@ class JobManager {
   // A job with nothing measured yet: its space, strategy and early-stop tracker (time limit
   // counted from record.created_ms). Reads no state: callable without the scheduler's lock.
   static absl::StatusOr<std::unique_ptr<Job>> BuildJob(const JobRecord& record,
-                                                       ResolvedWorkload resolved);
+                                                       kernels::ResolvedWorkload resolved);
   // Seeds the job's strategy with the measured trials of recent completed neighbour jobs (same
   // kernel, dtype and kernel version). Returns how many neighbours were used. Reads only the
   // store: callable without the scheduler's lock.
@@ -177,7 +179,7 @@ class JobManager {
   // With refill false (replaying stored trials) it neither proposes nor re-queues.
   void Apply(Job& job, const PendingTrial& trial, const v1::TrialResult& result,
              JobEffects& effects, bool refill);
-  TrialRecord RecordFor(const Job& job, const PendingTrial& trial, const std::string& status,
+  TrialRecord RecordFor(const Job& job, const PendingTrial& trial, TrialStatus status,
                         const std::string& message) const;
   v1::TrialSpec SpecFor(const Job& job, const PendingTrial& trial) const;
   v1::Job ViewOf(const Job& job) const;

@@ -3,27 +3,21 @@
 #include <set>
 
 #include "kernels/kernel.h"
+#include "kernels/workload.h"
+#include "schema/vocab.h"
 #include "server/wire.h"
 
 namespace tessel::server {
 
-bool ChargedToBudget(v1::TrialStatus status) {
-  return status != v1::TRIAL_WORKER_LOST && status != v1::TRIAL_CANCELLED;
-}
-
-bool ChargedToBudget(const std::string& status) {
-  return ChargedToBudget(TrialStatusFromString(status));
-}
-
-void CountResult(v1::TrialStatus status, v1::TrialCounts& counts) {
-  if (!ChargedToBudget(status)) {
+void CountResult(TrialStatus status, v1::TrialCounts& counts) {
+  if (!IsChargedToBudget(status)) {
     counts.set_retried(counts.retried() + 1);
     return;
   }
   counts.set_total(counts.total() + 1);
-  if (status == v1::TRIAL_OK) {
+  if (status == TrialStatus::kOk) {
     counts.set_ok(counts.ok() + 1);
-  } else if (status == v1::TRIAL_INVALID_CONFIG) {
+  } else if (status == TrialStatus::kInvalidConfig) {
     counts.set_invalid(counts.invalid() + 1);
   } else {
     counts.set_failed(counts.failed() + 1);
@@ -42,7 +36,7 @@ v1::Job JobView(const JobRecord& record, const JobProgress& progress) {
   view.set_roofline_ns(record.roofline_ns);
   view.set_created_unix_ms(record.created_ms);
   view.set_finished_unix_ms(record.finished_ms.value_or(0));
-  view.set_state(JobStateFromString(record.state));
+  view.set_state(ToProto(record.state));
   view.set_message(record.message);
   view.set_effort(record.effort);
   view.set_time_limit_s(record.time_limit_s);
@@ -61,7 +55,7 @@ v1::Job JobView(const JobRecord& record, const JobProgress& progress) {
     view.mutable_default_config()->set_trial_id(progress.default_result->trial_id);
   }
   if (const kernels::Kernel* kernel = kernels::FindKernel(record.workload.kernel)) {
-    auto target = CachedTarget(record.workload.target);
+    auto target = kernels::CachedTarget(record.workload.target);
     view.set_stale(kernel->version() != record.kernel_version ||
                    (target.ok() && target->version != record.target_version));
   }
@@ -72,22 +66,22 @@ JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialR
   JobProgress progress;
   std::set<std::string> verified;  // configs that passed a verification
   for (const TrialRecord& t : trials) {
-    if (t.status == "OK" && t.verified) verified.insert(t.config);
+    if (t.status == TrialStatus::kOk && t.verified) verified.insert(t.config);
   }
   const TrialRecord* best = nullptr;
   const TrialRecord* best_verified = nullptr;
   for (const TrialRecord& t : trials) {
     if (t.is_verify) continue;
-    const v1::TrialStatus status = TrialStatusFromString(t.status);
-    CountResult(status, progress.counts);
-    if (status != v1::TRIAL_OK) continue;
+    CountResult(t.status, progress.counts);
+    if (t.status != TrialStatus::kOk) continue;
     if (!best || *t.time_ns < *best->time_ns) best = &t;
     if (verified.contains(t.config) && (!best_verified || *t.time_ns < *best_verified->time_ns)) {
       best_verified = &t;
     }
     if (t.is_default) progress.default_result = MeasuredConfig{t.config, *t.time_ns, t.id};
   }
-  const TrialRecord* shown = record.state == "completed" && best_verified ? best_verified : best;
+  const TrialRecord* shown =
+      record.state == JobState::kCompleted && best_verified ? best_verified : best;
   if (shown) progress.best = MeasuredConfig{shown->config, *shown->time_ns, shown->id};
   return progress;
 }

@@ -1,7 +1,8 @@
 // The job view: the one fold that turns a job's record and its measured trials into the v1::Job
 // clients see, for a job the scheduler holds in memory and for one read back from the store alike.
-// The rules of counting live here once: which results are charged to the budget, how a result is
-// counted, and when a job's results are stale. Depends on the wire and the store's records only.
+// The rules of counting live here once: how a result is counted (with the budget rule of
+// schema/vocab.h) and when a job's results are stale. Depends on the wire and the store's records
+// only.
 #ifndef TESSEL_SERVER_JOB_VIEW_H_
 #define TESSEL_SERVER_JOB_VIEW_H_
 
@@ -12,21 +13,16 @@
 
 #include "absl/status/statusor.h"
 #include "schema/tessel.pb.h"
+#include "schema/vocab.h"
 #include "server/store.h"
 
 namespace tessel::server {
 
 namespace v1 = ::tessel::v1;
 
-// A trial status is charged to the job's budget unless it was not the config's fault: a trial a
-// worker lost or that was cancelled is measured again elsewhere, for free.
-bool ChargedToBudget(v1::TrialStatus status);
-// As above, for a stored status string (schema/sql/001_init.sql).
-bool ChargedToBudget(const std::string& status);
-
 // Adds one result of an ordinary (not verification) trial to `counts`: retried when not charged,
 // else total and one of ok, invalid or failed.
-void CountResult(v1::TrialStatus status, v1::TrialCounts& counts);
+void CountResult(TrialStatus status, v1::TrialCounts& counts);
 
 // One measured config as a job view shows it.
 struct MeasuredConfig {

@@ -18,7 +18,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kernels/workload.h"
 #include "schema/strings.h"
+#include "schema/vocab.h"
 #include "server/catalog.h"
 #include "server/job_manager.h"
 #include "server/job_view.h"
@@ -85,7 +87,8 @@ class Scheduler::Impl {
     record.id = *id;
     auto job = JobManager::BuildJob(record, std::move(submission->resolved));
     if (!job.ok()) {
-      (void)store_->UpdateJobState(record.id, "failed", std::string(job.status().message()));
+      (void)store_->UpdateJobState(record.id, JobState::kFailed,
+                                   std::string(job.status().message()));
       return job.status();
     }
     const int neighbours = request.cold_start() ? 0 : JobManager::WarmStart(*store_, **job);
@@ -189,7 +192,7 @@ class Scheduler::Impl {
       return absl::InvalidArgumentError(StrCat("slots must be >= 0, got ", request.slots()));
     }
     for (const std::string& target : request.targets()) {
-      if (auto t = sim::LoadTarget(target); !t.ok()) {
+      if (auto t = kernels::CachedTarget(target); !t.ok()) {
         return absl::InvalidArgumentError(
             StrCat("worker offers unknown target: ", std::string(t.status().message())));
       }
@@ -351,7 +354,7 @@ class Scheduler::Impl {
                  StrCat("cannot record ", jobs.trials_to_store.size(), " trial(s)"));
     }
     for (int64_t job_id : jobs.running_jobs) {
-      LogIfError(store_->UpdateJobState(job_id, "running", ""), StrCat("job ", job_id));
+      LogIfError(store_->UpdateJobState(job_id, JobState::kRunning, ""), StrCat("job ", job_id));
     }
     for (auto& [done, response] : effects.leases) done(std::move(response));
     for (int64_t job_id : jobs.finished_jobs) FinishJob(job_id);
@@ -372,7 +375,7 @@ class Scheduler::Impl {
     if (end->publish) {
       auto snapshot = catalog_.Publish(*end->publish);
       if (!snapshot.ok()) {
-        end->state = "failed";
+        end->state = JobState::kFailed;
         end->message =
             StrCat("cannot publish the best config: ", std::string(snapshot.status().message()));
       }
@@ -384,8 +387,8 @@ class Scheduler::Impl {
       if (!jobs_.IsActive(job_id)) return;
       jobs_.MarkFinished(job_id, *end);
     }
-    spdlog::info("job {} {}{}{}", job_id, end->state, end->message.empty() ? "" : ": ",
-                 end->message);
+    spdlog::info("job {} {}{}{}", job_id, JobStateName(end->state),
+                 end->message.empty() ? "" : ": ", end->message);
     Notify(job_id, {});
   }
 

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "kernels/kernel.h"
+#include "kernels/workload.h"
 #include "schema/strings.h"
 #include "server/catalog.h"
 #include "server/wire.h"
@@ -89,8 +90,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
       std::lock_guard<std::mutex> lock(mu);
       if (finished || reactor == nullptr || final_queued) return false;
       queue.push_back(event);
-      const v1::JobState s = event.job().state();
-      final_queued = s == v1::JOB_COMPLETED || s == v1::JOB_CANCELLED || s == v1::JOB_FAILED;
+      final_queued = IsFinal(event.job().state());
       WriteNextLocked();
       return !final_queued;
     }
@@ -190,7 +190,7 @@ grpc::ServerUnaryReactor* TesselServiceImpl::ListTargets(grpc::CallbackServerCon
                                                          const v1::ListTargetsRequest* /*request*/,
                                                          v1::ListTargetsResponse* response) {
   for (const std::string& name : sim::TargetNames()) {
-    auto target = sim::LoadTarget(name);
+    auto target = kernels::CachedTarget(name);
     if (!target.ok()) continue;
     v1::TargetInfo* info = response->add_targets();
     info->set_name(target->name);
