@@ -12,8 +12,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schema/vocab.h"
 #include "search/stopping.h"
-#include "server/convert.h"
+#include "server/store.h"
 
 namespace tessel::server {
 namespace {
@@ -298,8 +299,8 @@ TEST_F(SchedulerTest, AnExpiredLeaseIsRecordedAsWorkerLostAndRetriedWithoutCharg
   int lost = 0;
   std::set<std::string> measured;
   for (const auto& t : *trials) {
-    if (t.status == "WORKER_LOST") ++lost;
-    if (t.status == "OK") measured.insert(t.config);
+    if (t.status == TrialStatus::kWorkerLost) ++lost;
+    if (t.status == TrialStatus::kOk) measured.insert(t.config);
   }
   EXPECT_GE(lost, 2);
   EXPECT_TRUE(measured.count(abandoned[0].config())) << "the lost config is measured again";
@@ -326,7 +327,7 @@ TEST_F(SchedulerTest, CancellingStopsTheJobAndTellsTheWorkerByHeartbeat) {
   EXPECT_EQ(scheduler_->Cancel(999).status().code(), absl::StatusCode::kNotFound);
   auto stored = store_->GetJob(job->id());
   ASSERT_TRUE(stored.ok());
-  EXPECT_EQ(stored->state, "cancelled");
+  EXPECT_EQ(stored->state, JobState::kCancelled);
 }
 
 TEST_F(SchedulerTest, LookupFallsBackFromExactToNearestToOtherTargetToDefault) {

@@ -4,8 +4,12 @@
 #include <memory>
 #include <mutex>
 
+#include "kernels/kernel.h"
+#include "kernels/workload.h"
 #include "schema/strings.h"
-#include "server/convert.h"
+#include "server/catalog.h"
+#include "server/wire.h"
+#include "sim/target.h"
 
 namespace tessel::server {
 namespace {
@@ -86,8 +90,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
       std::lock_guard<std::mutex> lock(mu);
       if (finished || reactor == nullptr || final_queued) return false;
       queue.push_back(event);
-      const v1::JobState s = event.job().state();
-      final_queued = s == v1::JOB_COMPLETED || s == v1::JOB_CANCELLED || s == v1::JOB_FAILED;
+      final_queued = IsFinal(event.job().state());
       WriteNextLocked();
       return !final_queued;
     }
@@ -179,28 +182,7 @@ grpc::ServerUnaryReactor* TesselServiceImpl::Lookup(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* TesselServiceImpl::ListKernels(grpc::CallbackServerContext* context,
                                                          const v1::ListKernelsRequest* /*request*/,
                                                          v1::ListKernelsResponse* response) {
-  auto target = sim::LoadTarget("snc2");
-  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
-    v1::KernelInfo* info = response->add_kernels();
-    info->set_name(std::string(kernel->name()));
-    info->set_version(kernel->version());
-    info->set_description(std::string(kernel->description()));
-    kernels::Problem problem;
-    for (const std::string& dim : kernel->dims()) {
-      info->add_dims(dim);
-      problem.dims.Set(dim, kRepresentativeDim);
-    }
-    for (const std::string& dtype : kernel->dtypes()) info->add_dtypes(dtype);
-    if (!target.ok()) continue;
-    auto space = kernel->SpaceFor(problem, *target);
-    if (!space.ok()) continue;
-    for (const kernels::Param& param : space->params()) {
-      v1::ParamInfo* p = info->add_params();
-      p->set_name(param.name);
-      p->set_help(param.help);
-      for (const std::string& v : param.values) p->add_values(v);
-    }
-  }
+  *response = Catalog::ListKernels();
   return Reject(context, absl::OkStatus());
 }
 
@@ -208,7 +190,7 @@ grpc::ServerUnaryReactor* TesselServiceImpl::ListTargets(grpc::CallbackServerCon
                                                          const v1::ListTargetsRequest* /*request*/,
                                                          v1::ListTargetsResponse* response) {
   for (const std::string& name : sim::TargetNames()) {
-    auto target = sim::LoadTarget(name);
+    auto target = kernels::CachedTarget(name);
     if (!target.ok()) continue;
     v1::TargetInfo* info = response->add_targets();
     info->set_name(target->name);

@@ -17,13 +17,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "schema/vocab.h"
 
 namespace tessel::server {
 
-// Stored forms of the enums: the strings of schema/sql/001_init.sql.
-// Job states: "queued", "running", "completed", "cancelled", "failed".
-// Trial statuses: "OK", "INVALID_CONFIG", "WRONG_ANSWER", "RUNTIME_ERROR", "TIMEOUT",
-//                 "WORKER_LOST", "CANCELLED".
+// Records hold job states and trial statuses as the enums of schema/vocab.h; the store writes
+// and reads their string forms (JobStateName, TrialStatusName), the values schema/sql allows.
 
 struct WorkloadRecord {
   std::string kernel;
@@ -41,7 +40,7 @@ struct JobRecord {
   std::string strategy;
   int budget = 0;
   uint64_t seed = 0;
-  std::string state = "queued";
+  JobState state = JobState::kQueued;
   std::string message;
   std::string default_config;
   double roofline_ns = 0;
@@ -61,8 +60,8 @@ struct TrialRecord {
   int64_t id = 0;  // chosen by the caller (the scheduler); unique
   int64_t job_id = 0;
   std::string config;
-  std::string status;             // see above
-  std::optional<double> time_ns;  // set iff status == "OK"
+  TrialStatus status = TrialStatus::kOk;
+  std::optional<double> time_ns;  // set iff status == kOk
   std::vector<double> samples_ns;
   std::string message;
   std::string bound;
@@ -127,7 +126,7 @@ class Store {
   absl::StatusOr<int64_t> CreateJob(const JobRecord& job);
   // Sets state, message and stopped_by (why the search stopped; "" = not stopped); sets
   // finished_ms when the state is final.
-  absl::Status UpdateJobState(int64_t job_id, const std::string& state, const std::string& message,
+  absl::Status UpdateJobState(int64_t job_id, JobState state, const std::string& message,
                               const std::string& stopped_by = "");
   // Inserts trials (all in one transaction). AlreadyExists if an id is taken; nothing is written
   // then.
@@ -137,9 +136,10 @@ class Store {
   absl::Status UpsertWorker(const WorkerRecord& worker);
 
   // ---- reads ----
+  // A stored state or status this build does not know (schema/sql forbids them) is DataLoss.
   absl::StatusOr<JobRecord> GetJob(int64_t job_id);            // NotFound when absent
   absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit);  // newest first
-  absl::StatusOr<std::vector<JobRecord>> JobsInState(const std::string& state);
+  absl::StatusOr<std::vector<JobRecord>> JobsInState(JobState state);
   absl::StatusOr<std::vector<TrialRecord>> TrialsForJob(int64_t job_id);  // by id ascending
   // The trials of every job in `job_ids`, in one query: job id -> its trials by id ascending
   // (jobs without trials are absent).

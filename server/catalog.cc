@@ -1,0 +1,224 @@
+#include "server/catalog.h"
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
+#include "kernels/info.h"
+#include "kernels/kernel.h"
+#include "kernels/workload.h"
+#include "schema/graded_match.h"
+#include "schema/status_macros.h"
+#include "schema/strings.h"
+#include "schema/vocab.h"
+#include "schema/workload_key.h"
+#include "sim/target.h"
+
+namespace tessel::server {
+namespace {
+
+// Lookup answers kept in memory; the cache is dropped whole when it would grow past this.
+constexpr size_t kMaxCachedLookups = 100'000;
+
+}  // namespace
+
+absl::StatusOr<v1::LookupResponse> Catalog::Lookup(const v1::LookupRequest& request) {
+  auto resolved = kernels::Resolve(request.workload());
+  if (!resolved.ok()) return resolved.status();
+  if (request.snapshot_id() < 0) {
+    return absl::InvalidArgumentError("snapshot_id must be >= 0");
+  }
+  const WorkloadRecord workload = WorkloadRecordFor(*resolved);
+  // Answers are cached until the next publication (publications are the only thing that can
+  // change an answer; versions are fixed for the life of the process).
+  const std::string cache_key = StrCat(
+      WorkloadKeyFromCanonical(workload.kernel, workload.dims, workload.dtype, workload.target),
+      "|", request.snapshot_id());
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = lookup_cache_.find(cache_key); it != lookup_cache_.end()) return it->second;
+    generation = publish_generation_;
+  }
+  auto answer = LookupUncached(*resolved, workload, request.snapshot_id());
+  if (answer.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (generation == publish_generation_) {
+      if (lookup_cache_.size() >= kMaxCachedLookups) lookup_cache_.clear();
+      lookup_cache_.emplace(cache_key, *answer);
+    }
+  }
+  return answer;
+}
+
+absl::StatusOr<v1::LookupResponse> Catalog::LookupUncached(
+    const kernels::ResolvedWorkload& resolved, const WorkloadRecord& workload,
+    int64_t snapshot_id) {
+  v1::LookupResponse response;
+  auto fill = [&](const BestRecord& best, MatchLevel match) {
+    response.set_config(best.config);
+    response.set_match(std::string(MatchLevelName(match)));
+    response.set_time_ns(best.time_ns);
+    response.set_snapshot_id(best.snapshot_id);
+    response.set_job_id(best.job_id);
+    response.set_tuned_dims(best.workload.dims);
+    response.set_tuned_target(best.workload.target);
+    auto target = kernels::CachedTarget(best.workload.target);
+    response.set_stale(best.kernel_version != resolved.kernel->version() ||
+                       (target.ok() && best.target_version != target->version));
+  };
+  // The exact workload is one indexed query; the other levels need every best of the kernel.
+  auto exact = store_->LatestBest(workload, snapshot_id);
+  if (!exact.ok()) return exact.status();
+  if (*exact) {
+    fill(**exact, MatchLevel::kExact);
+    return response;
+  }
+  auto all = store_->BestForKernel(workload.kernel, snapshot_id);
+  if (!all.ok()) return all.status();
+  GradedMatcher matcher(resolved.problem.dims, workload.dtype, workload.target);
+  for (size_t i = 0; i < all->size(); ++i) {
+    const WorkloadRecord& tuned = (*all)[i].workload;
+    auto dims = Dims::Parse(tuned.dims);
+    matcher.Offer(i, tuned.dims, tuned.dtype, tuned.target,
+                  dims.ok() ? DimsLogs(*dims) : DimsLogs());
+  }
+  const GradedMatch match = matcher.Result();
+  if (match.candidate) {
+    fill((*all)[*match.candidate], match.level);
+  } else {
+    response.set_config(resolved.kernel->Default(resolved.problem, resolved.target).ToString());
+    response.set_match(std::string(MatchLevelName(MatchLevel::kDefault)));
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ExportResponse> Catalog::Export(const v1::ExportRequest& request) {
+  if (request.snapshot_id() < 0) return absl::InvalidArgumentError("snapshot_id must be >= 0");
+  std::vector<const kernels::Kernel*> chosen;
+  if (request.kernels_size() == 0) {
+    chosen = kernels::AllKernels();
+  } else {
+    for (const std::string& name : request.kernels()) {
+      TESSEL_ASSIGN_OR_RETURN(const kernels::Kernel* kernel, kernels::ResolveKernel(name));
+      chosen.push_back(kernel);
+    }
+  }
+  v1::ExportResponse response;
+  std::vector<v1::BestConfig> best;
+  for (const kernels::Kernel* kernel : chosen) {
+    auto rows = store_->BestForKernel(std::string(kernel->name()), request.snapshot_id());
+    if (!rows.ok()) return rows.status();
+    for (const BestRecord& row : *rows) {
+      best.push_back(BestProto(row));
+      response.set_snapshot_id(std::max(response.snapshot_id(), row.snapshot_id));
+    }
+    v1::VersionInfo* version = response.add_kernels();
+    version->set_name(std::string(kernel->name()));
+    version->set_version(kernel->version());
+  }
+  // Deterministic files: sorted by the workload key.
+  std::sort(best.begin(), best.end(), [](const v1::BestConfig& a, const v1::BestConfig& b) {
+    return std::tie(a.kernel(), a.target(), a.dtype(), a.dims()) <
+           std::tie(b.kernel(), b.target(), b.dtype(), b.dims());
+  });
+  for (v1::BestConfig& b : best) *response.add_best() = std::move(b);
+  std::vector<sim::Target> targets;
+  for (const std::string& name : sim::TargetNames()) {
+    auto target = kernels::CachedTarget(name);
+    if (!target.ok() || target->systolic) continue;
+    v1::VersionInfo* version = response.add_targets();
+    version->set_name(target->name);
+    version->set_version(target->version);
+    targets.push_back(*std::move(target));
+  }
+  for (const kernels::Kernel* kernel : chosen) {
+    for (const sim::Target& target : targets) {
+      for (const std::string& dtype : kernel->dtypes()) {
+        absl::StatusOr<Config> config = kernels::ExampleDefault(*kernel, dtype, target);
+        if (!config.ok()) continue;  // the target cannot run this dtype for this kernel
+        v1::DefaultConfig* d = response.add_defaults();
+        d->set_kernel(std::string(kernel->name()));
+        d->set_dtype(dtype);
+        d->set_target(target.name);
+        d->set_config(config->ToString());
+      }
+    }
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ImportResponse> Catalog::Import(const v1::ImportRequest& request) {
+  std::vector<BestRecord> records;
+  for (const v1::BestConfig& b : request.best()) {
+    const std::string where = StrCat(b.kernel(), " ", b.dims(), " ", b.dtype(), " ", b.target());
+    if (kernels::FindKernel(b.kernel()) == nullptr) {
+      return absl::InvalidArgumentError(StrCat("import: unknown kernel in ", where));
+    }
+    if (!kernels::CachedTarget(b.target()).ok()) {
+      return absl::InvalidArgumentError(StrCat("import: unknown target in ", where));
+    }
+    if (!Dims::Parse(b.dims()).ok() || b.config().empty() || !Config::Parse(b.config()).ok() ||
+        !(b.time_ns() > 0)) {
+      return absl::InvalidArgumentError(
+          StrCat("import: record for ", where, " needs dims, a config and a positive time"));
+    }
+    BestRecord record;
+    record.workload = WorkloadRecord{b.kernel(), Dims::Parse(b.dims())->Canonical(),
+                                     b.dtype().empty() ? kDefaultDtype : b.dtype(), b.target()};
+    record.kernel_version = b.kernel_version();
+    record.target_version = b.target_version();
+    record.config = b.config();
+    record.time_ns = b.time_ns();
+    records.push_back(std::move(record));
+  }
+  v1::ImportResponse response;
+  for (BestRecord& record : records) {
+    auto latest = store_->LatestBest(record.workload);
+    if (!latest.ok()) return latest.status();
+    if (*latest && (*latest)->config == record.config &&
+        (*latest)->kernel_version == record.kernel_version &&
+        (*latest)->target_version == record.target_version &&
+        (*latest)->time_ns == record.time_ns) {
+      response.set_unchanged(response.unchanged() + 1);
+      continue;
+    }
+    record.published_ms = NowUnixMs();
+    auto snapshot = Publish(record);
+    if (!snapshot.ok()) return snapshot.status();
+    response.set_imported(response.imported() + 1);
+  }
+  return response;
+}
+
+absl::StatusOr<int64_t> Catalog::Publish(const BestRecord& best) {
+  absl::StatusOr<int64_t> snapshot = store_->Publish(best);
+  // Dropped even on failure: the write may have committed before the error was reported.
+  absl::MutexLock lock(&mu_);
+  ++publish_generation_;
+  lookup_cache_.clear();
+  return snapshot;
+}
+
+v1::ListKernelsResponse Catalog::ListKernels() {
+  v1::ListKernelsResponse response;
+  auto target = kernels::CachedTarget(kDefaultTarget);
+  for (const kernels::Kernel* kernel : kernels::AllKernels()) {
+    v1::KernelInfo* info = response.add_kernels();
+    info->set_name(std::string(kernel->name()));
+    info->set_version(kernel->version());
+    info->set_description(std::string(kernel->description()));
+    for (const std::string& dim : kernel->dims()) info->add_dims(dim);
+    for (const std::string& dtype : kernel->dtypes()) info->add_dtypes(dtype);
+    if (!target.ok()) continue;
+    for (const kernels::Param& param : kernels::DescribeKernel(*kernel, *target).params) {
+      v1::ParamInfo* p = info->add_params();
+      p->set_name(param.name);
+      p->set_help(param.help);
+      for (const std::string& v : param.values) p->add_values(v);
+    }
+  }
+  return response;
+}
+
+}  // namespace tessel::server

@@ -1,0 +1,65 @@
+// The catalog: what the server knows about kernels and published configs, for readers. Graded
+// lookup (exact, nearest, other target, the kernel's default: schema/graded_match.h) with an
+// answer cache keyed by schema/workload_key.h, export and import of published results, the kernel
+// list with each kernel's parameters (kernels/info.h), and Publish, the one door to the store's
+// published configs (so the cache never serves a superseded answer). Of server/, depends on the
+// store and the wire only. Thread-safe.
+#ifndef TESSEL_SERVER_CATALOG_H_
+#define TESSEL_SERVER_CATALOG_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/workload.h"
+#include "schema/tessel.pb.h"
+#include "server/store.h"
+#include "server/wire.h"
+
+namespace tessel::server {
+
+class Catalog {
+ public:
+  // `store` must outlive the catalog.
+  explicit Catalog(Store* store) : store_(store) {}
+  Catalog(const Catalog&) = delete;
+  Catalog& operator=(const Catalog&) = delete;
+
+  // The best published config for the workload (as of the request's snapshot, 0 = newest), or
+  // the nearest tuned shape, or the same shape on another target, or the kernel's default config.
+  // InvalidArgument for a bad workload or a negative snapshot id.
+  absl::StatusOr<v1::LookupResponse> Lookup(const v1::LookupRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The newest publication of every workload (of the named kernels; all when none), with the
+  // current kernel/target versions and each kernel's default configs. InvalidArgument for an
+  // unknown kernel name.
+  absl::StatusOr<v1::ExportResponse> Export(const v1::ExportRequest& request);
+  // Publishes imported results. Idempotent: a record equal (config, versions, time) to the newest
+  // publication of its workload is left alone. InvalidArgument (nothing imported) when any record
+  // names an unknown kernel or target, or has an empty config or a non-positive time.
+  absl::StatusOr<v1::ImportResponse> Import(const v1::ImportRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Store::Publish, then drops the cached lookup answers; returns the snapshot id.
+  absl::StatusOr<int64_t> Publish(const BestRecord& best) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Every registered kernel with its dims, dtypes and the parameters of its example problem
+  // (kernels::DescribeKernel, from Kernel::Example) on the default target.
+  static v1::ListKernelsResponse ListKernels();
+
+ private:
+  absl::StatusOr<v1::LookupResponse> LookupUncached(const kernels::ResolvedWorkload& resolved,
+                                                    const WorkloadRecord& workload,
+                                                    int64_t snapshot_id);
+
+  Store* const store_;
+  absl::Mutex mu_;
+  std::map<std::string, v1::LookupResponse> lookup_cache_ ABSL_GUARDED_BY(mu_);
+  uint64_t publish_generation_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tessel::server
+
+#endif  // TESSEL_SERVER_CATALOG_H_

@@ -1,0 +1,642 @@
+#include "server/job_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <utility>
+
+#include "schema/status_macros.h"
+#include "schema/strings.h"
+#include "schema/vocab.h"
+#include "server/job_view.h"
+
+namespace tessel::server {
+namespace {
+
+// Largest budget a job may ask for; a guard against typos, not a limit of the design.
+constexpr int kMaxBudget = 1'000'000;
+// Proposal rounds per refill when a strategy returns configs that were already tried.
+constexpr int kMaxProposalRounds = 3;
+// Warm start: how many recent jobs are scanned for neighbours, and how many are used.
+constexpr int kWarmStartScannedJobs = 200;
+constexpr int kMaxWarmStartNeighbours = 4;
+
+// The order candidates are published in: faster first; of equal times, the one proposed first
+// (trial ids follow proposal order), so the result does not depend on which worker reported
+// first.
+bool Faster(const Candidate& a, const Candidate& b) {
+  return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.trial_id < b.trial_id);
+}
+
+// The tracker of the job's early stops, or nullopt when it has none. The time limit counts wall
+// time since the job was created (server downtime included), so a job resumed after a restart
+// starts with the time it has already used.
+std::optional<search::StopTracker> StopTrackerFor(const JobRecord& record) {
+  if (record.time_limit_s <= 0 && record.stop_after_no_improvement <= 0 &&
+      record.target_time_ns <= 0) {
+    return std::nullopt;
+  }
+  search::StopRule rule;
+  rule.time_limit = std::chrono::seconds(record.time_limit_s);
+  rule.no_improvement = record.stop_after_no_improvement;
+  rule.target_time_ns = record.target_time_ns;
+  const std::chrono::milliseconds elapsed(std::max<int64_t>(0, NowUnixMs() - record.created_ms));
+  return search::StopTracker(rule, search::StopTracker::Clock::now() - elapsed);
+}
+
+std::optional<MeasuredConfig> Shown(const std::optional<Candidate>& candidate) {
+  if (!candidate) return std::nullopt;
+  return MeasuredConfig{candidate->config.ToString(), candidate->time_ns, candidate->trial_id};
+}
+
+// The workload of a stored job, resolved again as a request naming it would be.
+absl::StatusOr<kernels::ResolvedWorkload> ResolveStored(const JobRecord& record) {
+  TESSEL_ASSIGN_OR_RETURN(Dims dims, Dims::Parse(record.dims_display));
+  return kernels::Resolve(kernels::WorkloadRequest{record.workload.kernel, std::move(dims),
+                                                   record.workload.dtype, record.workload.target});
+}
+
+}  // namespace
+
+absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request) {
+  auto resolved = kernels::Resolve(request.workload());
+  if (!resolved.ok()) return resolved.status();
+  std::string strategy = request.strategy().empty() ? kDefaultStrategy : request.strategy();
+  auto names = search::StrategyNames();
+  if (std::find(names.begin(), names.end(), strategy) == names.end()) {
+    return absl::InvalidArgumentError(
+        StrCat("unknown strategy '", strategy, "'; known strategies: ", StrJoin(names, ", ")));
+  }
+  // The effort preset fills the budget and the no-improvement stop where the request left them 0.
+  const search::EffortPreset* preset = nullptr;
+  if (!request.effort().empty()) {
+    preset = search::FindEffortPreset(request.effort());
+    if (preset == nullptr) {
+      return absl::InvalidArgumentError(StrCat("effort must be one of ",
+                                               search::EffortPresetNames(), " (or empty), got '",
+                                               request.effort(), "'"));
+    }
+  }
+  const int budget = request.budget() == 0 && preset ? preset->budget : request.budget();
+  if (budget <= 0 || budget > kMaxBudget) {
+    return absl::InvalidArgumentError(StrCat("budget must be between 1 and ", kMaxBudget,
+                                             preset ? " (or 0 for the effort's)" : "", ", got ",
+                                             request.budget()));
+  }
+  if (request.time_limit_s() < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("time_limit_s must be >= 0 (0 = none), got ", request.time_limit_s()));
+  }
+  if (request.stop_after_no_improvement() < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("stop_after_no_improvement must be >= 0 (0 = none), got ",
+               request.stop_after_no_improvement()));
+  }
+  if (!(request.target_time_ns() >= 0)) {  // NaN too
+    return absl::InvalidArgumentError(
+        StrCat("target_time_ns must be >= 0 (0 = none), got ", request.target_time_ns()));
+  }
+  const int no_improvement = request.stop_after_no_improvement() == 0 && preset
+                                 ? preset->no_improvement
+                                 : request.stop_after_no_improvement();
+  Submission submission;
+  if (request.seed_configs_size() > 0) {
+    auto space = resolved->kernel->SpaceFor(resolved->problem, resolved->target);
+    if (!space.ok()) return space.status();
+    for (const std::string& text : request.seed_configs()) {
+      auto config = Config::Parse(text);
+      if (!config.ok()) return config.status();
+      if (absl::Status valid = space->Validate(*config); !valid.ok()) {
+        return absl::InvalidArgumentError(
+            StrCat("seed config ", text, " is invalid: ", std::string(valid.message())));
+      }
+      submission.seeds.push_back(*std::move(config));
+    }
+  }
+
+  JobRecord& record = submission.record;
+  record.workload = WorkloadRecordFor(*resolved);
+  record.dims_display = resolved->problem.dims.ToString();
+  record.kernel_version = resolved->kernel->version();
+  record.target_version = resolved->target.version;
+  record.strategy = strategy;
+  record.budget = budget;
+  record.seed = request.seed();
+  record.state = JobState::kQueued;
+  record.default_config = resolved->kernel->Default(resolved->problem, resolved->target).ToString();
+  record.roofline_ns = kernels::RooflineNs(*resolved->kernel, resolved->problem, resolved->target);
+  record.created_ms = NowUnixMs();
+  record.time_limit_s = request.time_limit_s();
+  record.stop_after_no_improvement = no_improvement;
+  record.target_time_ns = request.target_time_ns();
+  record.effort = request.effort();
+  submission.resolved = *std::move(resolved);
+  return submission;
+}
+
+JobManager::JobManager(Store* store, const SchedulerOptions& options)
+    : store_(store), options_(options) {}
+
+JobManager::~JobManager() = default;
+
+// ---------------------------------------------------------------------------------------------
+// Building, warm start, recovery
+
+absl::StatusOr<std::unique_ptr<Job>> JobManager::BuildJob(const JobRecord& record,
+                                                          kernels::ResolvedWorkload resolved) {
+  auto job = std::make_unique<Job>();
+  job->record = record;
+  job->kernel = resolved.kernel;
+  job->target = std::move(resolved.target);
+  job->problem = std::move(resolved.problem);
+  auto space = job->kernel->SpaceFor(job->problem, job->target);
+  if (!space.ok()) return space.status();
+  job->space = std::make_unique<kernels::Space>(std::move(*space));
+  auto strategy = search::MakeStrategy(record.strategy, *job->space, record.seed);
+  if (!strategy.ok()) return strategy.status();
+  job->strategy = std::move(*strategy);
+  job->stop = StopTrackerFor(record);
+  return job;
+}
+
+int JobManager::WarmStart(Store& store, Job& job) {
+  auto recent = store.ListJobs(kWarmStartScannedJobs);
+  if (!recent.ok()) return 0;
+  int used = 0;
+  for (const JobRecord& other : *recent) {
+    if (used >= kMaxWarmStartNeighbours) break;
+    if (other.id == job.record.id || other.state != JobState::kCompleted ||
+        other.workload.kernel != job.record.workload.kernel ||
+        other.workload.dtype != job.record.workload.dtype ||
+        other.kernel_version != job.record.kernel_version) {
+      continue;
+    }
+    auto trials = store.TrialsForJob(other.id);
+    if (!trials.ok()) continue;
+    std::vector<search::Observation> observations;
+    for (const TrialRecord& t : *trials) {
+      if (t.is_verify || !IsChargedToBudget(t.status)) continue;
+      auto config = Config::Parse(t.config);
+      if (!config.ok()) continue;
+      observations.push_back(search::Observation{*std::move(config), t.status == TrialStatus::kOk,
+                                                 t.time_ns.value_or(0)});
+    }
+    if (observations.empty()) continue;
+    job.strategy->ObservePrior(observations);
+    ++used;
+  }
+  return used;
+}
+
+absl::Status JobManager::Recover(JobEffects& effects) {
+  auto max_id = store_->MaxTrialId();
+  if (!max_id.ok()) return max_id.status();
+  next_trial_id_ = *max_id + 1;
+
+  std::vector<JobRecord> unfinished;
+  for (JobState state : {JobState::kQueued, JobState::kRunning}) {
+    auto jobs = store_->JobsInState(state);
+    if (!jobs.ok()) return jobs.status();
+    unfinished.insert(unfinished.end(), jobs->begin(), jobs->end());
+  }
+  for (const JobRecord& record : unfinished) {
+    absl::StatusOr<kernels::ResolvedWorkload> resolved = ResolveStored(record);
+    absl::StatusOr<std::unique_ptr<Job>> job =
+        resolved.ok() ? BuildJob(record, *std::move(resolved)) : resolved.status();
+    if (job.ok() && (*job)->kernel->version() != record.kernel_version) {
+      job = absl::FailedPreconditionError(
+          StrCat("kernel ", record.workload.kernel, " changed from version ", record.kernel_version,
+                 " to ", (*job)->kernel->version(), " since the job started"));
+    }
+    if (!job.ok()) {
+      spdlog::warn("job {} cannot be resumed: {}", record.id, std::string(job.status().message()));
+      if (absl::Status s = store_->UpdateJobState(
+              record.id, JobState::kFailed,
+              StrCat("cannot resume after restart: ", std::string(job.status().message())));
+          !s.ok()) {
+        return s;
+      }
+      continue;
+    }
+    auto trials = store_->TrialsForJob(record.id);
+    if (!trials.ok()) return trials.status();
+    Job& j = **job;
+    // Replay what was measured: the search continues where it stopped and never repeats a config,
+    // and j.stop (built by BuildJob) counts every charged result again, so the Refill below ends
+    // a job whose early stop was reached, before or during the downtime.
+    std::vector<TrialRecord> verify_rows;
+    bool default_measured = false;
+    for (const TrialRecord& t : *trials) {
+      auto config = Config::Parse(t.config);
+      if (!config.ok()) continue;
+      if (t.is_verify) {
+        verify_rows.push_back(t);
+        continue;
+      }
+      PendingTrial trial{t.id, *config, t.is_default, false};
+      if (IsChargedToBudget(t.status)) {
+        // A lost trial's config was never measured: leave it free to be proposed again.
+        j.tried.insert(t.config);
+        default_measured |= t.is_default;
+      }
+      Apply(j, trial, TrialResultFromRecord(t), effects, /*refill=*/false);
+    }
+    if (!default_measured) {
+      auto default_config = Config::Parse(record.default_config);
+      if (default_config.ok()) {
+        j.queue.push_front(PendingTrial{next_trial_id_++, *default_config, true, false});
+        j.tried.insert(record.default_config);
+      }
+    }
+    for (const TrialRecord& t : verify_rows) {
+      for (Candidate& c : j.candidates) {
+        if (c.config.ToString() == t.config && t.status == TrialStatus::kOk && t.verified) {
+          c.verified = true;
+        }
+      }
+    }
+    j.running_persisted = record.state == JobState::kRunning;
+    spdlog::info("resumed job {} ({} trials already measured)", record.id, trials->size());
+    const int64_t id = record.id;
+    jobs_[id] = std::move(*job);
+    Refill(*jobs_[id], effects);
+  }
+  return absl::OkStatus();
+}
+
+void JobManager::Add(std::unique_ptr<Job> job, std::vector<Config> seeds, JobEffects& effects) {
+  Job& j = *job;
+  auto default_config = Config::Parse(j.record.default_config);
+  // Every job measures the default first, so the tuned result is never worse than untuned.
+  j.queue.push_back(PendingTrial{next_trial_id_++, *default_config, true, false});
+  j.tried.insert(j.record.default_config);
+  for (Config& seed : seeds) {
+    if (static_cast<int>(j.queue.size()) >= j.record.budget) break;
+    if (!j.tried.insert(seed.ToString()).second) continue;
+    j.queue.push_back(PendingTrial{next_trial_id_++, std::move(seed), false, false});
+  }
+  const int64_t id = j.record.id;
+  jobs_[id] = std::move(job);
+  Refill(*jobs_[id], effects);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views
+
+Job* JobManager::Find(int64_t job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+v1::Job JobManager::ViewOf(const Job& job) const {
+  JobProgress progress;
+  progress.counts = job.counts;
+  progress.counts.set_pending(static_cast<int>(job.queue.size() + job.leased.size()));
+  progress.best = Shown(job.published ? job.published : job.best);
+  progress.default_result = Shown(job.default_result);
+  return JobView(job.record, progress);
+}
+
+std::optional<v1::Job> JobManager::View(int64_t job_id) const {
+  if (const Job* job = Find(job_id)) return ViewOf(*job);
+  if (auto it = finished_.find(job_id); it != finished_.end()) return it->second;
+  return std::nullopt;
+}
+
+bool JobManager::IsActive(int64_t job_id) const { return Find(job_id) != nullptr; }
+
+// ---------------------------------------------------------------------------------------------
+// Cancelling
+
+absl::Status JobManager::CheckCancellable(int64_t job_id) const {
+  const Job* job = Find(job_id);
+  if (job != nullptr && job->phase != Job::Phase::kDone) return absl::OkStatus();
+  if (job == nullptr && !finished_.contains(job_id)) {
+    auto stored = store_->GetJob(job_id);
+    if (!stored.ok()) return stored.status();
+    return absl::FailedPreconditionError(
+        StrCat("job ", job_id, " is already ", JobStateName(stored->state)));
+  }
+  return absl::FailedPreconditionError(StrCat("job ", job_id, " has already finished"));
+}
+
+void JobManager::CancelLeased(int64_t job_id, int64_t trial_id, const std::string& worker_id,
+                              JobEffects& effects) {
+  Job* job = Find(job_id);
+  if (job == nullptr) return;
+  auto trial = job->leased.find(trial_id);
+  if (trial == job->leased.end()) return;
+  TrialRecord row = RecordFor(*job, trial->second, TrialStatus::kCancelled, "job cancelled");
+  row.worker_id = worker_id;
+  effects.trials_to_store.push_back(std::move(row));
+}
+
+void JobManager::Cancel(int64_t job_id, JobEffects& effects) {
+  Job* job = Find(job_id);
+  if (job == nullptr) return;
+  job->queue.clear();
+  job->leased.clear();
+  job->cancelled = true;
+  job->phase = Job::Phase::kDone;
+  effects.finished_jobs.push_back(job_id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proposals, leases and results
+
+void JobManager::SetWorkerSlots(int slots) { worker_slots_ = slots; }
+
+int JobManager::InFlightLimit() const {
+  return std::clamp(2 * worker_slots_, 2, std::max(2, options_.max_in_flight_per_job));
+}
+
+void JobManager::RefillAll(JobEffects& effects) {
+  for (auto& [job_id, job] : jobs_) Refill(*job, effects);
+}
+
+void JobManager::CheckStops(JobEffects& effects) {
+  for (auto& [job_id, job] : jobs_) {
+    if (job->stop && job->stop_reason.empty() && job->phase == Job::Phase::kSearching) {
+      Refill(*job, effects);
+    }
+  }
+}
+
+void JobManager::Refill(Job& job, JobEffects& effects) {
+  if (job.phase != Job::Phase::kSearching) return;
+  if (job.stop && job.stop_reason.empty()) {
+    if (search::StopReason reason = job.stop->Check(); reason != search::StopReason::kNone) {
+      job.stop_reason = std::string(search::StopReasonName(reason));
+      // Proposed but not leased: never measured, so nothing is lost. The default still runs.
+      std::erase_if(job.queue, [](const PendingTrial& t) { return !t.is_default; });
+    }
+  }
+  if (!job.stop_reason.empty()) {
+    if (job.queue.empty() && job.leased.empty()) Finalize(job, effects);
+    return;
+  }
+  for (int round = 0; round < kMaxProposalRounds; ++round) {
+    const int in_flight = static_cast<int>(job.queue.size() + job.leased.size());
+    const int want =
+        std::min(job.record.budget - job.charged - in_flight, InFlightLimit() - in_flight);
+    if (want <= 0) break;
+    std::vector<Config> configs = job.strategy->Propose(want);
+    if (configs.empty()) {
+      job.strategy_exhausted = true;
+      break;
+    }
+    for (Config& config : configs) {
+      std::string key = config.ToString();
+      if (!job.tried.insert(key).second) continue;  // e.g. the default, measured already
+      job.queue.push_back(PendingTrial{next_trial_id_++, std::move(config), false, false});
+    }
+  }
+  const bool in_flight = !job.queue.empty() || !job.leased.empty();
+  if (!in_flight && (job.charged >= job.record.budget || job.strategy_exhausted)) {
+    Finalize(job, effects);
+  }
+}
+
+void JobManager::Finalize(Job& job, JobEffects& effects) {
+  if (job.phase == Job::Phase::kSearching) {
+    job.phase = Job::Phase::kVerifying;
+    std::sort(job.candidates.begin(), job.candidates.end(), Faster);
+  }
+  if (job.phase != Job::Phase::kVerifying) return;
+  // A config is published only after its numerics were verified; candidates are tried fastest
+  // first.
+  if (!job.candidates.empty()) {
+    const Candidate& best = job.candidates.front();
+    if (best.verified) {
+      job.published = best;
+      job.phase = Job::Phase::kDone;
+      effects.finished_jobs.push_back(job.record.id);
+      return;
+    }
+    job.queue.push_back(PendingTrial{next_trial_id_++, best.config, false, true});
+    return;
+  }
+  job.phase = Job::Phase::kDone;
+  effects.finished_jobs.push_back(job.record.id);
+}
+
+std::vector<v1::TrialSpec> JobManager::TakeTrials(const v1::WorkerInfo& worker, int max_trials,
+                                                  JobEffects& effects) {
+  std::vector<v1::TrialSpec> specs;
+  const auto& offered = worker.targets();
+  for (auto& [job_id, job_ptr] : jobs_) {
+    Job& job = *job_ptr;
+    if (job.queue.empty()) continue;
+    if (!offered.empty() &&
+        std::find(offered.begin(), offered.end(), job.record.workload.target) == offered.end()) {
+      continue;
+    }
+    while (!job.queue.empty() && static_cast<int>(specs.size()) < max_trials) {
+      PendingTrial trial = std::move(job.queue.front());
+      job.queue.pop_front();
+      specs.push_back(SpecFor(job, trial));
+      job.leased[trial.id] = std::move(trial);
+    }
+    if (!job.running_persisted) {
+      job.running_persisted = true;
+      job.record.state = JobState::kRunning;
+      effects.running_jobs.push_back(job_id);
+    }
+    if (static_cast<int>(specs.size()) >= max_trials) break;
+  }
+  return specs;
+}
+
+std::optional<TrialRecord> JobManager::ResultRecord(int64_t job_id, int64_t trial_id,
+                                                    const v1::TrialResult& result,
+                                                    const std::string& worker_id) const {
+  const Job* job = Find(job_id);
+  if (job == nullptr) return std::nullopt;
+  auto trial = job->leased.find(trial_id);
+  if (trial == job->leased.end()) return std::nullopt;
+  // A result without a status (or with one this build does not know) is a runtime error.
+  const TrialStatus status =
+      TrialStatusFromProto(result.status()).value_or(TrialStatus::kRuntimeError);
+  TrialRecord row = RecordFor(*job, trial->second, status, result.message());
+  row.time_ns = status == TrialStatus::kOk ? std::optional<double>(result.time_ns()) : std::nullopt;
+  row.samples_ns.assign(result.samples_ns().begin(), result.samples_ns().end());
+  row.bound = result.bound();
+  row.stats_json = result.stats_json().empty() ? "{}" : result.stats_json();
+  row.verified = result.verified();
+  row.worker_id = worker_id;
+  return row;
+}
+
+void JobManager::ApplyResult(int64_t job_id, const v1::TrialResult& result, JobEffects& effects) {
+  Job* job = Find(job_id);
+  if (job == nullptr) return;
+  auto it = job->leased.find(result.trial_id());
+  if (it == job->leased.end()) return;
+  const PendingTrial trial = std::move(it->second);
+  job->leased.erase(it);
+  Apply(*job, trial, result, effects, /*refill=*/true);
+}
+
+void JobManager::LoseTrial(int64_t job_id, int64_t trial_id, const std::string& worker_id,
+                           const std::string& why, JobEffects& effects) {
+  Job* job = Find(job_id);
+  if (job == nullptr) return;
+  auto it = job->leased.find(trial_id);
+  if (it == job->leased.end()) return;
+  const PendingTrial trial = std::move(it->second);
+  job->leased.erase(it);
+  TrialRecord row = RecordFor(*job, trial, TrialStatus::kWorkerLost, why);
+  row.worker_id = worker_id;
+  effects.trials_to_store.push_back(std::move(row));
+  v1::TrialResult lost;
+  lost.set_status(ToProto(TrialStatus::kWorkerLost));
+  Apply(*job, trial, lost, effects, /*refill=*/true);
+  effects.changed_jobs.push_back(job_id);
+}
+
+void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResult& result,
+                       JobEffects& effects, bool refill) {
+  // A result without a status (or with one this build does not know) is a runtime error.
+  const TrialStatus status =
+      TrialStatusFromProto(result.status()).value_or(TrialStatus::kRuntimeError);
+  if (!IsChargedToBudget(status)) {
+    // Not the config's fault: measure it again elsewhere.
+    CountResult(status, job.counts);
+    if (refill && job.phase != Job::Phase::kDone) {
+      job.queue.push_front(
+          PendingTrial{next_trial_id_++, trial.config, trial.is_default, trial.verify_final});
+    }
+    return;
+  }
+  if (trial.verify_final) {
+    if (!job.candidates.empty() && job.candidates.front().config == trial.config) {
+      if (status == TrialStatus::kOk && result.verified()) {
+        job.candidates.front().verified = true;
+      } else {
+        spdlog::warn("job {}: best candidate {} failed verification: {}", job.record.id,
+                     trial.config.ToString(), result.message());
+        job.rejected++;
+        job.candidates.erase(job.candidates.begin());
+        if (job.best && job.best->config == trial.config) {
+          job.best.reset();
+          for (const Candidate& c : job.candidates) {
+            if (!job.best || Faster(c, *job.best)) job.best = c;
+          }
+        }
+      }
+    }
+    if (refill) Finalize(job, effects);
+    return;
+  }
+  job.charged++;
+  CountResult(status, job.counts);
+  search::Observation observation{trial.config, status == TrialStatus::kOk, result.time_ns()};
+  if (status == TrialStatus::kOk) {
+    Candidate candidate{result.time_ns(), trial.config, trial.id, result.verified()};
+    job.candidates.push_back(candidate);
+    if (!job.best || Faster(candidate, *job.best)) job.best = candidate;
+    if (trial.is_default) job.default_result = candidate;
+  }
+  if (trial.is_default && status != TrialStatus::kOk) {
+    job.default_message = result.message();
+  }
+  job.strategy->Observe(std::span<const search::Observation>(&observation, 1));
+  if (job.stop) job.stop->Record(status == TrialStatus::kOk, result.time_ns());
+  if (refill) Refill(job, effects);
+}
+
+TrialRecord JobManager::RecordFor(const Job& job, const PendingTrial& trial, TrialStatus status,
+                                  const std::string& message) const {
+  TrialRecord row;
+  row.id = trial.id;
+  row.job_id = job.record.id;
+  row.config = trial.config.ToString();
+  row.status = status;
+  row.message = message;
+  row.is_default = trial.is_default;
+  row.is_verify = trial.verify_final;
+  row.created_ms = NowUnixMs();
+  return row;
+}
+
+v1::TrialSpec JobManager::SpecFor(const Job& job, const PendingTrial& trial) const {
+  v1::TrialSpec spec;
+  spec.set_trial_id(trial.id);
+  spec.set_job_id(job.record.id);
+  *spec.mutable_workload() = WorkloadProto(job.record);
+  spec.set_config(trial.config.ToString());
+  v1::MeasureProtocol* protocol = spec.mutable_protocol();
+  protocol->set_warmup(options_.warmup);
+  protocol->set_repeats(options_.repeats);
+  protocol->set_verify(trial.verify_final ? "always" : options_.verify);
+  protocol->set_noise_sigma(options_.noise_sigma);
+  spec.set_seed(job.record.seed * 1'000'003 + static_cast<uint64_t>(trial.id));
+  return spec;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finishing
+
+std::optional<JobEnd> JobManager::Conclude(int64_t job_id) const {
+  const Job* found = Find(job_id);
+  if (found == nullptr) return std::nullopt;
+  const Job& job = *found;
+  JobEnd end;
+  if (job.cancelled) {
+    end.stopped_by = JobStateName(JobState::kCancelled);  // a cancel is named by its state
+  } else if (!job.stop_reason.empty()) {
+    end.stopped_by = job.stop_reason;
+  } else if (job.charged < job.record.budget && job.strategy_exhausted) {
+    end.stopped_by = std::string(search::StopReasonName(search::StopReason::kExhausted));
+  } else {
+    end.stopped_by = std::string(search::StopReasonName(search::StopReason::kBudget));
+  }
+  if (job.cancelled) {
+    end.state = JobState::kCancelled;
+    end.message = "cancelled by request";
+  } else if (job.published) {
+    end.state = JobState::kCompleted;
+    BestRecord best;
+    best.workload = job.record.workload;
+    best.kernel_version = job.record.kernel_version;
+    best.target_version = job.record.target_version;
+    best.config = job.published->config.ToString();
+    best.time_ns = job.published->time_ns;
+    best.job_id = job_id;
+    best.trial_id = job.published->trial_id;
+    best.published_ms = NowUnixMs();
+    end.publish = best;
+    if (job.rejected > 0) {
+      end.message = StrCat(job.rejected, " faster config(s) failed verification");
+    }
+    if (!job.stop_reason.empty()) {
+      end.message =
+          StrCat(end.message, end.message.empty() ? "" : "; ", "stopped early: ", job.stop_reason);
+    }
+  } else if (job.counts.ok() == 0) {
+    end.state = JobState::kFailed;
+    end.message =
+        StrCat("no config could be measured (", job.counts.total(), " trial(s) failed",
+               job.default_message.empty() ? "" : "; default config: ", job.default_message, ")");
+  } else {
+    end.state = JobState::kFailed;
+    end.message = "no measured config passed numerical verification";
+  }
+  return end;
+}
+
+void JobManager::MarkFinished(int64_t job_id, const JobEnd& end) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  JobRecord& record = it->second->record;
+  record.state = end.state;
+  record.message = end.message;
+  record.stopped_by = end.stopped_by;
+  record.finished_ms = NowUnixMs();
+  finished_[job_id] = ViewOf(*it->second);
+  jobs_.erase(it);
+}
+
+}  // namespace tessel::server

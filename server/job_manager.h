@@ -1,0 +1,198 @@
+// The job manager: the life of every job the scheduler holds in memory. It builds a job from its
+// record (space, strategy, early stops), warm-starts it from neighbours, recovers unfinished jobs
+// after a restart, turns strategy proposals into queued trials, applies results (retrying the
+// ones not charged to the budget), verifies the best before it is published, and says how a job
+// ended. It knows no workers: the scheduler takes trials from it for the lease table and hands it
+// the results. Not thread-safe: the scheduler calls it under its mutex; what must happen outside
+// the lock (store writes, publication, notification) comes back as JobEffects.
+#ifndef TESSEL_SERVER_JOB_MANAGER_H_
+#define TESSEL_SERVER_JOB_MANAGER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "kernels/kernel.h"
+#include "kernels/workload.h"
+#include "schema/tessel.pb.h"
+#include "schema/vocab.h"
+#include "search/stopping.h"
+#include "search/strategy.h"
+#include "server/scheduler_options.h"
+#include "server/store.h"
+#include "server/wire.h"
+#include "sim/target.h"
+
+namespace tessel::server {
+
+// Work to do after the scheduler's lock is released.
+struct JobEffects {
+  std::vector<TrialRecord> trials_to_store;
+  std::vector<int64_t> finished_jobs;  // to conclude and publish
+  std::vector<int64_t> changed_jobs;   // to notify watchers of
+  std::vector<int64_t> running_jobs;   // to persist queued -> running
+};
+
+// A trial of a job, queued or leased.
+struct PendingTrial {
+  int64_t id = 0;
+  Config config;
+  bool is_default = false;
+  bool verify_final = false;  // re-measure of a best candidate with verification forced
+};
+
+// A submission checked and turned into a record (id not yet assigned), with its resolved
+// workload and the request's seed configs.
+struct Submission {
+  JobRecord record;
+  kernels::ResolvedWorkload resolved;
+  std::vector<Config> seeds;
+};
+
+// How a job ended: what to store and, for a completed job, what to publish.
+struct JobEnd {
+  JobState state = JobState::kFailed;
+  std::string message;
+  std::string stopped_by;
+  std::optional<BestRecord> publish;
+};
+
+// An OK measurement that may become the job's best.
+struct Candidate {
+  double time_ns = 0;
+  Config config;
+  int64_t trial_id = 0;
+  bool verified = false;
+};
+
+// A job held in memory: its record, what the search needs and how far it got.
+struct Job {
+  enum class Phase { kSearching, kVerifying, kDone };
+
+  JobRecord record;
+  const kernels::Kernel* kernel = nullptr;
+  sim::Target target;
+  kernels::Problem problem;
+  std::unique_ptr<kernels::Space> space;
+  std::unique_ptr<search::Strategy> strategy;
+  Phase phase = Phase::kSearching;
+  std::deque<PendingTrial> queue;
+  std::map<int64_t, PendingTrial> leased;  // by trial id
+  int charged = 0;                         // results charged to the budget
+  v1::TrialCounts counts;
+  absl::flat_hash_set<std::string> tried;  // configs queued or measured
+  std::vector<Candidate> candidates;       // OK results, best first once finishing
+  std::optional<Candidate> best;           // best OK result so far
+  std::optional<Candidate> default_result;
+  std::optional<Candidate> published;
+  bool running_persisted = false;
+  bool strategy_exhausted = false;  // Propose returned nothing
+  bool cancelled = false;
+  int rejected = 0;                         // best candidates that failed verification
+  std::string default_message;              // why the default config failed, if it did
+  std::optional<search::StopTracker> stop;  // early-stop rules of the record, if any
+  std::string stop_reason;                  // set when an early stop ended the search
+};
+
+// Checks a SubmitJobRequest: InvalidArgument for an unknown kernel, target, strategy, dtype or
+// effort, a bad shape or budget, a negative early stop or an invalid seed config (each message
+// names the field). An effort preset (search::kEffortPresets) fills the budget and
+// stop_after_no_improvement where they are 0.
+absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request);
+
+class JobManager {
+ public:
+  // `store` must outlive the manager; it is read (recovery, warm start, cancel of stored jobs).
+  JobManager(Store* store, const SchedulerOptions& options);
+  ~JobManager();
+  JobManager(const JobManager&) = delete;
+  JobManager& operator=(const JobManager&) = delete;
+
+  // Resumes the jobs the store has as queued or running: their stored trials are replayed into a
+  // fresh strategy and early-stop tracker (a job whose early stop was reached finishes). A job
+  // that cannot resume (e.g. its kernel changed version) is marked failed in the store.
+  absl::Status Recover(JobEffects& effects);
+
+  // A job with nothing measured yet: its space, strategy and early-stop tracker (time limit
+  // counted from record.created_ms). Reads no state: callable without the scheduler's lock.
+  static absl::StatusOr<std::unique_ptr<Job>> BuildJob(const JobRecord& record,
+                                                       kernels::ResolvedWorkload resolved);
+  // Seeds the job's strategy with the measured trials of recent completed neighbour jobs (same
+  // kernel, dtype and kernel version). Returns how many neighbours were used. Reads only the
+  // store: callable without the scheduler's lock.
+  static int WarmStart(Store& store, Job& job);
+  // Takes in a built job: queues its default config first, then its seeds (up to the budget),
+  // then the strategy's proposals.
+  void Add(std::unique_ptr<Job> job, std::vector<Config> seeds, JobEffects& effects);
+
+  // The view of a job held in memory (running, or finished while this server ran).
+  std::optional<v1::Job> View(int64_t job_id) const;
+  // Whether the job is held in memory and not final.
+  bool IsActive(int64_t job_id) const;
+
+  // OK when the job can be cancelled; FailedPrecondition naming its state otherwise (or the
+  // store's NotFound).
+  absl::Status CheckCancellable(int64_t job_id) const;
+  // Records a leased trial of a cancelled job as CANCELLED (held by `worker_id`).
+  void CancelLeased(int64_t job_id, int64_t trial_id, const std::string& worker_id,
+                    JobEffects& effects);
+  // Cancels the job (after CheckCancellable): its queued and leased trials are dropped.
+  void Cancel(int64_t job_id, JobEffects& effects);
+
+  // The trial specs (up to `max_trials`, of jobs on the targets `worker` offers) to lease now.
+  std::vector<v1::TrialSpec> TakeTrials(const v1::WorkerInfo& worker, int max_trials,
+                                        JobEffects& effects);
+  // The stored form of a reported result of a leased trial, or nullopt when the job no longer
+  // waits for it (ignored then).
+  std::optional<TrialRecord> ResultRecord(int64_t job_id, int64_t trial_id,
+                                          const v1::TrialResult& result,
+                                          const std::string& worker_id) const;
+  // Applies the stored result of a leased trial: counts it, tells the strategy, proposes more.
+  void ApplyResult(int64_t job_id, const v1::TrialResult& result, JobEffects& effects);
+  // A leased trial that came back without a result (`why`): recorded as WORKER_LOST, retried.
+  void LoseTrial(int64_t job_id, int64_t trial_id, const std::string& worker_id,
+                 const std::string& why, JobEffects& effects);
+
+  // Alive workers' slots, which set how many trials each job keeps in flight (Refill).
+  void SetWorkerSlots(int slots);
+  // Proposes for every searching job (after the in-flight limit grew).
+  void RefillAll(JobEffects& effects);
+  // Applies early stops (a time limit) even while no results arrive.
+  void CheckStops(JobEffects& effects);
+
+  // How the job ended (for a job in finished_jobs); nullopt when it is not held any more.
+  std::optional<JobEnd> Conclude(int64_t job_id) const;
+  // Moves the job from the active jobs to the finished views, with how it ended.
+  void MarkFinished(int64_t job_id, const JobEnd& end);
+
+ private:
+  void Refill(Job& job, JobEffects& effects);
+  // Trials one job may have queued or leased now (see Options::max_in_flight_per_job).
+  int InFlightLimit() const;
+  void Finalize(Job& job, JobEffects& effects);
+  // With refill false (replaying stored trials) it neither proposes nor re-queues.
+  void Apply(Job& job, const PendingTrial& trial, const v1::TrialResult& result,
+             JobEffects& effects, bool refill);
+  TrialRecord RecordFor(const Job& job, const PendingTrial& trial, TrialStatus status,
+                        const std::string& message) const;
+  v1::TrialSpec SpecFor(const Job& job, const PendingTrial& trial) const;
+  v1::Job ViewOf(const Job& job) const;
+  Job* Find(int64_t job_id) const;
+
+  Store* const store_;
+  const SchedulerOptions options_;
+  int64_t next_trial_id_ = 1;
+  int worker_slots_ = 0;
+  std::map<int64_t, std::unique_ptr<Job>> jobs_;  // active jobs
+  std::map<int64_t, v1::Job> finished_;           // final views
+};
+
+}  // namespace tessel::server
+
+#endif  // TESSEL_SERVER_JOB_MANAGER_H_

@@ -1,0 +1,97 @@
+#include "server/job_view.h"
+
+#include <set>
+
+#include "kernels/kernel.h"
+#include "kernels/workload.h"
+#include "schema/vocab.h"
+#include "server/wire.h"
+
+namespace tessel::server {
+
+void CountResult(TrialStatus status, v1::TrialCounts& counts) {
+  if (!IsChargedToBudget(status)) {
+    counts.set_retried(counts.retried() + 1);
+    return;
+  }
+  counts.set_total(counts.total() + 1);
+  if (status == TrialStatus::kOk) {
+    counts.set_ok(counts.ok() + 1);
+  } else if (status == TrialStatus::kInvalidConfig) {
+    counts.set_invalid(counts.invalid() + 1);
+  } else {
+    counts.set_failed(counts.failed() + 1);
+  }
+}
+
+v1::Job JobView(const JobRecord& record, const JobProgress& progress) {
+  v1::Job view;
+  view.set_id(record.id);
+  *view.mutable_workload() = WorkloadProto(record);
+  view.set_strategy(record.strategy);
+  view.set_budget(record.budget);
+  view.set_seed(record.seed);
+  view.set_kernel_version(record.kernel_version);
+  view.set_target_version(record.target_version);
+  view.set_roofline_ns(record.roofline_ns);
+  view.set_created_unix_ms(record.created_ms);
+  view.set_finished_unix_ms(record.finished_ms.value_or(0));
+  view.set_state(ToProto(record.state));
+  view.set_message(record.message);
+  view.set_effort(record.effort);
+  view.set_time_limit_s(record.time_limit_s);
+  view.set_stop_after_no_improvement(record.stop_after_no_improvement);
+  view.set_target_time_ns(record.target_time_ns);
+  view.set_stopped_by(record.stopped_by);
+  *view.mutable_trials() = progress.counts;
+  if (progress.best) {
+    view.mutable_best()->set_config(progress.best->config);
+    view.mutable_best()->set_time_ns(progress.best->time_ns);
+    view.mutable_best()->set_trial_id(progress.best->trial_id);
+  }
+  view.mutable_default_config()->set_config(record.default_config);
+  if (progress.default_result) {
+    view.mutable_default_config()->set_time_ns(progress.default_result->time_ns);
+    view.mutable_default_config()->set_trial_id(progress.default_result->trial_id);
+  }
+  if (const kernels::Kernel* kernel = kernels::FindKernel(record.workload.kernel)) {
+    auto target = kernels::CachedTarget(record.workload.target);
+    view.set_stale(kernel->version() != record.kernel_version ||
+                   (target.ok() && target->version != record.target_version));
+  }
+  return view;
+}
+
+JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialRecord>& trials) {
+  JobProgress progress;
+  std::set<std::string> verified;  // configs that passed a verification
+  for (const TrialRecord& t : trials) {
+    if (t.status == TrialStatus::kOk && t.verified) verified.insert(t.config);
+  }
+  const TrialRecord* best = nullptr;
+  const TrialRecord* best_verified = nullptr;
+  for (const TrialRecord& t : trials) {
+    if (t.is_verify) continue;
+    CountResult(t.status, progress.counts);
+    if (t.status != TrialStatus::kOk) continue;
+    if (!best || *t.time_ns < *best->time_ns) best = &t;
+    if (verified.contains(t.config) && (!best_verified || *t.time_ns < *best_verified->time_ns)) {
+      best_verified = &t;
+    }
+    if (t.is_default) progress.default_result = MeasuredConfig{t.config, *t.time_ns, t.id};
+  }
+  const TrialRecord* shown =
+      record.state == JobState::kCompleted && best_verified ? best_verified : best;
+  if (shown) progress.best = MeasuredConfig{shown->config, *shown->time_ns, shown->id};
+  return progress;
+}
+
+absl::StatusOr<v1::Job> StoredJobView(Store& store, int64_t job_id) {
+  auto record = store.GetJob(job_id);
+  if (!record.ok()) return record.status();
+  auto trials = store.TrialsForJob(job_id);
+  if (!trials.ok()) return trials.status();
+  return JobView(*record, ProgressFromTrials(*record, *trials));
+}
+
+}  // namespace tessel::server

@@ -1,0 +1,207 @@
+#include "server/lease_table.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "schema/strings.h"
+
+namespace tessel::server {
+namespace {
+
+// A worker silent for this many heartbeat intervals is declared lost.
+constexpr int kMissedHeartbeatsForLost = 3;
+
+}  // namespace
+
+WorkerRecord LeaseTable::Register(const v1::RegisterRequest& request) {
+  const int64_t now = NowUnixMs();
+  std::string id = StrCat("w", next_worker_seq_++, "-", now % 1'000'000);
+  Worker worker;
+  worker.info.set_worker_id(id);
+  worker.info.set_name(request.name().empty() ? id : request.name());
+  for (const std::string& t : request.targets()) worker.info.add_targets(t);
+  worker.info.set_slots(std::max(1, request.slots()));
+  worker.info.set_last_heartbeat_unix_ms(now);
+  worker.info.set_state("alive");
+  WorkerRecord record;
+  record.id = id;
+  record.name = worker.info.name();
+  record.targets = StrJoin(request.targets(), ",");
+  record.slots = worker.info.slots();
+  record.registered_ms = now;
+  record.last_heartbeat_ms = now;
+  workers_[id] = std::move(worker);
+  return record;
+}
+
+int LeaseTable::AliveSlots() const {
+  int slots = 0;
+  for (const auto& [id, worker] : workers_) {
+    if (!worker.lost) slots += worker.info.slots();
+  }
+  return slots;
+}
+
+bool LeaseTable::Touch(const std::string& worker_id) {
+  auto worker = workers_.find(worker_id);
+  if (worker == workers_.end()) return false;
+  worker->second.info.set_last_heartbeat_unix_ms(NowUnixMs());
+  return true;
+}
+
+v1::HeartbeatResponse LeaseTable::Heartbeat(const v1::HeartbeatRequest& request) {
+  v1::HeartbeatResponse response;
+  auto worker = workers_.find(request.worker_id());
+  if (worker == workers_.end()) {
+    response.set_known(false);
+    return response;
+  }
+  response.set_known(true);
+  worker->second.info.set_last_heartbeat_unix_ms(NowUnixMs());
+  worker->second.info.set_state("alive");
+  worker->second.lost = false;
+  const int64_t lease_deadline = NowUnixMs() + options_.lease_ms;
+  for (int64_t trial_id : request.running_trial_ids()) {
+    auto lease = leases_.find(trial_id);
+    if (lease == leases_.end() || lease->second.worker_id != request.worker_id()) {
+      response.add_cancelled_trial_ids(trial_id);
+    } else {
+      lease->second.deadline_ms = lease_deadline;  // a heartbeat keeps long trials leased
+    }
+  }
+  return response;
+}
+
+std::vector<v1::WorkerInfo> LeaseTable::ListWorkers() const {
+  std::vector<v1::WorkerInfo> out;
+  for (const auto& [id, worker] : workers_) out.push_back(worker.info);
+  return out;
+}
+
+void LeaseTable::AddLeasedTrials(Worker& worker, int delta) {
+  worker.info.set_leased_trials(std::max(0, worker.info.leased_trials() + delta));
+}
+
+std::vector<v1::TrialSpec> LeaseTable::Take(const std::string& worker_id, int max_trials,
+                                            const TakeFn& take) {
+  auto worker = workers_.find(worker_id);
+  if (worker == workers_.end()) return {};
+  std::vector<v1::TrialSpec> specs = take(worker->second.info, max_trials);
+  const int64_t deadline = NowUnixMs() + options_.lease_ms;
+  for (const v1::TrialSpec& spec : specs) {
+    leases_[spec.trial_id()] = Lease{spec.job_id(), worker_id, deadline};
+  }
+  AddLeasedTrials(worker->second, static_cast<int>(specs.size()));
+  return specs;
+}
+
+void LeaseTable::Park(const v1::LeaseRequest& request, LeaseCallback done, int64_t deadline_ms) {
+  parked_.push_back(ParkedLease{request, std::move(done), deadline_ms});
+}
+
+void LeaseTable::ServeParked(const TakeFn& take, Replies& replies) {
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    std::vector<v1::TrialSpec> specs =
+        Take(it->request.worker_id(), it->request.max_trials(), take);
+    if (specs.empty()) {
+      ++it;
+      continue;
+    }
+    v1::LeaseResponse response;
+    for (auto& spec : specs) *response.add_trials() = std::move(spec);
+    response.set_lease_deadline_unix_ms(NowUnixMs() + options_.lease_ms);
+    replies.emplace_back(std::move(it->done), std::move(response));
+    it = parked_.erase(it);
+  }
+}
+
+std::vector<LeaseCallback> LeaseTable::DropParked() {
+  std::vector<LeaseCallback> dropped;
+  for (ParkedLease& p : parked_) dropped.push_back(std::move(p.done));
+  parked_.clear();
+  return dropped;
+}
+
+std::optional<LeaseTable::Lease> LeaseTable::HeldBy(int64_t trial_id,
+                                                    const std::string& worker_id) const {
+  auto it = leases_.find(trial_id);
+  if (it == leases_.end() || it->second.worker_id != worker_id) return std::nullopt;
+  return it->second;
+}
+
+std::optional<LeaseTable::Lease> LeaseTable::Release(int64_t trial_id) {
+  auto it = leases_.find(trial_id);
+  if (it == leases_.end()) return std::nullopt;
+  Lease lease = std::move(it->second);
+  leases_.erase(it);
+  return lease;
+}
+
+void LeaseTable::Restore(int64_t trial_id, Lease lease) { leases_[trial_id] = std::move(lease); }
+
+void LeaseTable::Completed(const std::string& worker_id) {
+  auto worker = workers_.find(worker_id);
+  if (worker == workers_.end()) return;
+  worker->second.info.set_trials_done(worker->second.info.trials_done() + 1);
+  AddLeasedTrials(worker->second, -1);
+}
+
+std::vector<std::pair<int64_t, LeaseTable::Lease>> LeaseTable::ReleaseJob(int64_t job_id) {
+  std::vector<std::pair<int64_t, Lease>> released;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.job_id != job_id) {
+      ++it;
+      continue;
+    }
+    released.emplace_back(it->first, std::move(it->second));
+    it = leases_.erase(it);
+  }
+  return released;
+}
+
+void LeaseTable::ExpireParked(int64_t now_ms, Replies& replies) {
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    if (it->deadline_ms > now_ms) {
+      ++it;
+      continue;
+    }
+    replies.emplace_back(std::move(it->done), v1::LeaseResponse());
+    it = parked_.erase(it);
+  }
+}
+
+void LeaseTable::MarkSilentWorkersLost(int64_t now_ms) {
+  const int64_t silent_limit =
+      static_cast<int64_t>(kMissedHeartbeatsForLost) * options_.heartbeat_interval_ms;
+  for (auto& [id, worker] : workers_) {
+    if (!worker.lost && now_ms - worker.info.last_heartbeat_unix_ms() > silent_limit) {
+      worker.lost = true;
+      worker.info.set_state("lost");
+      spdlog::warn("worker {} silent for {} ms: declared lost", id,
+                   now_ms - worker.info.last_heartbeat_unix_ms());
+    }
+  }
+}
+
+std::vector<LeaseTable::Expired> LeaseTable::ExpireLeases(int64_t now_ms) {
+  std::vector<Expired> expired;
+  for (const auto& [trial_id, lease] : leases_) {
+    auto worker = workers_.find(lease.worker_id);
+    if (worker != workers_.end() && worker->second.lost) {
+      expired.push_back(Expired{trial_id, lease, StrCat("worker ", lease.worker_id, " was lost")});
+    } else if (lease.deadline_ms < now_ms) {
+      expired.push_back(
+          Expired{trial_id, lease, StrCat("lease expired after ", options_.lease_ms, " ms")});
+    }
+  }
+  for (const Expired& e : expired) {
+    leases_.erase(e.trial_id);
+    if (auto w = workers_.find(e.lease.worker_id); w != workers_.end()) {
+      AddLeasedTrials(w->second, -1);
+    }
+  }
+  return expired;
+}
+
+}  // namespace tessel::server

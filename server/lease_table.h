@@ -1,0 +1,108 @@
+// The lease table: the worker registry, which worker holds which trial until when, heartbeats, and
+// the Lease calls parked until work arrives. It knows no jobs: trials come from a function the
+// caller passes (the scheduler's job manager), and expired leases go back to the caller, which
+// applies them to the jobs. Not thread-safe: the scheduler calls it under its mutex.
+#ifndef TESSEL_SERVER_LEASE_TABLE_H_
+#define TESSEL_SERVER_LEASE_TABLE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "schema/tessel.pb.h"
+#include "server/scheduler_options.h"
+#include "server/store.h"
+
+namespace tessel::server {
+
+class LeaseTable {
+ public:
+  // Takes up to `max_trials` trials that `worker` can run (the specs carry their job ids).
+  using TakeFn =
+      std::function<std::vector<v1::TrialSpec>(const v1::WorkerInfo& worker, int max_trials)>;
+  // Lease answers to send once the caller's lock is released.
+  using Replies = std::vector<std::pair<LeaseCallback, v1::LeaseResponse>>;
+  struct Lease {
+    int64_t job_id = 0;
+    std::string worker_id;
+    int64_t deadline_ms = 0;
+  };
+  // A lease that ended without a result: the trial was lost, for the reason `why`.
+  struct Expired {
+    int64_t trial_id = 0;
+    Lease lease;
+    std::string why;
+  };
+
+  explicit LeaseTable(const SchedulerOptions& options) : options_(options) {}
+  LeaseTable(const LeaseTable&) = delete;
+  LeaseTable& operator=(const LeaseTable&) = delete;
+
+  // ---- workers ----
+  // Adds a worker (alive, heartbeat now); returns its stored form, with the new id.
+  WorkerRecord Register(const v1::RegisterRequest& request);
+  // Slots of the workers not declared lost.
+  int AliveSlots() const;
+  // Records a sign of life of a known worker; false for an unknown id.
+  bool Touch(const std::string& worker_id);
+  // Revives the worker, extends the leases it still holds and names the trials it runs that it
+  // no longer holds (cancelled, or expired), so it stops them.
+  v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);
+  std::vector<v1::WorkerInfo> ListWorkers() const;
+
+  // ---- leases ----
+  // Leases to `worker_id` what `take` gives for it (nothing for an unknown worker).
+  std::vector<v1::TrialSpec> Take(const std::string& worker_id, int max_trials, const TakeFn& take);
+  // Holds a Lease call that found no trials until Serve gives it some or `deadline_ms` passes.
+  void Park(const v1::LeaseRequest& request, LeaseCallback done, int64_t deadline_ms);
+  // Gives trials to the parked calls that now have some (in the order they parked).
+  void ServeParked(const TakeFn& take, Replies& replies);
+  // Removes every parked call and returns its callback (to answer after the lock is released).
+  std::vector<LeaseCallback> DropParked();
+
+  // The lease on `trial_id` when `worker_id` holds it.
+  std::optional<Lease> HeldBy(int64_t trial_id, const std::string& worker_id) const;
+  // Removes the lease on `trial_id` (the worker's lease count is left as it is; see Completed).
+  std::optional<Lease> Release(int64_t trial_id);
+  // Puts back a lease that Release removed (its result could not be stored).
+  void Restore(int64_t trial_id, Lease lease);
+  // Counts a released trial's result as done by its worker.
+  void Completed(const std::string& worker_id);
+  // Removes the leases of `job_id`; returns them by trial id.
+  std::vector<std::pair<int64_t, Lease>> ReleaseJob(int64_t job_id);
+
+  // ---- housekeeping ----
+  // Answers parked calls whose wait is over with no trials.
+  void ExpireParked(int64_t now_ms, Replies& replies);
+  // Declares lost the workers silent for too many heartbeat intervals.
+  void MarkSilentWorkersLost(int64_t now_ms);
+  // Removes and returns the leases past their deadline or held by a lost worker.
+  std::vector<Expired> ExpireLeases(int64_t now_ms);
+
+ private:
+  struct Worker {
+    v1::WorkerInfo info;
+    bool lost = false;
+  };
+  struct ParkedLease {
+    v1::LeaseRequest request;
+    LeaseCallback done;
+    int64_t deadline_ms = 0;
+  };
+  void AddLeasedTrials(Worker& worker, int delta);
+
+  const SchedulerOptions options_;
+  int64_t next_worker_seq_ = 1;
+  std::map<std::string, Worker> workers_;
+  std::map<int64_t, Lease> leases_;  // by trial id
+  std::deque<ParkedLease> parked_;
+};
+
+}  // namespace tessel::server
+
+#endif  // TESSEL_SERVER_LEASE_TABLE_H_

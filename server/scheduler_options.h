@@ -1,0 +1,38 @@
+// The options and callback types that the scheduler and its parts (job manager, lease table,
+// watchers) share. Plain data; depends on the wire types only.
+#ifndef TESSEL_SERVER_SCHEDULER_OPTIONS_H_
+#define TESSEL_SERVER_SCHEDULER_OPTIONS_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "schema/tessel.pb.h"
+
+namespace tessel::server {
+
+namespace v1 = ::tessel::v1;
+
+struct SchedulerOptions {
+  int lease_ms = 60000;              // a leased trial not reported by then is WORKER_LOST
+  int heartbeat_interval_ms = 1000;  // a worker silent for 3 intervals is lost
+  // Queued + leased trials of one job at a time: twice the alive workers' slots (one running and
+  // one ready per slot), at least 2, at most this. Proposing further ahead would make the
+  // strategy choose configs without the results it could have had.
+  int max_in_flight_per_job = 64;
+  int repeats = 3;  // measurement protocol sent to workers
+  int warmup = 1;
+  double noise_sigma = 0;
+  std::string verify = "never";  // policy for ordinary trials; the best is always verified
+  int housekeeping_ms = 50;      // how often expired leases and parked calls are checked
+};
+
+using LeaseCallback = std::function<void(absl::StatusOr<v1::LeaseResponse>)>;
+using ReportCallback = std::function<void(absl::StatusOr<v1::ReportResponse>)>;
+// Receives job events; returns false to stop watching. Called from scheduler threads, one event
+// at a time per watch, never with internal locks held.
+using JobListener = std::function<bool(const v1::JobEvent&)>;
+
+}  // namespace tessel::server
+
+#endif  // TESSEL_SERVER_SCHEDULER_OPTIONS_H_

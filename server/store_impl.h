@@ -1,0 +1,119 @@
+// Store::Impl: the store's two connections (schema/sqlite.h), the writer thread that batches
+// queued writes into one transaction, and the migrations applied at open. Internal to the store:
+// store.cc holds the records' SQL, store_impl.cc this machinery.
+//
+// Layout: the writer connection belongs to the writer thread, which takes every queued write (up
+// to max_batch) and runs them in one BEGIN IMMEDIATE ... COMMIT, each write inside its own
+// SAVEPOINT so one failing write is rolled back alone. A caller blocks on its WriteOp's
+// notification, which fires only after the COMMIT returned. The reader connection (query_only) is
+// shared by all reads under read_mu_; every read statement is reset when done, so the next read
+// starts a fresh WAL snapshot and sees every commit.
+//
+// Durability: the database runs in WAL mode. A COMMIT that returned is in the WAL file in the OS
+// page cache, so it survives a crash of this process with either synchronous setting; with
+// synchronous=FULL (the default) it is also fsync'ed and survives power loss.
+#ifndef TESSEL_SERVER_STORE_IMPL_H_
+#define TESSEL_SERVER_STORE_IMPL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "schema/migrations.h"
+#include "schema/sqlite.h"
+#include "server/store.h"
+
+namespace tessel::server {
+
+class Store::Impl {
+ public:
+  Impl(std::string path, StoreOptions options)
+      : path_(std::move(path)), options_(std::move(options)) {}
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() { Shutdown(); }
+
+  // Opens both connections (the writer in WAL mode), applies migrations and starts the writer
+  // thread.
+  absl::Status Open();
+
+  // Stops accepting writes, commits everything queued, joins the writer. Idempotent.
+  void Shutdown();
+
+  // Runs `write` on the writer thread inside the next batch transaction and returns its status
+  // once that transaction committed (or failed). `write` runs inside a SAVEPOINT; on error its
+  // changes are rolled back and the rest of the batch still commits. `write` may run more than
+  // once if SQLite aborts the whole transaction; it must only touch the database and its outputs.
+  absl::Status Write(std::function<absl::Status(sqlite::Database&)> write);
+
+  // Runs `read` on the reader connection, serialized with other reads.
+  template <typename T>
+  absl::StatusOr<T> Read(const std::function<absl::StatusOr<T>(sqlite::Database&)>& read) {
+    absl::MutexLock lock(&read_mu_);
+    return read(*reader_db_);
+  }
+
+  int64_t transactions_committed() const { return transactions_committed_.load(); }
+  int64_t writes_committed() const { return writes_committed_.load(); }
+
+ private:
+  struct WriteOp {
+    explicit WriteOp(std::function<absl::Status(sqlite::Database&)> write)
+        : write(std::move(write)) {}
+
+    std::function<absl::Status(sqlite::Database&)> write;
+    absl::Status status;
+    absl::Notification done;
+
+    void Finish(absl::Status result) {
+      status = std::move(result);
+      done.Notify();  // `this` may be gone right after
+    }
+  };
+
+  // The options both connections are opened with.
+  sqlite::OpenOptions ConnectionOptions() const;
+  absl::Status ApplyMigrations();
+  // Applies `migration` unless recorded; returns whether it applied it.
+  // REQUIRES: a write transaction is open on writer_db_.
+  absl::StatusOr<bool> ApplyMigrationLocked(const Migration& migration, const std::set<int>& known);
+
+  bool QueueReadyOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+    return stopping_ || !queue_.empty();
+  }
+  void WriterLoop();
+  // Commits `ops` in one transaction, each in its own savepoint, and finishes every op.
+  void RunBatch(std::vector<WriteOp*> ops);
+
+  const std::string path_;
+  const StoreOptions options_;
+
+  // Used only by Open, then only by the writer thread.
+  std::unique_ptr<sqlite::Database> writer_db_;
+  std::thread writer_thread_;
+
+  absl::Mutex queue_mu_;
+  std::deque<WriteOp*> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+
+  absl::Mutex read_mu_;
+  std::unique_ptr<sqlite::Database> reader_db_ ABSL_GUARDED_BY(read_mu_);
+
+  std::atomic<int64_t> transactions_committed_{0};
+  std::atomic<int64_t> writes_committed_{0};
+};
+
+}  // namespace tessel::server
+
+#endif  // TESSEL_SERVER_STORE_IMPL_H_
