@@ -3,7 +3,7 @@
 
 A module is a file stem in a folder: foo.h and foo.cc are module "foo", so a cycle means two
 modules that need each other (a.cc calls into b, b.cc calls into a), not only headers that include
-each other. Tests (foo_test.cc) are modules of their own: nothing depends on them. Module A depends
+each other. foo_impl.{h,cc} (a pimpl's private half) belongs to module foo. Tests (foo_test.cc) are modules of their own: nothing depends on them. Module A depends
 on module B of the same folder when a file of A includes B's header by its project path
 ("folder/b.h"). The dependencies must form a DAG; each cycle found is printed as a -> b -> a.
 
@@ -19,7 +19,9 @@ SKIP_DIRS = {"build", "gen", "node_modules", ".git"}
 
 
 def module_of(path):
-    return os.path.splitext(path)[0]
+    stem = os.path.splitext(path)[0]
+    # foo_impl.{h,cc} is foo's private implementation (a pimpl): the same module as foo.
+    return stem[: -len("_impl")] if stem.endswith("_impl") else stem
 
 
 def graph_for(root, folder):
