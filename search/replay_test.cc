@@ -11,6 +11,7 @@
 
 #include "fmt/format.h"
 #include "search/space.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessel::search {
 namespace {
@@ -48,10 +49,9 @@ ReplayOptions RunsOf(const char* strategy, int budget, int runs) {
   return options;
 }
 
-std::string WriteFile(const std::string& name, const std::string& text, bool gzip) {
-  std::string path = (std::filesystem::temp_directory_path() /
-                      (name + "_" + std::to_string(::getpid()) + (gzip ? ".json.gz" : ".json")))
-                         .string();
+std::string WriteFile(const testing::TempDir& dir, const std::string& name, const std::string& text,
+                      bool gzip) {
+  std::string path = dir.File(name + (gzip ? ".json.gz" : ".json"));
   if (gzip) {
     gzFile file = gzopen(path.c_str(), "wb");
     gzwrite(file, text.data(), static_cast<unsigned>(text.size()));
@@ -82,12 +82,12 @@ TEST(ReplayCacheTest, ParsesEveryFailedEntryFormAsAFailure) {
 
 TEST(ReplayCacheTest, LoadsPlainAndGzippedFilesAlike) {
   for (bool gzip : {false, true}) {
-    std::string path = WriteFile("replay_test", kCache, gzip);
+    testing::TempDir dir("replay_test_");
+    std::string path = WriteFile(dir, "replay_test", kCache, gzip);
     auto cache = ReplayCache::Load(path);
     ASSERT_TRUE(cache.ok()) << cache.status();
     EXPECT_EQ(cache->entries(), 9u);
     EXPECT_EQ(cache->ok_entries(), 4u);
-    std::filesystem::remove(path);
   }
 }
 

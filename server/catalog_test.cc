@@ -2,14 +2,12 @@
 // all-1024 dims is invalid for attention and conv2d, which then had no params and no defaults).
 #include "server/catalog.h"
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <set>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessel::server {
 namespace {
@@ -29,11 +27,8 @@ TEST(CatalogTest, ListKernelsGivesEveryKernelItsParams) {
 }
 
 TEST(CatalogTest, ExportWritesADefaultConfigForEveryKernel) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("tessel-catalog-test-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  auto store = Store::Open((dir / "t.db").string());
+  testing::TempDir dir("tessel-catalog-test-");
+  auto store = Store::Open(dir.File("t.db"));
   ASSERT_TRUE(store.ok()) << store.status();
   Catalog catalog(store->get());
   auto exported = catalog.Export(v1::ExportRequest());
@@ -48,7 +43,6 @@ TEST(CatalogTest, ExportWritesADefaultConfigForEveryKernel) {
         << kernel->name() << " has no default config on snc2";
   }
   store->reset();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

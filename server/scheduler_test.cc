@@ -1,7 +1,5 @@
 #include "server/scheduler.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -15,21 +13,12 @@
 #include "schema/vocab.h"
 #include "search/stopping.h"
 #include "server/store.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessel::server {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TempDb() {
-  static int counter = 0;
-  auto dir =
-      std::filesystem::temp_directory_path() /
-      ("tessel-scheduler-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return (dir / "t.db").string();
-}
 
 v1::Workload Gemm(int64_t m, int64_t n, int64_t k, const std::string& target = "snc2") {
   v1::Workload w;
@@ -63,7 +52,7 @@ class SchedulerTest : public ::testing::Test {
   void Open(SchedulerOptions options = {}) {
     scheduler_.reset();
     if (!store_) {
-      db_ = TempDb();
+      db_ = tmp_.File("t.db");
       auto store = Store::Open(db_);
       ASSERT_TRUE(store.ok()) << store.status();
       store_ = std::move(*store);
@@ -158,6 +147,7 @@ class SchedulerTest : public ::testing::Test {
     return {};
   }
 
+  testing::TempDir tmp_{"tessel-scheduler-test-"};
   std::string db_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Scheduler> scheduler_;

@@ -7,4 +7,4 @@ target_link_libraries(tessel_store
   PRIVATE tessel_sqlite fmt::fmt nlohmann_json::nlohmann_json Threads::Threads)
 
 tessel_add_test(store_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/store_test.cc
-                LIBS tessel_store tessel_sqlite Threads::Threads)
+                LIBS tessel_store tessel_sqlite tessel_testing_temp_dir Threads::Threads)

@@ -20,6 +20,7 @@
 #include "schema/migrations.h"
 #include "schema/sqlite.h"
 #include "schema/vocab.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessel::server {
 namespace {
@@ -31,14 +32,6 @@ using ::testing::SizeIs;
 // A fresh directory per test, removed afterwards.
 class StoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "store_test_XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-    path_ = (dir_ / "tessel.db").string();
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::unique_ptr<Store> OpenStore(const StoreOptions& options = {}) {
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path_, options);
     EXPECT_TRUE(store.ok()) << store.status();
@@ -72,8 +65,9 @@ class StoreTest : public ::testing::Test {
     return row.ok() && *row ? select->Int(0) : -1;
   }
 
-  std::filesystem::path dir_;
-  std::string path_;
+  testing::TempDir tmp_{"store_test_"};
+  std::filesystem::path dir_ = tmp_.path();
+  std::string path_ = tmp_.File("tessel.db");
 };
 
 JobRecord MatmulJob() {

@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "search/stopping.h"
-#include "tests/process.h"
+#include "tests/testing/process.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessel::testing {
 namespace {
@@ -58,18 +59,14 @@ std::vector<std::vector<std::string>> Query(const std::string& db_path, const st
 
 class Cluster : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = MakeTempDir("tessel-e2e-");
-    ASSERT_FALSE(dir_.empty());
-    db_ = dir_ + "/tessel.db";
-  }
+  void SetUp() override { db_ = dir_ + "/tessel.db"; }
   void TearDown() override {
     workers_.clear();
     if (server_) {
       server_->Signal(SIGTERM);
       server_->Wait(seconds(10));
     }
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    if (HasFailure()) tmp_.Keep();
   }
 
   // Starts the server on port 0 and waits for the port it bound.
@@ -115,7 +112,8 @@ class Cluster : public ::testing::Test {
     return parsed;
   }
 
-  std::string dir_;
+  TempDir tmp_{"tessel-e2e-"};
+  std::string dir_ = tmp_.path();
   std::string db_;
   std::string address_;
   std::optional<Process> server_;

@@ -9,19 +9,11 @@
 #include "client/client.h"
 #include "client/lookup.h"
 #include "gtest/gtest.h"
-#include "server/server.h"
+#include "tests/testing/in_process_server.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessel {
 namespace {
-
-std::string TempDir() {
-  static int counter = 0;
-  auto dir = std::filesystem::temp_directory_path() /
-             ("tessel-lookup-it-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
 
 v1::BestConfig Best(const std::string& dims, const std::string& config, double time_ns) {
   v1::BestConfig b;
@@ -45,19 +37,13 @@ constexpr char kConfigB[] =
 
 class LookupIntegrationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = TempDir();
-    StartServer();
-  }
+  void SetUp() override { StartServer(); }
 
   void StartServer() {
-    server::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_path = dir_ + "/server.db";
-    auto server = server::Server::Create(options);
+    auto server = testing::InProcessServer::Start(tmp_.File("server.db"));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    address_ = "127.0.0.1:" + std::to_string(server_->port());
+    address_ = server_->address();
     client_ = std::make_unique<client::Client>(server_->InProcessChannel(), "test server");
   }
 
@@ -80,9 +66,10 @@ class LookupIntegrationTest : public ::testing::Test {
     return found->snapshot_id();
   }
 
-  std::string dir_;
+  testing::TempDir tmp_{"tessel-lookup-it-"};
+  std::string dir_ = tmp_.path();
   std::string address_;
-  std::unique_ptr<server::Server> server_;
+  std::unique_ptr<testing::InProcessServer> server_;
   std::unique_ptr<client::Client> client_;
   const Dims gemm_ = *Dims::Parse("M=1024,N=1024,K=1024");
 };
@@ -103,7 +90,7 @@ TEST_F(LookupIntegrationTest, ACachedAnswerIsStillServedAfterTheServerGoesDown) 
     EXPECT_EQ(found->config, kConfigA);
   }
   client_.reset();
-  server_->Shutdown();
+  server_->server().Shutdown();
   server_.reset();
   // A new process (fresh in-memory cache) with the server gone: the local cache file answers.
   auto lookup = client::Lookup::Create(options);

@@ -11,7 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/stopping.h"
-#include "server/server.h"
+#include "tests/testing/in_process_server.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessel {
 namespace {
@@ -21,24 +22,16 @@ using ::testing::HasSubstr;
 class SubmitIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ =
-        std::filesystem::temp_directory_path() / ("tessel-submit-it-" + std::to_string(getpid()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    server::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_path = (dir_ / "server.db").string();
-    auto server = server::Server::Create(options);
+    auto server = testing::InProcessServer::Start(tmp_.File("server.db"));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    auto client = client::Client::Connect("127.0.0.1:" + std::to_string(server_->port()));
+    auto client = client::Client::Connect(server_->address());
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
   }
   void TearDown() override {
     client_.reset();
     server_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   static v1::SubmitJobRequest Request() {
@@ -56,8 +49,8 @@ class SubmitIntegrationTest : public ::testing::Test {
     return request;
   }
 
-  std::filesystem::path dir_;
-  std::unique_ptr<server::Server> server_;
+  testing::TempDir tmp_{"tessel-submit-it-"};
+  std::unique_ptr<testing::InProcessServer> server_;
   std::unique_ptr<client::Client> client_;
 };
 

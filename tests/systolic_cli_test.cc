@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/process.h"
+#include "tests/testing/process.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessel::testing {
 namespace {
@@ -43,8 +44,6 @@ int64_t ClosedForm(const std::string& flow, int64_t rows_r, int64_t cols_c, int6
 
 class SystolicCliTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = MakeTempDir("tessel-systolic-"); }
-
   // tensor_cycles reported by the CLI for the default config, or -1 (with a test failure).
   int64_t TensorCycles(int64_t r, int64_t c, const std::string& flow, int64_t m, int64_t n,
                        int64_t k) {
@@ -71,7 +70,8 @@ class SystolicCliTest : public ::testing::Test {
     return out["tensor_cycles"].get<int64_t>();
   }
 
-  std::string dir_;
+  TempDir tmp_{"tessel-systolic-"};
+  std::string dir_ = tmp_.path();
 };
 
 // The reference cycle counts of ACCELERATOR.md section 6 (SCALE-Sim v2 runs, 128x128 array).

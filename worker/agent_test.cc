@@ -20,6 +20,7 @@
 #include "schema/tessel.grpc.pb.h"
 #include "sim/api.h"
 #include "sim/target.h"
+#include "tests/testing/service_host.h"
 
 namespace tessel::worker {
 namespace {
@@ -237,16 +238,6 @@ class FakeWorkerService final : public v1::WorkerService::Service {
   std::set<int64_t> reported_;
 };
 
-struct FakeServer {
-  explicit FakeServer(FakeWorkerService* service) {
-    grpc::ServerBuilder builder;
-    builder.RegisterService(service);
-    server = builder.BuildAndStart();
-  }
-  ~FakeServer() { server->Shutdown(); }
-  std::unique_ptr<grpc::Server> server;
-};
-
 bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done()) {
@@ -258,12 +249,11 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit) {
 
 TEST(AgentTest, MeasuresAndReportsEveryLeasedTrialThenStops) {
   FakeWorkerService service(/*total=*/12, /*failing_reports=*/0);
-  FakeServer server(&service);
+  testing::ServiceHost server({&service});
   AgentOptions options;
   options.threads = 3;
   options.lease_wait_ms = 50;
-  absl::StatusOr<std::unique_ptr<Agent>> agent =
-      Agent::Create(server.server->InProcessChannel({}), options);
+  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(server.InProcessChannel(), options);
   ASSERT_TRUE(agent.ok()) << agent.status();
   absl::Status run_status;
   std::thread runner([&] { run_status = (*agent)->Run(); });
@@ -280,11 +270,11 @@ TEST(AgentTest, MeasuresAndReportsEveryLeasedTrialThenStops) {
 
 TEST(AgentTest, ResultsSurviveAnUnavailableServerAndAreReportedLater) {
   FakeWorkerService service(/*total=*/4, /*failing_reports=*/3);
-  FakeServer server(&service);
+  testing::ServiceHost server({&service});
   AgentOptions options;
   options.threads = 2;
   options.lease_wait_ms = 50;
-  auto agent = Agent::Create(server.server->InProcessChannel({}), options);
+  auto agent = Agent::Create(server.InProcessChannel(), options);
   ASSERT_TRUE(agent.ok()) << agent.status();
   std::thread runner([&] { (*agent)->Run().IgnoreError(); });
   EXPECT_TRUE(WaitFor([&] { return service.reported() == 4; }, std::chrono::seconds(30)));
@@ -294,10 +284,10 @@ TEST(AgentTest, ResultsSurviveAnUnavailableServerAndAreReportedLater) {
 
 TEST(AgentTest, HeartbeatsWhileRunning) {
   FakeWorkerService service(/*total=*/0, /*failing_reports=*/0);
-  FakeServer server(&service);
+  testing::ServiceHost server({&service});
   AgentOptions options;
   options.lease_wait_ms = 20;
-  auto agent = Agent::Create(server.server->InProcessChannel({}), options);
+  auto agent = Agent::Create(server.InProcessChannel(), options);
   ASSERT_TRUE(agent.ok());
   std::thread runner([&] { (*agent)->Run().IgnoreError(); });
   EXPECT_TRUE(WaitFor(

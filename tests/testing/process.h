@@ -1,6 +1,6 @@
 // Child processes for integration tests: spawn with output captured to files, signal, wait.
-#ifndef TESSEL_TESTS_PROCESS_H_
-#define TESSEL_TESTS_PROCESS_H_
+#ifndef TESSEL_TESTS_TESTING_PROCESS_H_
+#define TESSEL_TESTS_TESTING_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -48,9 +48,7 @@ RunResult Run(const std::vector<std::string>& argv, const std::string& scratch_d
 
 // Reads a whole file; "" when absent.
 std::string ReadFile(const std::string& path);
-// A fresh directory under $TMPDIR (or /tmp).
-std::string MakeTempDir(const std::string& prefix);
 
 }  // namespace tessel::testing
 
-#endif  // TESSEL_TESTS_PROCESS_H_
+#endif  // TESSEL_TESTS_TESTING_PROCESS_H_

@@ -1,4 +1,4 @@
-#include "tests/process.h"
+#include "tests/testing/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -107,15 +107,6 @@ std::string ReadFile(const std::string& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
-}
-
-std::string MakeTempDir(const std::string& prefix) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = fmt::format("{}/{}XXXXXX", tmp ? tmp : "/tmp", prefix);
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  char* dir = mkdtemp(buf.data());
-  return dir ? std::string(dir) : std::string();
 }
 
 }  // namespace tessel::testing
