@@ -2,8 +2,9 @@
 //
 // One connection writes, on a dedicated writer thread that groups queued writes into one
 // transaction; each write call returns only after its transaction committed, so a caller that
-// acknowledges after the call returns never acknowledges a lost write. Reads use their own
-// connection (WAL mode lets them run beside the writer). All methods are thread-safe.
+// acknowledges after the call returns never acknowledges a lost write. Reads use read-only
+// connections of their own, one per concurrent read (WAL mode lets them run beside the writer and
+// beside each other). All methods are thread-safe.
 #ifndef TESSEL_SERVER_STORE_H_
 #define TESSEL_SERVER_STORE_H_
 
@@ -104,6 +105,9 @@ struct StoreOptions {
   // NORMAL (a committed transaction survives a process crash, but power loss may lose the last
   // ones, since WAL is synced only at checkpoints).
   bool synchronous_full = true;
+  // Reads run in parallel on up to this many read-only connections, opened as needed and kept;
+  // a read beyond it waits for one to come free.
+  int max_readers = 8;
 };
 
 class Store {

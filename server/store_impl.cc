@@ -19,6 +19,40 @@ sqlite::OpenOptions Store::Impl::ConnectionOptions() const {
   return open;
 }
 
+absl::StatusOr<std::unique_ptr<sqlite::Database>> Store::Impl::OpenReader() const {
+  sqlite::OpenOptions reader = ConnectionOptions();
+  reader.query_only = true;
+  return sqlite::Database::Open(path_, reader);
+}
+
+absl::StatusOr<std::unique_ptr<sqlite::Database>> Store::Impl::AcquireReader() {
+  {
+    absl::MutexLock lock(&readers_mu_);
+    const int max_readers = std::max(1, options_.max_readers);
+    auto can_proceed = [this, max_readers]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(readers_mu_) {
+      return !idle_readers_.empty() || open_readers_ < max_readers;
+    };
+    readers_mu_.Await(absl::Condition(&can_proceed));
+    if (!idle_readers_.empty()) {
+      std::unique_ptr<sqlite::Database> reader = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+      return reader;
+    }
+    ++open_readers_;  // reserved; opened below, outside the lock
+  }
+  absl::StatusOr<std::unique_ptr<sqlite::Database>> reader = OpenReader();
+  if (!reader.ok()) {
+    absl::MutexLock lock(&readers_mu_);
+    --open_readers_;
+  }
+  return reader;
+}
+
+void Store::Impl::ReleaseReader(std::unique_ptr<sqlite::Database> reader) {
+  absl::MutexLock lock(&readers_mu_);
+  idle_readers_.push_back(std::move(reader));
+}
+
 absl::Status Store::Impl::Open() {
   sqlite::OpenOptions writer = ConnectionOptions();
   writer.create = true;
@@ -26,10 +60,11 @@ absl::Status Store::Impl::Open() {
   TESSEL_ASSIGN_OR_RETURN(writer_db_, sqlite::Database::Open(path_, writer));
   TESSEL_RETURN_IF_ERROR(ApplyMigrations());
   {
-    sqlite::OpenOptions reader = ConnectionOptions();
-    reader.query_only = true;
-    absl::MutexLock lock(&read_mu_);
-    TESSEL_ASSIGN_OR_RETURN(reader_db_, sqlite::Database::Open(path_, reader));
+    // One reader at once, so a file that cannot be read fails Open rather than the first read.
+    TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<sqlite::Database> reader, OpenReader());
+    absl::MutexLock lock(&readers_mu_);
+    idle_readers_.push_back(std::move(reader));
+    open_readers_ = 1;
   }
   writer_thread_ = std::thread([this] { WriterLoop(); });
   return absl::OkStatus();

@@ -5,9 +5,10 @@
 // Layout: the writer connection belongs to the writer thread, which takes every queued write (up
 // to max_batch) and runs them in one BEGIN IMMEDIATE ... COMMIT, each write inside its own
 // SAVEPOINT so one failing write is rolled back alone. A caller blocks on its WriteOp's
-// notification, which fires only after the COMMIT returned. The reader connection (query_only) is
-// shared by all reads under read_mu_; every read statement is reset when done, so the next read
-// starts a fresh WAL snapshot and sees every commit.
+// notification, which fires only after the COMMIT returned. Reads take a reader connection
+// (query_only) of their own from a small pool, so they run in parallel with each other and with
+// the writer; every read statement is reset when done, so the next read starts a fresh WAL
+// snapshot and sees every commit.
 //
 // Durability: the database runs in WAL mode. A COMMIT that returned is in the WAL file in the OS
 // page cache, so it survives a crash of this process with either synchronous setting; with
@@ -57,11 +58,15 @@ class Store::Impl {
   // once if SQLite aborts the whole transaction; it must only touch the database and its outputs.
   absl::Status Write(std::function<absl::Status(sqlite::Database&)> write);
 
-  // Runs `read` on the reader connection, serialized with other reads.
+  // Runs `read` on a reader connection that no other read uses meanwhile, so reads run in
+  // parallel (up to options.max_readers at once).
   template <typename T>
   absl::StatusOr<T> Read(const std::function<absl::StatusOr<T>(sqlite::Database&)>& read) {
-    absl::MutexLock lock(&read_mu_);
-    return read(*reader_db_);
+    absl::StatusOr<std::unique_ptr<sqlite::Database>> reader = AcquireReader();
+    if (!reader.ok()) return reader.status();
+    absl::StatusOr<T> result = read(**reader);
+    ReleaseReader(*std::move(reader));
+    return result;
   }
 
   int64_t transactions_committed() const { return transactions_committed_.load(); }
@@ -82,8 +87,12 @@ class Store::Impl {
     }
   };
 
-  // The options both connections are opened with.
+  // The options every connection is opened with.
   sqlite::OpenOptions ConnectionOptions() const;
+  absl::StatusOr<std::unique_ptr<sqlite::Database>> OpenReader() const;
+  // An idle reader connection, or a new one while fewer than max_readers are open; waits otherwise.
+  absl::StatusOr<std::unique_ptr<sqlite::Database>> AcquireReader();
+  void ReleaseReader(std::unique_ptr<sqlite::Database> reader);
   absl::Status ApplyMigrations();
   // Applies `migration` unless recorded; returns whether it applied it.
   // REQUIRES: a write transaction is open on writer_db_.
@@ -107,8 +116,9 @@ class Store::Impl {
   std::deque<WriteOp*> queue_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
 
-  absl::Mutex read_mu_;
-  std::unique_ptr<sqlite::Database> reader_db_ ABSL_GUARDED_BY(read_mu_);
+  absl::Mutex readers_mu_;
+  std::vector<std::unique_ptr<sqlite::Database>> idle_readers_ ABSL_GUARDED_BY(readers_mu_);
+  int open_readers_ ABSL_GUARDED_BY(readers_mu_) = 0;
 
   std::atomic<int64_t> transactions_committed_{0};
   std::atomic<int64_t> writes_committed_{0};

@@ -539,6 +539,50 @@ TEST_F(StoreTest, AWriteIsVisibleToAReadAsSoonAsItReturns) {
   }
 }
 
+// Reads run on connections of their own, in parallel; each still sees every commit in order,
+// also when fewer connections than readers are allowed (the rest wait for one).
+TEST_F(StoreTest, ConcurrentReadersSeeCommitsInOrderWithAnyNumberOfConnections) {
+  for (int max_readers : {1, 2, 8}) {
+    StoreOptions options;
+    options.max_readers = max_readers;
+    std::unique_ptr<Store> store = OpenStore(options);
+    ASSERT_NE(store, nullptr);
+    int64_t job = *store->CreateJob(MatmulJob());
+    const int64_t first = *store->MaxTrialId();
+    constexpr int kReaders = 4;
+    constexpr int kTrials = 100;
+    std::atomic<bool> writing{true};
+    std::atomic<int> out_of_order{0};
+    std::atomic<int> failures{0};
+    std::vector<std::thread> readers;
+    for (int r = 0; r < kReaders; ++r) {
+      readers.emplace_back([&] {
+        int64_t last = first;
+        while (writing.load()) {
+          absl::StatusOr<int64_t> max_id = store->MaxTrialId();
+          if (!max_id.ok()) {
+            failures.fetch_add(1);
+            continue;
+          }
+          if (*max_id < last) out_of_order.fetch_add(1);
+          last = *max_id;
+        }
+      });
+    }
+    for (int i = 1; i <= kTrials; ++i) {
+      std::vector<TrialRecord> trial = {OkTrial(first + i, job)};
+      ASSERT_TRUE(store->InsertTrials(trial).ok());
+    }
+    writing.store(false);
+    for (std::thread& reader : readers) reader.join();
+    EXPECT_EQ(failures.load(), 0) << "max_readers=" << max_readers;
+    EXPECT_EQ(out_of_order.load(), 0) << "max_readers=" << max_readers;
+    EXPECT_EQ(*store->MaxTrialId(), first + kTrials);
+    store.reset();
+    std::filesystem::remove(path_);
+  }
+}
+
 BestRecord MatmulBest(double time_ns, const std::string& config) {
   BestRecord best;
   best.workload = {"matmul", "K=512,M=512,N=512", "bf16", "snc2"};
