@@ -3,14 +3,25 @@
 //   BM_CacheHitFind       in-process cache hit through Find(kernel, dims, ...) (builds the key)
 //   BM_SnapshotMiss       a lookup the in-process cache has not seen: the snapshot answers
 //                         (exact or nearest over 1,000 tuned shapes)
+//   BM_Concurrent_*       lookups/s of 1 and 2 threads sharing one Lookup (see below)
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <random>
+#include <thread>
+#include <vector>
 
+#include "client/client.h"
 #include "client/lookup.h"
 #include "client/snapshot.h"
+#include "schema/tessel.grpc.pb.h"
+#include "tests/testing/in_process_server.h"
+#include "tests/testing/service_host.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessel::client {
 namespace {
@@ -98,6 +109,228 @@ void BM_SnapshotMiss(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_SnapshotMiss);
+
+// ---- Concurrent lookups (BENCHMARKS.md "Concurrent lookups (libtessel)") ----
+//
+// One Lookup shared by 1 or 2 threads; items_per_second is the lookups/s of all threads together.
+// Each run gets a fresh Lookup (Setup/Teardown), so an answer-cache miss stays a miss:
+//   BM_Concurrent_CacheHit        Find of 64 warmed workloads (the in-process answer cache)
+//   BM_Concurrent_SnapshotMiss    Find of workloads never seen, the snapshot answers nearest
+//                                 (graded match over 1,000 tuned shapes)
+//   BM_Concurrent_SnapshotAnswer  Find of workloads never seen, the snapshot answers exact
+//   BM_Concurrent_FakeServer      Find of workloads never seen, a fake server answers after 5 ms
+//   BM_Concurrent_RealServer      Find of workloads never seen, a real in-process tessel-server
+//                                 (127.0.0.1, port 0) answers from its store
+//   BM_Concurrent_SnapshotOnly    Snapshot::Find alone (immutable, no Lookup), one snapshot per
+//                                 thread: the scaling the machine itself allows at that moment
+//                                 (the cores are shared with other work)
+//
+//   build/bench/lookup_bench --benchmark_filter=Concurrent --benchmark_repetitions=5
+//       --benchmark_report_aggregates_only=true
+
+constexpr int kWarmKeys = 64;
+constexpr int64_t kExactShapesPerThread = 32768;  // rows x cols of the exact-answer snapshot
+constexpr int kMaxThreads = 2;
+constexpr int kFakeServerLatencyMs = 5;
+
+// The shared Lookup of the current run, made before its threads start and dropped after.
+std::unique_ptr<Lookup> g_lookup;
+// Each thread takes a block of workload numbers from here, so no two lookups of a run (nor, for
+// the servers, of any run) ask for the same workload.
+std::atomic<int64_t> g_next_workload{0};
+
+int64_t TakeWorkloads(int64_t count) { return g_next_workload.fetch_add(count); }
+
+// An untuned matmul shape for workload number `n`: M and N not both powers of two, so never exact.
+Dims UntunedShape(int64_t n) {
+  return Dims{{"M", 65 + 2 * (n % 4000)}, {"N", 65 + 2 * ((n / 4000) % 4000)}, {"K", 3000}};
+}
+
+std::string SnapshotWithExactShapes() {
+  static const std::string path = [] {
+    tessel::v1::ExportResponse contents;
+    contents.set_snapshot_id(1);
+    for (int64_t n = 0; n < kMaxThreads * kExactShapesPerThread; ++n) {
+      auto* b = contents.add_best();
+      b->set_kernel("rmsnorm");
+      b->set_dims(Dims{{"rows", 1 + n / 256}, {"cols", 1 + n % 256}}.Canonical());
+      b->set_dtype("bf16");
+      b->set_target("snc2");
+      b->set_kernel_version(1);
+      b->set_target_version(1);
+      b->set_config("rows_per_tile=128,cols_per_tile=" + std::to_string(1 + n % 8));
+      b->set_time_ns(1000 + n);
+      b->set_snapshot_id(1);
+    }
+    std::string file = (std::filesystem::temp_directory_path() /
+                        ("tessel-lookup-bench-exact-" + std::to_string(getpid()) + ".snapshot"))
+                           .string();
+    if (!WriteSnapshot(contents, file).ok()) std::abort();
+    return file;
+  }();
+  return path;
+}
+
+std::unique_ptr<Lookup> MakeLookup(const LookupOptions& options) {
+  auto lookup = Lookup::Create(options);
+  if (!lookup.ok()) {
+    std::fprintf(stderr, "lookup_bench: %s\n", lookup.status().ToString().c_str());
+    std::abort();
+  }
+  return *std::move(lookup);
+}
+
+void DropLookup(const benchmark::State&) { g_lookup.reset(); }
+
+void CheckedFind(benchmark::State& state, const std::string& kernel, const Dims& dims) {
+  auto r = g_lookup->Find(kernel, dims);
+  if (!r.ok()) state.SkipWithError(r.status().ToString().c_str());
+  benchmark::DoNotOptimize(r);
+}
+
+void SetupCacheHit(const benchmark::State&) {
+  LookupOptions options;
+  options.snapshot_path = SnapshotWithTunedShapes();
+  g_lookup = MakeLookup(options);
+  for (int i = 0; i < kWarmKeys; ++i) {
+    if (!g_lookup->Find("matmul", UntunedShape(i)).ok()) std::abort();
+  }
+}
+
+void BM_Concurrent_CacheHit(benchmark::State& state) {
+  std::vector<Dims> warm;
+  for (int i = 0; i < kWarmKeys; ++i) warm.push_back(UntunedShape(i));
+  size_t i = static_cast<size_t>(state.thread_index()) * 7;
+  for (auto _ : state) CheckedFind(state, "matmul", warm[i++ % warm.size()]);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Concurrent_CacheHit)
+    ->Setup(SetupCacheHit)
+    ->Teardown(DropLookup)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+
+void SetupSnapshotMiss(const benchmark::State&) {
+  LookupOptions options;
+  options.snapshot_path = SnapshotWithTunedShapes();
+  g_lookup = MakeLookup(options);
+}
+
+void BM_Concurrent_SnapshotMiss(benchmark::State& state) {
+  int64_t n = TakeWorkloads(int64_t{1} << 30);
+  for (auto _ : state) CheckedFind(state, "matmul", UntunedShape(n++));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Concurrent_SnapshotMiss)
+    ->Setup(SetupSnapshotMiss)
+    ->Teardown(DropLookup)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+
+void SetupSnapshotAnswer(const benchmark::State&) {
+  LookupOptions options;
+  options.snapshot_path = SnapshotWithExactShapes();
+  g_lookup = MakeLookup(options);
+  g_next_workload = 0;  // the exact shapes are numbered from 0
+}
+
+void BM_Concurrent_SnapshotAnswer(benchmark::State& state) {
+  int64_t n = TakeWorkloads(kExactShapesPerThread);
+  for (auto _ : state) {
+    CheckedFind(state, "rmsnorm", Dims{{"rows", 1 + n / 256}, {"cols", 1 + n % 256}});
+    ++n;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Concurrent_SnapshotAnswer)
+    ->Setup(SetupSnapshotAnswer)
+    ->Teardown(DropLookup)
+    ->Threads(1)
+    ->Threads(2)
+    ->Iterations(kExactShapesPerThread)
+    ->UseRealTime();
+
+// A TesselService whose Lookup answers `default` after kFakeServerLatencyMs.
+class SlowLookupService final : public tessel::v1::TesselService::Service {
+ public:
+  grpc::Status Lookup(grpc::ServerContext*, const tessel::v1::LookupRequest*,
+                      tessel::v1::LookupResponse* response) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kFakeServerLatencyMs));
+    response->set_config("tile_m=128,tile_n=512,tile_k=128,block_m=1");
+    response->set_match("default");
+    return grpc::Status::OK;
+  }
+};
+
+void SetupFakeServer(const benchmark::State&) {
+  static SlowLookupService* service = new SlowLookupService();
+  static testing::ServiceHost* host =
+      new testing::ServiceHost({service}, testing::ServiceHost::Listen::kLoopbackTcp);
+  LookupOptions options;
+  options.server_address = host->address();
+  options.server_timeout_ms = 2000;
+  g_lookup = MakeLookup(options);
+}
+
+void BM_Concurrent_FakeServer(benchmark::State& state) {
+  int64_t n = TakeWorkloads(int64_t{1} << 30);
+  for (auto _ : state) CheckedFind(state, "matmul", UntunedShape(n++));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Concurrent_FakeServer)
+    ->Setup(SetupFakeServer)
+    ->Teardown(DropLookup)
+    ->Threads(1)
+    ->Threads(2)
+    ->Iterations(200)
+    ->UseRealTime();
+
+// A real tessel-server with the 1,000 tuned matmul shapes of SnapshotWithTunedShapes imported.
+void SetupRealServer(const benchmark::State&) {
+  static testing::TempDir* dir = new testing::TempDir("tessel-lookup-bench-");
+  static testing::InProcessServer* server = [] {
+    auto started = testing::InProcessServer::Start(dir->File("tessel.db"));
+    if (!started.ok()) std::abort();
+    auto snapshot = Snapshot::Open(SnapshotWithTunedShapes());
+    if (!snapshot.ok()) std::abort();
+    tessel::v1::ImportRequest request;
+    for (const auto& entry : (*snapshot)->entries()) *request.add_best() = entry;
+    Client client((*started)->InProcessChannel(), "bench server");
+    if (!client.Import(request).ok()) std::abort();
+    return started->release();
+  }();
+  LookupOptions options;
+  options.server_address = server->address();
+  options.server_timeout_ms = 2000;
+  g_lookup = MakeLookup(options);
+}
+
+void BM_Concurrent_RealServer(benchmark::State& state) {
+  int64_t n = TakeWorkloads(int64_t{1} << 30);
+  for (auto _ : state) CheckedFind(state, "matmul", UntunedShape(n++));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Concurrent_RealServer)
+    ->Setup(SetupRealServer)
+    ->Teardown(DropLookup)
+    ->Threads(1)
+    ->Threads(2)
+    ->Iterations(1000)
+    ->UseRealTime();
+
+void BM_Concurrent_SnapshotOnly(benchmark::State& state) {
+  auto snapshot = Snapshot::Open(SnapshotWithTunedShapes());
+  if (!snapshot.ok()) std::abort();
+  int64_t n = TakeWorkloads(int64_t{1} << 30);
+  for (auto _ : state) {
+    auto r = (*snapshot)->Find("matmul", UntunedShape(n++), "bf16", "snc2");
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Concurrent_SnapshotOnly)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace
 }  // namespace tessel::client

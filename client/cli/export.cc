@@ -352,33 +352,4 @@ absl::Status RunImport(const ImportArgs& args) {
   return absl::OkStatus();
 }
 
-void PrintLookupResult(const client::LookupResult& found, const std::string& kernel,
-                       const std::string& shape, const std::string& dtype,
-                       const std::string& target, bool json_output) {
-  if (json_output) {
-    PrintJson({{"kernel", kernel},
-               {"shape", shape},
-               {"dtype", dtype},
-               {"target", target},
-               {"config", found.config},
-               {"match", found.match},
-               {"time_ns", found.time_ns},
-               {"stale", found.stale},
-               {"snapshot", found.snapshot_id},
-               {"job_id", found.job_id},
-               {"tuned_dims", found.tuned_dims},
-               {"tuned_target", found.tuned_target},
-               {"source", found.source}});
-    return;
-  }
-  std::cout << fmt::format("{} {} {} on {}: {}\n", kernel, shape, dtype, target, found.config);
-  std::cout << fmt::format("  match: {}{}", found.match, found.stale ? " (stale)" : "");
-  if (found.time_ns > 0) std::cout << fmt::format(", {}", HumanTime(found.time_ns));
-  if (found.snapshot_id > 0) {
-    std::cout << fmt::format(", tuned at {} on {}, snapshot {}", found.tuned_dims,
-                             found.tuned_target, found.snapshot_id);
-  }
-  std::cout << std::endl;
-}
-
 }  // namespace tessel::cli

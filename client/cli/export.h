@@ -1,4 +1,4 @@
-// `tessel export`, `tessel import` and `tessel lookup --snapshot`.
+// `tessel export` and `tessel import`.
 #ifndef TESSEL_CLIENT_CLI_EXPORT_H_
 #define TESSEL_CLIENT_CLI_EXPORT_H_
 
@@ -42,11 +42,6 @@ absl::StatusOr<tessel::v1::ExportResponse> ExportFromJson(const std::string& tex
 // A C++17 header with the export as constexpr tables plus a constexpr BestConfig() that falls
 // back to the kernel's default config.
 std::string ExportToHeader(const tessel::v1::ExportResponse& contents);
-
-// Prints a libtessel answer as `tessel lookup` does.
-void PrintLookupResult(const client::LookupResult& result, const std::string& kernel,
-                       const std::string& shape, const std::string& dtype,
-                       const std::string& target, bool json);
 
 }  // namespace tessel::cli
 

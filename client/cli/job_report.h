@@ -1,0 +1,46 @@
+// How `tessel tune` and `tessel watch` report a job: its JSON object, the human summary, progress
+// lines on stderr, and following a job to its end.
+#ifndef TESSEL_CLIENT_CLI_JOB_REPORT_H_
+#define TESSEL_CLIENT_CLI_JOB_REPORT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "client/client.h"
+#include "nlohmann/json.hpp"
+#include "schema/tessel.pb.h"
+
+namespace tessel::cli {
+
+// The job as the CLI contract's JSON object (job_id, kernel, shape, ..., best, default, trials,
+// speedup_vs_default, roofline_fraction; null where unknown).
+nlohmann::json JobJson(const tessel::v1::Job& job);
+
+// Prints the job's human summary on stdout (state, counts, best, default, speedup, roofline).
+void PrintTuneSummary(const tessel::v1::Job& job);
+
+// Prints a progress line on stderr when the counts change (at most a few per second; always the
+// final state). Prints nothing when disabled.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool enabled) : enabled_(enabled) {}
+  void Update(const tessel::v1::Job& job);
+
+ private:
+  bool enabled_;
+  std::string last_line_;
+  std::chrono::steady_clock::time_point last_print_{};
+};
+
+// Submits `request` on `client` and watches the job to a final state, with progress on stderr
+// when `progress`. With `existing_job` > 0 nothing is submitted: that job is watched instead.
+// Unavailable when the stream ends before a final state and the job is still not final.
+absl::StatusOr<tessel::v1::Job> SubmitAndWatch(client::Client& client,
+                                               const tessel::v1::SubmitJobRequest& request,
+                                               bool progress, int64_t existing_job = 0);
+
+}  // namespace tessel::cli
+
+#endif  // TESSEL_CLIENT_CLI_JOB_REPORT_H_
