@@ -44,19 +44,20 @@ const LookupResult* AnswerTable::Find(std::string_view key) const {
 }
 
 const LookupResult* AnswerTable::Insert(std::string_view key, const LookupResult& value) {
-  const uint64_t hash = Hash(key);
+  // Copy the answer before taking the lock, so concurrent inserts serialise only on the probe.
+  auto entry = std::make_unique<Entry>(Entry{Hash(key), std::string(key), value});
   std::lock_guard<std::mutex> lock(mu_);
   Slots* slots = arrays_.back().get();
-  if (const Entry* existing = Probe(*slots, hash, key)) return &existing->value;
+  if (const Entry* existing = Probe(*slots, entry->hash, key)) return &existing->value;
   if (2 * (entries_.size() + 1) > slots->mask + 1) {
     // Fill the bigger array completely before readers can see it.
     auto grown = std::make_unique<Slots>(2 * (slots->mask + 1));
-    for (const auto& entry : entries_) Place(*grown, entry.get());
+    for (const auto& e : entries_) Place(*grown, e.get());
     slots = grown.get();
     arrays_.push_back(std::move(grown));
     current_.store(slots, std::memory_order_release);
   }
-  entries_.push_back(std::make_unique<Entry>(Entry{hash, std::string(key), value}));
+  entries_.push_back(std::move(entry));
   Place(*slots, entries_.back().get());
   return &entries_.back()->value;
 }
