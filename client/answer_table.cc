@@ -19,8 +19,6 @@ AnswerTable::AnswerTable() {
   current_.store(arrays_.back().get(), std::memory_order_release);
 }
 
-AnswerTable::~AnswerTable() = default;
-
 uint64_t AnswerTable::Hash(std::string_view key) { return absl::Hash<std::string_view>()(key); }
 
 const AnswerTable::Entry* AnswerTable::Probe(const Slots& slots, uint64_t hash,

@@ -28,7 +28,6 @@ namespace tessel::client {
 class AnswerTable {
  public:
   AnswerTable();
-  ~AnswerTable();
   AnswerTable(const AnswerTable&) = delete;
   AnswerTable& operator=(const AnswerTable&) = delete;
 

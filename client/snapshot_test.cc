@@ -9,6 +9,7 @@
 #include "client/lookup.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schema/status_macros.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tessel::client {
@@ -158,12 +159,17 @@ TEST(SnapshotTest, AFileOfAnotherFormatVersionIsRejectedWithBothVersions) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(LookupTest, ASnapshotAloneAnswersWithNoServerAndCachesInProcess) {
-  const std::string path = TempPath("lookup.snapshot");
-  ASSERT_TRUE(WriteSnapshot(Contents(), path).ok());
+// A Lookup over a snapshot of Contents() written to `name`.
+absl::StatusOr<std::unique_ptr<Lookup>> LookupOverContents(const std::string& name) {
+  const std::string path = TempPath(name);
+  TESSEL_RETURN_IF_ERROR(WriteSnapshot(Contents(), path));
   LookupOptions options;
   options.snapshot_path = path;
-  auto lookup = Lookup::Create(options);
+  return Lookup::Create(options);
+}
+
+TEST(LookupTest, ASnapshotAloneAnswersWithNoServerAndCachesInProcess) {
+  auto lookup = LookupOverContents("lookup.snapshot");
   ASSERT_TRUE(lookup.ok()) << lookup.status();
   const Dims dims = D("M=1024,N=1024,K=1024");
   EXPECT_EQ((*lookup)->FindPrepared(WorkloadKey("matmul", dims, "bf16", "snc2")), nullptr);
@@ -184,11 +190,7 @@ TEST(LookupTest, ASnapshotAloneAnswersWithNoServerAndCachesInProcess) {
 // Threads sharing one Lookup, asking for the same and for different workloads at once, all get
 // the snapshot's answers, and every lookup is counted exactly once.
 TEST(LookupTest, ConcurrentLookupsAllAnswerAndAreEachCountedOnce) {
-  const std::string path = TempPath("concurrent.snapshot");
-  ASSERT_TRUE(WriteSnapshot(Contents(), path).ok());
-  LookupOptions options;
-  options.snapshot_path = path;
-  auto lookup = Lookup::Create(options);
+  auto lookup = LookupOverContents("concurrent.snapshot");
   ASSERT_TRUE(lookup.ok()) << lookup.status();
   constexpr int kThreads = 4, kLookups = 2000, kShapes = 50;
   std::atomic<int> wrong{0};
