@@ -124,6 +124,7 @@ BENCHMARK(BM_SnapshotMiss);
 //   BM_Concurrent_SnapshotOnly    Snapshot::Find alone (immutable, no Lookup), one snapshot per
 //                                 thread: the scaling the machine itself allows at that moment
 //                                 (the cores are shared with other work)
+//   BM_Concurrent_SnapshotExactOnly  the same for the exact-answer snapshot, shared by the threads
 //
 //   build/bench/lookup_bench --benchmark_filter=Concurrent --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
@@ -315,6 +316,25 @@ void BM_Concurrent_SnapshotOnly(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_Concurrent_SnapshotOnly)->Threads(1)->Threads(2)->UseRealTime();
+
+// Snapshot::Find alone over the exact-answer snapshot of BM_Concurrent_SnapshotAnswer, shared by
+// the threads: that benchmark's ceiling on this machine (no answer cache, no counters).
+void BM_Concurrent_SnapshotExactOnly(benchmark::State& state) {
+  static const Snapshot* snapshot = Snapshot::Open(SnapshotWithExactShapes())->release();
+  int64_t n = kExactShapesPerThread * state.thread_index();
+  for (auto _ : state) {
+    auto r = snapshot->Find("rmsnorm", Dims{{"rows", 1 + n / 256}, {"cols", 1 + n % 256}}, "bf16",
+                            "snc2");
+    benchmark::DoNotOptimize(r);
+    ++n;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Concurrent_SnapshotExactOnly)
+    ->Threads(1)
+    ->Threads(2)
+    ->Iterations(kExactShapesPerThread)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace tessel::client

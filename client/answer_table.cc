@@ -5,7 +5,7 @@
 namespace tessel::client {
 namespace {
 
-constexpr size_t kInitialCapacity = 64;
+constexpr size_t kInitialCapacity = 16;  // per shard
 
 }  // namespace
 
@@ -14,10 +14,12 @@ AnswerTable::Slots::Slots(size_t capacity)
   for (size_t i = 0; i < capacity; ++i) slot[i].store(nullptr, std::memory_order_relaxed);
 }
 
-AnswerTable::AnswerTable() {
-  arrays_.push_back(std::make_unique<Slots>(kInitialCapacity));
-  current_.store(arrays_.back().get(), std::memory_order_release);
+AnswerTable::Shard::Shard() {
+  arrays.push_back(std::make_unique<Slots>(kInitialCapacity));
+  current.store(arrays.back().get(), std::memory_order_release);
 }
+
+AnswerTable::AnswerTable() = default;
 
 uint64_t AnswerTable::Hash(std::string_view key) { return absl::Hash<std::string_view>()(key); }
 
@@ -37,32 +39,38 @@ void AnswerTable::Place(Slots& slots, const Entry* entry) {
 }
 
 const LookupResult* AnswerTable::Find(std::string_view key) const {
-  const Entry* entry = Probe(*current_.load(std::memory_order_acquire), Hash(key), key);
+  const uint64_t hash = Hash(key);
+  const Entry* entry = Probe(*ShardOf(hash).current.load(std::memory_order_acquire), hash, key);
   return entry ? &entry->value : nullptr;
 }
 
-const LookupResult* AnswerTable::Insert(std::string_view key, const LookupResult& value) {
-  // Copy the answer before taking the lock, so concurrent inserts serialise only on the probe.
-  auto entry = std::make_unique<Entry>(Entry{Hash(key), std::string(key), value});
-  std::lock_guard<std::mutex> lock(mu_);
-  Slots* slots = arrays_.back().get();
+const LookupResult* AnswerTable::Insert(std::string_view key, LookupResult value) {
+  // Build the entry before taking the lock, so inserts serialise only on the probe.
+  auto entry = std::make_unique<Entry>(Entry{Hash(key), std::string(key), std::move(value)});
+  Shard& shard = ShardOf(entry->hash);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  Slots* slots = shard.arrays.back().get();
   if (const Entry* existing = Probe(*slots, entry->hash, key)) return &existing->value;
-  if (2 * (entries_.size() + 1) > slots->mask + 1) {
+  if (2 * (shard.entries.size() + 1) > slots->mask + 1) {
     // Fill the bigger array completely before readers can see it.
     auto grown = std::make_unique<Slots>(2 * (slots->mask + 1));
-    for (const auto& e : entries_) Place(*grown, e.get());
+    for (const auto& e : shard.entries) Place(*grown, e.get());
     slots = grown.get();
-    arrays_.push_back(std::move(grown));
-    current_.store(slots, std::memory_order_release);
+    shard.arrays.push_back(std::move(grown));
+    shard.current.store(slots, std::memory_order_release);
   }
-  entries_.push_back(std::move(entry));
-  Place(*slots, entries_.back().get());
-  return &entries_.back()->value;
+  shard.entries.push_back(std::move(entry));
+  Place(*slots, shard.entries.back().get());
+  return &shard.entries.back()->value;
 }
 
 size_t AnswerTable::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return entries_.size();
+  size_t total = 0;
+  for (const Shard& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    total += shard.entries.size();
+  }
+  return total;
 }
 
 }  // namespace tessel::client

@@ -258,7 +258,7 @@ absl::StatusOr<LookupResult> Lookup::Find(std::string_view kernel, const Dims& d
   if (impl_->snapshot) {
     auto found = impl_->snapshot->Find(kernel, dims, dtype, target);
     if (found.ok()) {
-      answer = *found;
+      answer = *std::move(found);
     } else {
       failure = found.status();
     }
@@ -269,7 +269,7 @@ absl::StatusOr<LookupResult> Lookup::Find(std::string_view kernel, const Dims& d
     if (served.ok()) {
       impl_->counters.Add(&Counters::server_answers);
       impl_->Remember(key, *served);
-      answer = *served;
+      answer = *std::move(served);
     } else {
       impl_->counters.Add(&Counters::server_failures);
       if (auto recalled = impl_->Recall(key)) {
@@ -283,7 +283,7 @@ absl::StatusOr<LookupResult> Lookup::Find(std::string_view kernel, const Dims& d
     impl_->counters.Add(&Counters::snapshot_answers);
   }
   if (!answer) return failure;
-  return *impl_->answers.Insert(key, *answer);
+  return *impl_->answers.Insert(key, *std::move(answer));
 }
 
 Lookup::Counters Lookup::counters() const { return impl_->counters.Sum(); }
