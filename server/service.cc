@@ -27,6 +27,19 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+// Calls `start` with a callback that answers the call with the result it is given (later, from
+// any thread), and returns the call's reactor.
+template <typename T, typename Start>
+grpc::ServerUnaryReactor* AnswerLater(grpc::CallbackServerContext* context, T* response,
+                                      Start start) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  start([reactor, response](absl::StatusOr<T> result) {
+    if (result.ok()) *response = std::move(*result);
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* Reject(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
@@ -228,12 +241,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* context,
                                                    const v1::LeaseRequest* request,
                                                    v1::LeaseResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  scheduler_->Lease(*request, [reactor, response](absl::StatusOr<v1::LeaseResponse> result) {
-    if (result.ok()) *response = std::move(*result);
-    reactor->Finish(ToGrpcStatus(result.status()));
-  });
-  return reactor;
+  return AnswerLater(context, response,
+                     [&](auto done) { scheduler_->Lease(*request, std::move(done)); });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext* context,
@@ -242,12 +251,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext*
   if (request->worker_id().empty()) {
     return Reject(context, absl::InvalidArgumentError("worker_id is required"));
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  scheduler_->Report(*request, [reactor, response](absl::StatusOr<v1::ReportResponse> result) {
-    if (result.ok()) *response = std::move(*result);
-    reactor->Finish(ToGrpcStatus(result.status()));
-  });
-  return reactor;
+  return AnswerLater(context, response,
+                     [&](auto done) { scheduler_->Report(*request, std::move(done)); });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
