@@ -22,23 +22,25 @@ namespace {
 using sqlite::Database;
 using sqlite::Statement;
 
+// `parsed` (an enum parsed from the stored string `name`), or DataLoss naming the `kind` of value
+// when this build does not know the string.
+template <typename Enum>
+absl::StatusOr<Enum> KnownOrDataLoss(std::optional<Enum> parsed, std::string_view kind,
+                                     const std::string& name) {
+  if (!parsed) {
+    return absl::DataLossError(
+        fmt::format("stored {} '{}' is not one this build of tessel knows", kind, name));
+  }
+  return *parsed;
+}
+
 // The enums of a stored row; DataLoss for a string this build does not know.
 absl::StatusOr<JobState> StoredJobState(const std::string& name) {
-  std::optional<JobState> state = ParseJobState(name);
-  if (!state) {
-    return absl::DataLossError(
-        fmt::format("stored job state '{}' is not one this build of tessel knows", name));
-  }
-  return *state;
+  return KnownOrDataLoss(ParseJobState(name), "job state", name);
 }
 
 absl::StatusOr<TrialStatus> StoredTrialStatus(const std::string& name) {
-  std::optional<TrialStatus> status = ParseTrialStatus(name);
-  if (!status) {
-    return absl::DataLossError(
-        fmt::format("stored trial status '{}' is not one this build of tessel knows", name));
-  }
-  return *status;
+  return KnownOrDataLoss(ParseTrialStatus(name), "trial status", name);
 }
 
 std::string SamplesToJson(const std::vector<double>& samples) {
