@@ -46,6 +46,17 @@ grpc::ServerUnaryReactor* Reject(grpc::CallbackServerContext* context, const abs
   return reactor;
 }
 
+// Answers with every item of `result` moved into `items`, or with its error.
+template <typename T>
+grpc::ServerUnaryReactor* AnswerEach(grpc::CallbackServerContext* context,
+                                     absl::StatusOr<std::vector<T>> result,
+                                     google::protobuf::RepeatedPtrField<T>* items) {
+  if (result.ok()) {
+    for (T& item : *result) *items->Add() = std::move(item);
+  }
+  return Reject(context, result.status());
+}
+
 // Streams job events to one client. Scheduler callbacks reach the reactor through a shared
 // state that outlives it, so a late event after the call ended is dropped, not a use-after-free.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
@@ -154,10 +165,9 @@ grpc::ServerUnaryReactor* TesselServiceImpl::ListJobs(grpc::CallbackServerContex
     return Reject(context, absl::InvalidArgumentError(
                                StrCat("limit must be between 0 and ", kMaxListedJobs)));
   }
-  auto jobs = scheduler_->ListJobs(request->limit() == 0 ? kDefaultListedJobs : request->limit());
-  if (!jobs.ok()) return Reject(context, jobs.status());
-  for (v1::Job& job : *jobs) *response->add_jobs() = std::move(job);
-  return Reject(context, absl::OkStatus());
+  return AnswerEach(
+      context, scheduler_->ListJobs(request->limit() == 0 ? kDefaultListedJobs : request->limit()),
+      response->mutable_jobs());
 }
 
 grpc::ServerUnaryReactor* TesselServiceImpl::CancelJob(grpc::CallbackServerContext* context,
@@ -180,10 +190,7 @@ grpc::ServerUnaryReactor* TesselServiceImpl::ListTrials(grpc::CallbackServerCont
   if (request->job_id() <= 0) {
     return Reject(context, absl::InvalidArgumentError("job_id must be positive"));
   }
-  auto trials = scheduler_->ListTrials(request->job_id());
-  if (!trials.ok()) return Reject(context, trials.status());
-  for (v1::TrialResult& t : *trials) *response->add_trials() = std::move(t);
-  return Reject(context, absl::OkStatus());
+  return AnswerEach(context, scheduler_->ListTrials(request->job_id()), response->mutable_trials());
 }
 
 grpc::ServerUnaryReactor* TesselServiceImpl::Lookup(grpc::CallbackServerContext* context,
@@ -216,8 +223,8 @@ grpc::ServerUnaryReactor* TesselServiceImpl::ListTargets(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* TesselServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
                                                          const v1::ListWorkersRequest* /*request*/,
                                                          v1::ListWorkersResponse* response) {
-  for (v1::WorkerInfo& w : scheduler_->ListWorkers()) *response->add_workers() = std::move(w);
-  return Reject(context, absl::OkStatus());
+  return AnswerEach<v1::WorkerInfo>(context, scheduler_->ListWorkers(),
+                                    response->mutable_workers());
 }
 
 grpc::ServerUnaryReactor* TesselServiceImpl::Export(grpc::CallbackServerContext* context,
