@@ -23,37 +23,23 @@ using sim::EngineKind;
 using sim::Mem;
 using sim::Op;
 
-constexpr int kStagingBufs = 2;  // output tiles in flight between eviction and store
-constexpr int kQueueA = 0, kQueueB = 1, kQueueStore = 2;
-
 BmmFault g_fault = BmmFault::kNone;
 
 // A parsed, checked config for one problem and target, with everything the lowering derives.
-struct Plan : GemmOperands, GemmTiling {
+struct Plan : GemmOperands, GemmTiling, GemmChoices, GemmBlocks {
   int64_t b = 0;
 
   int64_t group = 1;
   bool interleave = false;
   int bufs = 2;
-  bool stationary_b = false;
-  std::string evict;
   bool shard_batch = true;
   int shards = 1;
 
-  int64_t tiles_m = 0, tiles_n = 0, tiles_k = 0;
-  int64_t blocks_m = 0, blocks_n = 0, blocks_k = 0;
   int psum_slots = 0;
   int rows_per_partition = 1;
   int64_t sbuf_a = 0, sbuf_b = 0, sbuf_stage = 0;  // per partition, one buffer
 
-  void Derive() {
-    tiles_m = CeilDiv(m, tile_m);
-    tiles_n = CeilDiv(n, tile_n);
-    tiles_k = CeilDiv(k, tile_k);
-    blocks_m = CeilDiv(tiles_m, block_m);
-    blocks_n = CeilDiv(tiles_n, block_n);
-    blocks_k = CeilDiv(tiles_k, block_k);
-  }
+  void Derive() { DeriveGemmBlocks(*this, *this, this); }
 };
 
 // Builds the plan. `strict` adds the rules that only prune redundant configs; Verify's reduced
@@ -76,17 +62,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.interleave = interleave == 1;
   p.bufs = int(bufs);
   p.shards = int(shards);
-  std::optional<std::string_view> stationary = config.Get("stationary");
-  if (!stationary || (*stationary != "a" && *stationary != "b")) {
-    return absl::InvalidArgumentError("stationary must be a or b");
-  }
-  p.stationary_b = *stationary == "b";
-  std::optional<std::string_view> evict = config.Get("evict");
-  if (!evict ||
-      (*evict != "vector" && *evict != "scalar" && *evict != "split" && *evict != "gpsimd")) {
-    return absl::InvalidArgumentError("evict must be vector, scalar, split or gpsimd");
-  }
-  p.evict = std::string(*evict);
+  if (absl::Status choices = ReadGemmChoices(config, &p); !choices.ok()) return choices;
   std::optional<std::string_view> shard_dim = config.Get("shard_dim");
   if (!shard_dim || (*shard_dim != "batch" && *shard_dim != "m")) {
     return absl::InvalidArgumentError("shard_dim must be batch or m");
@@ -95,17 +71,7 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.Derive();
 
   // TensorE limits.
-  if (absl::Status tile = CheckMatmulTile(
-          target, p.dtype, problem.dtype, "tile_k", p.tile_k,
-          p.stationary_b ? "stationary=b: tile_n=" : "stationary=a: tile_m=",
-          p.stationary_b ? p.tile_n : p.tile_m, p.stationary_b ? p.tile_m : p.tile_n);
-      !tile.ok()) {
-    return tile;
-  }
-  if (p.evict == "gpsimd") {
-    return absl::InvalidArgumentError(
-        "evict=gpsimd: GpSimd cannot access PSUM, so it cannot evict matmul results");
-  }
+  if (absl::Status tile = CheckGemmTile(target, problem.dtype, p, p, p); !tile.ok()) return tile;
   p.rows_per_partition = int(CeilDiv(p.tile_k, target.sbuf_partitions));
 
   // Sharding.
@@ -164,12 +130,12 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.sbuf_a = p.group * p.block_k * p.rows_per_partition * p.block_m * p.tile_m * p.in_bytes;
   p.sbuf_b = p.group * p.block_k * p.rows_per_partition * p.block_n * p.tile_n * p.in_bytes;
   p.sbuf_stage = (p.stationary_b ? p.tile_m : p.tile_n) * p.out_bytes;
-  const int64_t total = (p.sbuf_a + p.sbuf_b) * p.bufs + p.sbuf_stage * kStagingBufs;
+  const int64_t total = (p.sbuf_a + p.sbuf_b) * p.bufs + p.sbuf_stage * kGemmStagingBufs;
   if (total > target.UsableSbufPerPartition()) {
     return absl::InvalidArgumentError(
         StrCat("SBUF capacity: A blocks ", p.sbuf_a, " x ", p.bufs, " bufs + B blocks ", p.sbuf_b,
-               " x ", p.bufs, " bufs + output staging ", p.sbuf_stage * kStagingBufs, " = ", total,
-               " bytes per partition exceed the usable ", target.UsableSbufPerPartition()));
+               " x ", p.bufs, " bufs + output staging ", p.sbuf_stage * kGemmStagingBufs, " = ",
+               total, " bytes per partition exceed the usable ", target.UsableSbufPerPartition()));
   }
   return p;
 }
@@ -201,7 +167,7 @@ void Generate(const Plan& p, Emitter& e) {
     std::vector<Buffer> a_bufs(p.bufs), b_bufs(p.bufs);
     int64_t a_count = 0, b_count = 0, psum_count = 0, stage_count = 0, evict_count = 0;
     std::vector<int32_t> slot_reader(p.psum_slots, -1);
-    std::array<int32_t, kStagingBufs> stage_reader;
+    std::array<int32_t, kGemmStagingBufs> stage_reader;
     stage_reader.fill(-1);
     int64_t last_stationary = -1;
 
@@ -293,7 +259,7 @@ void Generate(const Plan& p, Emitter& e) {
                 const auto [tm, tn] = tiles[ti];
                 const size_t acc = si * tiles.size() + ti;
                 const EngineKind engine = EvictEngine(p.evict, evict_count++);
-                const int stage = int(stage_count++ % kStagingBufs);
+                const int stage = int(stage_count++ % kGemmStagingBufs);
                 const GemmOutputTile out{.batch = g0 + set[si],
                                          .m0 = tm * p.tile_m,
                                          .m = m_size(tm),
@@ -329,13 +295,14 @@ class SimEmitter {
     core_->allocations.push_back({"a_blocks", Mem::kSbuf, 0, in_partitions, p_.sbuf_a, p_.bufs});
     core_->allocations.push_back({"b_blocks", Mem::kSbuf, 0, in_partitions, p_.sbuf_b, p_.bufs});
     core_->allocations.push_back(
-        {"c_staging", Mem::kSbuf, 0, out_partitions, p_.sbuf_stage, kStagingBufs});
+        {"c_staging", Mem::kSbuf, 0, out_partitions, p_.sbuf_stage, kGemmStagingBufs});
     core_->allocations.push_back(
         {"psum", Mem::kPsum, 0, out_partitions, out_free * 4, p_.psum_slots});
   }
 
   int32_t Load(bool is_a, int64_t ksz, int64_t xsz, int64_t gsz, int32_t dep) {
-    sim::Instruction dma = gemm_.Load(ksz, gsz * xsz * p_.in_bytes, is_a ? kQueueA : kQueueB);
+    sim::Instruction dma =
+        gemm_.Load(ksz, gsz * xsz * p_.in_bytes, is_a ? kGemmQueueA : kGemmQueueB);
     // Each batch's (and each row's) slice is contiguous in HBM.
     dma.chunk_bytes = int32_t(xsz * p_.in_bytes);
     return core_->Add(dma, {dep});
@@ -361,7 +328,7 @@ class SimEmitter {
                      .in_bytes = p.in_bytes,
                      .out_bytes = p.out_bytes,
                      .transposed = p.stationary_b,
-                     .store_queue = kQueueStore};
+                     .store_queue = kGemmQueueStore};
   }
 
   const Plan& p_;
@@ -378,7 +345,7 @@ class CpuEmitter {
              std::vector<float>* c)
       : p_(plan), a_(a), b_(b), c_(c) {
     psum_.assign(std::max(p_.psum_slots, 1), std::vector<float>(p_.tile_m * p_.tile_n, 0));
-    stage_.assign(kStagingBufs, std::vector<float>(p_.tile_m * p_.tile_n, 0));
+    stage_.assign(kGemmStagingBufs, std::vector<float>(p_.tile_m * p_.tile_n, 0));
   }
 
   void BeginCore(int) {}
@@ -457,14 +424,12 @@ std::optional<double> EstimateBmm(const Problem& problem, const Config& config,
   matmul_internal::Plan m;
   static_cast<GemmOperands&>(m) = b;
   static_cast<GemmTiling&>(m) = b;
+  static_cast<GemmChoices&>(m) = b;
+  static_cast<GemmBlocks&>(m) = b;
   m.order = "mnk";
   m.bufs = b.bufs;
   m.hoist = 1;
-  m.stationary_b = b.stationary_b;
-  m.evict = b.evict;
   m.shards = b.shard_batch ? 1 : b.shards;
-  m.tiles_m = b.tiles_m, m.tiles_n = b.tiles_n, m.tiles_k = b.tiles_k;
-  m.blocks_m = b.blocks_m, m.blocks_n = b.blocks_n, m.blocks_k = b.blocks_k;
   m.split_m = true;
   m.full_k = true;
   m.psum_slots = b.psum_slots;
@@ -488,25 +453,24 @@ std::optional<double> EstimateBmm(const Problem& problem, const Config& config,
 namespace {
 
 std::vector<Param> Params(const Problem& problem, const sim::Target& target) {
-  std::vector<std::string> tile_k = {"32", "64", "128"};
-  if (target.MaxMatmulK(*sim::ParseDType(problem.dtype)) >= 256) tile_k.push_back("256");
   std::vector<std::string> shards;
   for (int s = 1; s <= target.cores_per_chip; s *= 2) shards.push_back(std::to_string(s));
-  return {
-      {"tile_m", {"32", "64", "128"}, "M rows per hardware tile"},
-      {"tile_n", {"64", "128", "256", "512"}, "N columns per hardware tile"},
-      {"tile_k", tile_k, "K (contraction) per hardware tile"},
-      {"block_m", {"1", "2", "4", "8"}, "M tiles per output block"},
-      {"block_n", {"1", "2", "4", "8"}, "N tiles per output block"},
-      {"block_k", {"1", "2", "4", "8", "16"}, "K tiles per operand block"},
-      {"batch_group", {"1", "2", "4", "8"}, "batches moved by one DMA"},
-      {"interleave", {"0", "1"}, "1: a group's batches interleaved tile by tile"},
-      {"bufs", {"1", "2", "3"}, "rotating SBUF buffers per operand block"},
-      {"stationary", {"a", "b"}, "operand held in the systolic array"},
-      {"evict", {"vector", "scalar", "split", "gpsimd"}, "engine evicting PSUM"},
-      {"shard_dim", {"batch", "m"}, "what the cores split: batches or every batch's M blocks"},
-      {"shards", shards, "cores the work is split over"},
-  };
+  std::vector<Param> params = GemmTileParams(problem, target);
+  params.insert(
+      params.end(),
+      {
+          {"block_m", {"1", "2", "4", "8"}, "M tiles per output block"},
+          {"block_n", {"1", "2", "4", "8"}, "N tiles per output block"},
+          {"block_k", {"1", "2", "4", "8", "16"}, "K tiles per operand block"},
+          {"batch_group", {"1", "2", "4", "8"}, "batches moved by one DMA"},
+          {"interleave", {"0", "1"}, "1: a group's batches interleaved tile by tile"},
+          {"bufs", {"1", "2", "3"}, "rotating SBUF buffers per operand block"},
+          StationaryParam(),
+          EvictParam(),
+          {"shard_dim", {"batch", "m"}, "what the cores split: batches or every batch's M blocks"},
+          {"shards", shards, "cores the work is split over"},
+      });
+  return params;
 }
 
 // Verify's run: enough batches for every core to see a full and a ragged group, M and N at most

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
-#include <cmath>
-#include <limits>
 #include <map>
 #include <random>
 #include <utility>
 
+#include "kernels/lowering/verify_util.h"
 #include "kernels/matmul_estimate.h"
 #include "kernels/matmul_plan.h"
 #include "kernels/schedule_util.h"
@@ -33,10 +32,6 @@ MatmulFault g_fault = MatmulFault::kNone;
 MatmulLowering g_lowering = MatmulLowering::kCompact;
 
 using matmul_internal::kLoopOrders;
-using matmul_internal::kQueueA;
-using matmul_internal::kQueueB;
-using matmul_internal::kQueueStore;
-using matmul_internal::kStagingBufs;
 using matmul_internal::MakePlan;
 using matmul_internal::Plan;
 
@@ -117,7 +112,7 @@ class Generator {
     std::vector<std::vector<int64_t>> a_loads, b_loads;
     std::vector<int64_t> a_reader, b_reader, slot_reader;
     std::vector<int> group_slot;
-    std::array<int64_t, kStagingBufs> stage_reader;
+    std::array<int64_t, kGemmStagingBufs> stage_reader;
     // Accumulator writers in the order they are read again (the loop compressor moves it past
     // skipped periods).
     sim::HandleFifo acc;
@@ -228,8 +223,8 @@ class Generator {
   void Canon(int l, int64_t pos, std::vector<int64_t>* out, std::vector<int64_t>* abs) {
     // Sized first, then filled by index (Run calls this at every iteration boundary).
     const bool tiles = l == 3;
-    size_t n =
-        size_t(p_.psum_slots) + (tiles ? 0 : s_.group_slot.size()) + kStagingBufs + (tiles ? 5 : 7);
+    size_t n = size_t(p_.psum_slots) + (tiles ? 0 : s_.group_slot.size()) + kGemmStagingBufs +
+               (tiles ? 5 : 7);
     if (tiles) {  // the tiles read and write the current buffers only
       n += 4 + s_.a_loads[size_t(s_.a_cur)].size() + s_.b_loads[size_t(s_.b_cur)].size();
     } else {
@@ -272,8 +267,8 @@ class Generator {
     for (size_t g = 0; g < (tiles ? 0 : s_.group_slot.size()); ++g) {
       value(((s_.group_slot[g] - s_.psum_count) % p_.psum_slots + p_.psum_slots) % p_.psum_slots);
     }
-    for (int j = 0; j < kStagingBufs; ++j) {
-      handle(s_.stage_reader[(s_.stage_count + j) % kStagingBufs]);
+    for (int j = 0; j < kGemmStagingBufs; ++j) {
+      handle(s_.stage_reader[(s_.stage_count + j) % kGemmStagingBufs]);
     }
     value(p_.evict == "split" ? s_.evict_count % 2 : 0);
     // Keys relative to the first block of the coming iteration (inner loops at their begin).
@@ -470,7 +465,7 @@ class Generator {
     // form a FIFO: the front is this tile's previous partial sum.
     int64_t acc_dep = -1;
     if (add && !s.acc.empty()) acc_dep = s.acc.Pop();
-    const int stage = int(s.stage_count % kStagingBufs);
+    const int stage = int(s.stage_count % kGemmStagingBufs);
     int64_t ev = e_.Evict(core, kind, engine, slot, om0, omsz, on0, onsz, stage, last_mm, acc_dep,
                           final ? s.stage_reader[stage] : -1);
     s.slot_reader[slot] = ev;
@@ -543,7 +538,7 @@ class SimEmitter {
       c->allocations.push_back({"c_accumulator", Mem::kSbuf, 0, out_partitions, p_.sbuf_acc, 1});
     }
     c->allocations.push_back(
-        {"c_staging", Mem::kSbuf, 0, out_partitions, p_.sbuf_stage, kStagingBufs});
+        {"c_staging", Mem::kSbuf, 0, out_partitions, p_.sbuf_stage, kGemmStagingBufs});
     c->allocations.push_back({"psum", Mem::kPsum, 0, out_partitions, out_free * 4, p_.psum_slots});
   }
 
@@ -552,7 +547,7 @@ class SimEmitter {
   int64_t Load(int, bool is_a, int64_t, int64_t ksz, int64_t, int64_t xsz, int64_t dep) {
     const int rows = p_.rows_per_partition;
     sim::Instruction dma = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(ksz, rows)),
-                                        xsz * p_.in_bytes * rows, is_a ? kQueueA : kQueueB);
+                                        xsz * p_.in_bytes * rows, is_a ? kGemmQueueA : kGemmQueueB);
     dma.chunk_bytes = int32_t(xsz * p_.in_bytes);
     return writer_.Add(dma, {dep});
   }
@@ -582,7 +577,7 @@ class SimEmitter {
     const int partitions = int(p_.stationary_b ? nsz : msz);
     const int64_t free = p_.stationary_b ? msz : nsz;
     sim::Instruction dma =
-        sim::MakeDma(Op::kDmaStore, partitions, free * p_.out_bytes, kQueueStore);
+        sim::MakeDma(Op::kDmaStore, partitions, free * p_.out_bytes, kGemmQueueStore);
     // C is row-major in HBM: C^T tiles (stationary=b) need a transposing store.
     dma.transpose = p_.stationary_b;
     return writer_.Add(dma, {dep});
@@ -604,7 +599,7 @@ class CpuEmitter {
       : p_(plan), a_(a), b_(b), c_(c) {
     stride_ = std::max(p_.tile_n, int64_t(1));
     psum_.assign(std::max(p_.psum_slots, 1), std::vector<float>(p_.tile_m * p_.tile_n, 0));
-    stage_.assign(kStagingBufs, std::vector<float>(p_.tile_m * p_.tile_n, 0));
+    stage_.assign(kGemmStagingBufs, std::vector<float>(p_.tile_m * p_.tile_n, 0));
   }
 
   static constexpr bool kCompress = false;
@@ -691,25 +686,25 @@ absl::Status MatmulKernel::ValidateProblem(const Problem& problem,
 absl::StatusOr<Space> MatmulKernel::SpaceFor(const Problem& problem,
                                              const sim::Target& target) const {
   TESSEL_RETURN_IF_ERROR(ValidateProblem(problem, target));
-  std::vector<std::string> tile_k = {"32", "64", "128"};
-  if (target.MaxMatmulK(*sim::ParseDType(problem.dtype)) >= 256) tile_k.push_back("256");
   std::vector<std::string> shards;
   for (int s = 1; s <= target.cores_per_chip; s *= 2) shards.push_back(std::to_string(s));
   std::vector<std::string> blocks = {"1", "2", "4", "8", "16"};
-  std::vector<Param> params = {
-      {"tile_m", {"32", "64", "128"}, "M rows per hardware tile"},
-      {"tile_n", {"64", "128", "256", "512"}, "N columns per hardware tile"},
-      {"tile_k", tile_k, "K (contraction) per hardware tile"},
-      {"block_m", blocks, "M tiles per block"},
-      {"block_n", blocks, "N tiles per block"},
-      {"block_k", blocks, "K tiles per block"},
-      {"loop_order", {kLoopOrders.begin(), kLoopOrders.end()}, "block loops, outermost first"},
-      {"bufs", {"1", "2", "3", "4"}, "rotating SBUF buffers per operand block"},
-      {"hoist", {"0", "1"}, "0: reload operands every block iteration; 1: only when they change"},
-      {"stationary", {"a", "b"}, "operand held in the systolic array"},
-      {"evict", {"vector", "scalar", "split", "gpsimd"}, "engine evicting PSUM"},
-      {"shards", shards, "cores the work is split over"},
-  };
+  std::vector<Param> params = GemmTileParams(problem, target);
+  params.insert(
+      params.end(),
+      {
+          {"block_m", blocks, "M tiles per block"},
+          {"block_n", blocks, "N tiles per block"},
+          {"block_k", blocks, "K tiles per block"},
+          {"loop_order", {kLoopOrders.begin(), kLoopOrders.end()}, "block loops, outermost first"},
+          {"bufs", {"1", "2", "3", "4"}, "rotating SBUF buffers per operand block"},
+          {"hoist",
+           {"0", "1"},
+           "0: reload operands every block iteration; 1: only when they change"},
+          StationaryParam(),
+          EvictParam(),
+          {"shards", shards, "cores the work is split over"},
+      });
   Problem p = problem;
   sim::Target t = target;
   Space space(std::move(params), [p, t](const Config& config) -> absl::Status {
@@ -784,42 +779,21 @@ absl::Status MatmulKernel::Verify(const Problem& problem, const Config& config,
   }
 
   // Inputs in [-1, 1), rounded to the input dtype, seeded by the config so reruns agree.
-  std::mt19937_64 rng(std::hash<std::string>()(config.ToString()) ^ uint64_t(plan.m * 31 + plan.n));
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> a(plan.m * plan.k), b(plan.k * plan.n);
-  for (float& x : a) x = RoundToDType(uniform(rng), plan.dtype);
-  for (float& x : b) x = RoundToDType(uniform(rng), plan.dtype);
-  std::vector<float> c(plan.m * plan.n, std::numeric_limits<float>::quiet_NaN());
+  std::mt19937_64 rng = VerifyRng(config, uint64_t(plan.m * 31 + plan.n));
+  const std::vector<float> a = RandomInputs(plan.m * plan.k, rng, plan.dtype);
+  const std::vector<float> b = RandomInputs(plan.k * plan.n, rng, plan.dtype);
+  std::vector<float> c = Unwritten(plan.m * plan.n);
   CpuEmitter emitter(plan, a, b, &c);
   Generate(plan, emitter);
-
-  // Plain reference in double; tolerance = output rounding + fp32 accumulation error.
-  const double out_eps = plan.dtype == DType::kFp32 ? std::ldexp(1.0, -22) : std::ldexp(1.0, -8);
-  const double acc_eps = 4.0 * double(plan.k) * std::ldexp(1.0, -24);
-  std::vector<double> ref_row(plan.n), abs_row(plan.n);
-  for (int64_t i = 0; i < plan.m; ++i) {
-    std::fill(ref_row.begin(), ref_row.end(), 0.0);
-    std::fill(abs_row.begin(), abs_row.end(), 0.0);
-    for (int64_t kk = 0; kk < plan.k; ++kk) {
-      const double av = a[i * plan.k + kk];
-      for (int64_t j = 0; j < plan.n; ++j) {
-        double prod = av * b[kk * plan.n + j];
-        ref_row[j] += prod;
-        abs_row[j] += std::abs(prod);
-      }
-    }
-    for (int64_t j = 0; j < plan.n; ++j) {
-      const double got = c[i * plan.n + j];
-      const double tol = out_eps * std::abs(ref_row[j]) + acc_eps * abs_row[j] + 1e-30;
-      if (!(std::abs(got - ref_row[j]) <= tol)) {
-        return absl::DataLossError(StrCat("matmul wrong answer at C[", i, ",", j,
-                                          "] of the reduced problem ", reduced.dims.ToString(),
-                                          ": got ", got, ", want ", ref_row[j], " (tolerance ", tol,
-                                          ")"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return CheckGemm({.kernel = "matmul",
+                    .reduced = reduced.dims.ToString(),
+                    .m = plan.m,
+                    .n = plan.n,
+                    .k = plan.k,
+                    .dtype = plan.dtype,
+                    .a = &a,
+                    .b = &b,
+                    .c = &c});
 }
 
 Kernel::Work MatmulKernel::MinimumWork(const Problem& problem) const {

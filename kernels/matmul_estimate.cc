@@ -88,8 +88,8 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t, double batche
       });
     });
   };
-  add_loads(bm, per_a, matmul_internal::kQueueA);
-  add_loads(bn, per_b, matmul_internal::kQueueB);
+  add_loads(bm, per_a, kGemmQueueA);
+  add_loads(bn, per_b, kGemmQueueB);
 
   // Matmuls, evictions and stores per output tile.
   const bool every_reload = p.block_k > 1 || p.stationary_b;
@@ -133,24 +133,24 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t, double batche
         final.vector += add_v;
       }
       sim::Instruction store =
-          sim::MakeDma(Op::kDmaStore, parts, free * p.out_bytes, matmul_internal::kQueueStore);
+          sim::MakeDma(Op::kDmaStore, parts, free * p.out_bytes, kGemmQueueStore);
       store.transpose = p.stationary_b;
       dma.Add(t, store, tiles);
     });
   });
   e.evict_ns = early.Evict(t) + final.Evict(t);
   const int cores = p.shards;
-  e.load_ns = std::max(dma.QueueNs(t, cores, matmul_internal::kQueueA),
-                       dma.QueueNs(t, cores, matmul_internal::kQueueB));
-  e.store_ns = dma.QueueNs(t, cores, matmul_internal::kQueueStore);
+  e.load_ns = std::max(dma.QueueNs(t, cores, kGemmQueueA),
+                       dma.QueueNs(t, cores, kGemmQueueB));
+  e.store_ns = dma.QueueNs(t, cores, kGemmQueueStore);
 
   // Not overlapped: the first A and B blocks arrive before the first matmul (at their queues'
   // shares), and the last tile's store leaves after the last eviction.
   const double first_dmas = double(std::min(p.block_k, tk.count));
   const double a_dmas = per_a * double(tk.count) * double(bm.count);
   const double b_dmas = per_b * double(tk.count) * double(bn.count);
-  e.fill_ns = std::max(dma.QueueNs(t, cores, matmul_internal::kQueueA) * first_dmas / a_dmas,
-                       dma.QueueNs(t, cores, matmul_internal::kQueueB) * first_dmas / b_dmas);
+  e.fill_ns = std::max(dma.QueueNs(t, cores, kGemmQueueA) * first_dmas / a_dmas,
+                       dma.QueueNs(t, cores, kGemmQueueB) * first_dmas / b_dmas);
   e.fill_ns += e.store_ns / double(tm.count * tn.count);
 
   // Two phases that do not overlap: the block iterations before each output block's last K
@@ -186,8 +186,8 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t, double batche
     return loads_per_iteration * std::max(0.0, block / double(p.bufs) - compute);
   };
   e.chain_ns = visits * compute +
-               visits * std::max(extra(bm, loads_a / iterations, matmul_internal::kQueueA),
-                                 extra(bn, loads_b / iterations, matmul_internal::kQueueB));
+               visits * std::max(extra(bm, loads_a / iterations, kGemmQueueA),
+                                 extra(bn, loads_b / iterations, kGemmQueueB));
   e.total_ns = std::max(e.total_ns, e.chain_ns + e.fill_ns);
   return e;
 }

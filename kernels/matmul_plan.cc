@@ -26,40 +26,15 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
     return absl::InvalidArgumentError("loop_order must be one of mnk,mkn,nmk,nkm,kmn,knm");
   }
   p.order = std::string(*order);
-  std::optional<std::string_view> stationary = config.Get("stationary");
-  if (!stationary || (*stationary != "a" && *stationary != "b")) {
-    return absl::InvalidArgumentError("stationary must be a or b");
-  }
-  p.stationary_b = *stationary == "b";
-  std::optional<std::string_view> evict = config.Get("evict");
-  if (!evict ||
-      (*evict != "vector" && *evict != "scalar" && *evict != "split" && *evict != "gpsimd")) {
-    return absl::InvalidArgumentError("evict must be vector, scalar, split or gpsimd");
-  }
-  p.evict = std::string(*evict);
+  if (absl::Status choices = ReadGemmChoices(config, &p); !choices.ok()) return choices;
   if (p.hoist > 1) return absl::InvalidArgumentError("hoist must be 0 or 1");
 
-  p.tiles_m = CeilDiv(p.m, p.tile_m);
-  p.tiles_n = CeilDiv(p.n, p.tile_n);
-  p.tiles_k = CeilDiv(p.k, p.tile_k);
-  p.blocks_m = CeilDiv(p.tiles_m, p.block_m);
-  p.blocks_n = CeilDiv(p.tiles_n, p.block_n);
-  p.blocks_k = CeilDiv(p.tiles_k, p.block_k);
+  DeriveGemmBlocks(p, p, &p);
   if (target.systolic) return p;  // one GEMM instruction; the schedule does not apply
 
   // TensorE limits.
-  if (absl::Status tile = CheckMatmulTile(
-          target, p.dtype, problem.dtype, "tile_k", p.tile_k,
-          p.stationary_b ? "stationary=b: tile_n=" : "stationary=a: tile_m=",
-          p.stationary_b ? p.tile_n : p.tile_m, p.stationary_b ? p.tile_m : p.tile_n);
-      !tile.ok()) {
-    return tile;
-  }
+  if (absl::Status tile = CheckGemmTile(target, problem.dtype, p, p, p); !tile.ok()) return tile;
   p.rows_per_partition = int(CeilDiv(p.tile_k, target.sbuf_partitions));
-  if (p.evict == "gpsimd") {
-    return absl::InvalidArgumentError(
-        "evict=gpsimd: GpSimd cannot access PSUM, so it cannot evict matmul results");
-  }
 
   // Redundant blocking: a smaller power-of-two factor already covers the whole dimension.
   if (strict) {
@@ -119,13 +94,14 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                  std::min<int64_t>(out_partitions_tile, target.sbuf_partitions);
   }
   p.sbuf_stage = out_free_tile * p.out_bytes;
-  const int64_t total = (p.sbuf_a + p.sbuf_b) * p.bufs + p.sbuf_acc + p.sbuf_stage * kStagingBufs;
+  const int64_t total =
+      (p.sbuf_a + p.sbuf_b) * p.bufs + p.sbuf_acc + p.sbuf_stage * kGemmStagingBufs;
   if (total > target.UsableSbufPerPartition()) {
     return absl::InvalidArgumentError(
         StrCat("SBUF capacity: A blocks ", p.sbuf_a, " x ", p.bufs, " bufs + B blocks ", p.sbuf_b,
                " x ", p.bufs, " bufs + fp32 accumulator ", p.sbuf_acc, " + output staging ",
-               p.sbuf_stage * kStagingBufs, " = ", total, " bytes per partition exceed the usable ",
-               target.UsableSbufPerPartition()));
+               p.sbuf_stage * kGemmStagingBufs, " = ", total,
+               " bytes per partition exceed the usable ", target.UsableSbufPerPartition()));
   }
   return p;
 }

@@ -10,26 +10,21 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/kernel.h"
+#include "kernels/lowering/gemm_plan.h"
 #include "kernels/schedule_util.h"
 #include "sim/target.h"
 
 namespace tessel::kernels::matmul_internal {
 
 constexpr std::array<std::string_view, 6> kLoopOrders = {"mnk", "mkn", "nmk", "nkm", "kmn", "knm"};
-constexpr int kStagingBufs = 2;  // output tiles in flight between eviction and store
-constexpr int kQueueA = 0, kQueueB = 1, kQueueStore = 2;  // DMA queues of the loads and stores
 
 // A parsed, checked config for one problem and target, with everything the lowering derives.
-struct Plan : GemmOperands, GemmTiling {
+struct Plan : GemmOperands, GemmTiling, GemmChoices, GemmBlocks {
   std::string order;
   int bufs = 2;
   int hoist = 0;
-  bool stationary_b = false;
-  std::string evict;
   int shards = 1;
 
-  int64_t tiles_m = 0, tiles_n = 0, tiles_k = 0;
-  int64_t blocks_m = 0, blocks_n = 0, blocks_k = 0;
   bool split_m = true;  // shards split M blocks (else N blocks)
   bool full_k = false;  // whole K reduction stays in PSUM
   int psum_slots = 0;   // PSUM accumulation groups in rotation

@@ -98,27 +98,6 @@ float RoundToDType(float x, sim::DType dtype) {
   }
 }
 
-absl::Status ReadGemmOperands(const Problem& problem, GemmOperands* out) {
-  absl::StatusOr<sim::DType> dtype = sim::ParseDType(problem.dtype);
-  if (!dtype.ok()) return dtype.status();
-  out->m = *problem.dims.Get("M");
-  out->n = *problem.dims.Get("N");
-  out->k = *problem.dims.Get("K");
-  out->dtype = *dtype;
-  out->in_bytes = sim::DTypeBytes(*dtype);
-  out->out_bytes = OutputBytes(*dtype);
-  return absl::OkStatus();
-}
-
-absl::Status ReadGemmTiling(const Config& config, GemmTiling* out) {
-  return IntParams(config, {{"tile_m", &out->tile_m},
-                            {"tile_n", &out->tile_n},
-                            {"tile_k", &out->tile_k},
-                            {"block_m", &out->block_m},
-                            {"block_n", &out->block_n},
-                            {"block_k", &out->block_k}});
-}
-
 int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
   if (dim <= keep * tile) return dim;
   int64_t tail = dim % tile;

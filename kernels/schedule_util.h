@@ -60,25 +60,6 @@ float RoundTo(float x, int mantissa_bits, int min_exp, float max_value);
 // `x` as stored in `dtype` (fp32: unchanged; bf16, fp16, fp8 e4m3: rounded).
 float RoundToDType(float x, sim::DType dtype);
 
-// A GEMM's operands: M, N, K from the problem's dims, the dtype and the bytes per input and output
-// element (matmul and bmm plans start from these).
-struct GemmOperands {
-  int64_t m = 0, n = 0, k = 0;
-  sim::DType dtype = sim::DType::kBf16;
-  int in_bytes = 2, out_bytes = 2;
-};
-// Fills `out` from `problem` (its dims M, N, K, already checked present); the dtype's parse error
-// otherwise.
-absl::Status ReadGemmOperands(const Problem& problem, GemmOperands* out);
-// A GEMM schedule's tiles (tile_m, tile_n, tile_k) and blocking factors in tiles (block_m,
-// block_n, block_k), the params matmul and bmm share.
-struct GemmTiling {
-  int64_t tile_m = 0, tile_n = 0, tile_k = 0;
-  int64_t block_m = 1, block_n = 1, block_k = 1;
-};
-// Reads the six params (each >= 1) with IntParams, in that order; the first error.
-absl::Status ReadGemmTiling(const Config& config, GemmTiling* out);
-
 // Bytes of one output element of a matmul-family kernel: fp32 for fp32 inputs, else bf16.
 inline int OutputBytes(sim::DType dtype) { return dtype == sim::DType::kFp32 ? 4 : 2; }
 // `x` as such an output is stored (fp32: unchanged; otherwise rounded to bf16).
