@@ -10,6 +10,8 @@
 namespace tessel::kernels {
 namespace {
 
+using test_support::CountValid;
+using test_support::ForSnc2AndSnc3;
 using test_support::Load;
 using test_support::Parse;
 
@@ -128,13 +130,9 @@ TEST(Conv2dTest, BrokenSchedulesAreCaught) {
 }
 
 TEST(Conv2dTest, LargeShapeHasThousandsOfValidConfigs) {
-  for (const char* target : {"snc2", "snc3"}) {
-    sim::Target t = Load(target);
-    Space space = *Conv2d().SpaceFor(Conv(16, 256, 56, 56, 256, 3, 1, 1), t);
-    int64_t valid = 0;
-    for (uint64_t i = 0; i < space.Size(); ++i) valid += space.Validate(space.Decode(i)).ok();
-    EXPECT_GE(valid, 2000) << target;
-  }
+  ForSnc2AndSnc3(
+      Conv2d(), Conv(16, 256, 56, 56, 256, 3, 1, 1),
+      [](const char* target, const Space& space) { EXPECT_GE(CountValid(space), 2000) << target; });
 }
 
 TEST(Conv2dTest, ShardsSplitTheKBlocksWhenThereAreTooFewPixelTiles) {

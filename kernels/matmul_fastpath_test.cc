@@ -2,10 +2,12 @@
 // targets, the loop-structured (compact) lowering simulated with the fast path, the same program
 // with --exact (every iteration simulated), and the flat lowering (every instruction emitted)
 // give identical results, field by field.
+#include <optional>
 #include <random>
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
+#include "kernels/kernel_testing.h"
 #include "kernels/matmul.h"
 #include "sim/simulate.h"
 
@@ -43,12 +45,8 @@ std::vector<Case> Corpus(const sim::Target& target, int count, uint64_t seed, in
     };
     Problem p{Dims{{"M", dim()}, {"N", dim()}, {"K", dim()}}, rng() % 4 ? "bf16" : "fp32"};
     Space space = *kernel.SpaceFor(p, target);
-    for (int attempt = 0; attempt < 300; ++attempt) {
-      Config c = space.Decode(rng() % space.Size());
-      if (space.Validate(c).ok()) {
-        cases.push_back({p, c});
-        break;
-      }
+    if (std::optional<Config> c = test_support::RandomValid(space, rng, 300)) {
+      cases.push_back({p, *c});
     }
   }
   return cases;

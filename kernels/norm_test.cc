@@ -10,6 +10,8 @@
 namespace tessel::kernels {
 namespace {
 
+using test_support::CountValid;
+using test_support::ForSnc2AndSnc3;
 using test_support::Load;
 using test_support::Parse;
 using test_support::RandomRows;
@@ -98,13 +100,9 @@ TEST_P(NormTest, DroppingTheTailChunkFromTheStatisticsIsCaught) {
 }
 
 TEST_P(NormTest, LargeShapesHaveThousandsOfValidConfigs) {
-  for (const char* target : {"snc2", "snc3"}) {
-    sim::Target t = Load(target);
-    Space space = *Norm().SpaceFor(Rows(8192, 8192), t);
-    int64_t valid = 0;
-    for (uint64_t i = 0; i < space.Size(); ++i) valid += space.Validate(space.Decode(i)).ok();
-    EXPECT_GE(valid, 2000) << target;
-  }
+  ForSnc2AndSnc3(Norm(), Rows(8192, 8192), [](const char* target, const Space& space) {
+    EXPECT_GE(CountValid(space), 2000) << target;
+  });
 }
 
 TEST_P(NormTest, ResidencyAndFusionSaveHbmPasses) {

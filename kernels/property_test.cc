@@ -2,10 +2,12 @@
 // targets: time is never below the roofline, more HBM bandwidth never makes a program slower (the
 // engine is a max-plus recurrence in program order with static DMA shares, so every time is a
 // non-decreasing function of every duration), and the same seed gives the same result.
+#include <optional>
 #include <random>
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
+#include "kernels/kernel_testing.h"
 #include "sim/simulate.h"
 
 namespace tessel::kernels {
@@ -25,12 +27,8 @@ std::vector<Case> RandomCases(const sim::Target& target, int count, uint64_t see
   while (int(cases.size()) < count) {
     Problem p{Dims{{"M", dim(rng)}, {"N", dim(rng)}, {"K", dim(rng)}}, rng() % 4 ? "bf16" : "fp32"};
     Space space = *kernel.SpaceFor(p, target);
-    for (int attempt = 0; attempt < 200; ++attempt) {
-      Config c = space.Decode(rng() % space.Size());
-      if (space.Validate(c).ok()) {
-        cases.push_back({p, c});
-        break;
-      }
+    if (std::optional<Config> c = test_support::RandomValid(space, rng, 200)) {
+      cases.push_back({p, *c});
     }
   }
   return cases;
