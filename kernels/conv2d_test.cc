@@ -10,8 +10,6 @@
 namespace tessel::kernels {
 namespace {
 
-using test_support::CountValid;
-using test_support::ForSnc2AndSnc3;
 using test_support::Load;
 using test_support::Parse;
 
@@ -130,9 +128,10 @@ TEST(Conv2dTest, BrokenSchedulesAreCaught) {
 }
 
 TEST(Conv2dTest, LargeShapeHasThousandsOfValidConfigs) {
-  ForSnc2AndSnc3(
-      Conv2d(), Conv(16, 256, 56, 56, 256, 3, 1, 1),
-      [](const char* target, const Space& space) { EXPECT_GE(CountValid(space), 2000) << target; });
+  test_support::ForSnc2AndSnc3(Conv2d(), Conv(16, 256, 56, 56, 256, 3, 1, 1),
+                               [](const char* target, const Space& space) {
+                                 EXPECT_GE(test_support::CountValid(space), 2000) << target;
+                               });
 }
 
 TEST(Conv2dTest, ShardsSplitTheKBlocksWhenThereAreTooFewPixelTiles) {

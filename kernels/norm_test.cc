@@ -10,8 +10,6 @@
 namespace tessel::kernels {
 namespace {
 
-using test_support::CountValid;
-using test_support::ForSnc2AndSnc3;
 using test_support::Load;
 using test_support::Parse;
 using test_support::RandomRows;
@@ -100,9 +98,10 @@ TEST_P(NormTest, DroppingTheTailChunkFromTheStatisticsIsCaught) {
 }
 
 TEST_P(NormTest, LargeShapesHaveThousandsOfValidConfigs) {
-  ForSnc2AndSnc3(Norm(), Rows(8192, 8192), [](const char* target, const Space& space) {
-    EXPECT_GE(CountValid(space), 2000) << target;
-  });
+  test_support::ForSnc2AndSnc3(Norm(), Rows(8192, 8192),
+                               [](const char* target, const Space& space) {
+                                 EXPECT_GE(test_support::CountValid(space), 2000) << target;
+                               });
 }
 
 TEST_P(NormTest, ResidencyAndFusionSaveHbmPasses) {
