@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
@@ -82,6 +83,25 @@ inline void ForSnc2AndSnc3(const Kernel& kernel, const Problem& problem,
     const Space space = *kernel.SpaceFor(problem, Load(target));
     check(target, space);
   }
+}
+
+// A problem and a valid config of its space.
+struct ValidCase {
+  Problem problem;
+  Config config;
+};
+// `count` cases on `target`: problems drawn by `problem(rng)`, each with the first valid config of
+// up to `attempts` random draws of its space (a problem without one is dropped).
+inline std::vector<ValidCase> RandomValidCases(
+    const Kernel& kernel, const sim::Target& target, int count, int attempts, std::mt19937_64& rng,
+    const std::function<Problem(std::mt19937_64& rng)>& problem) {
+  std::vector<ValidCase> cases;
+  while (int(cases.size()) < count) {
+    Problem p = problem(rng);
+    Space space = *kernel.SpaceFor(p, target);
+    if (std::optional<Config> c = RandomValid(space, rng, attempts)) cases.push_back({p, *c});
+  }
+  return cases;
 }
 
 // A config simulated alone and with shards=N.

@@ -13,25 +13,18 @@
 namespace tessel::kernels {
 namespace {
 
-struct Case {
-  Problem problem;
-  Config config;
-};
+using Case = test_support::ValidCase;
 
 // `count` random valid cases on `target`, dims up to 1536 (ragged ones included).
 std::vector<Case> RandomCases(const sim::Target& target, int count, uint64_t seed) {
   const Kernel& kernel = *FindKernel("matmul");
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> dim(1, 1536);
-  std::vector<Case> cases;
-  while (int(cases.size()) < count) {
-    Problem p{Dims{{"M", dim(rng)}, {"N", dim(rng)}, {"K", dim(rng)}}, rng() % 4 ? "bf16" : "fp32"};
-    Space space = *kernel.SpaceFor(p, target);
-    if (std::optional<Config> c = test_support::RandomValid(space, rng, 200)) {
-      cases.push_back({p, *c});
-    }
-  }
-  return cases;
+  return test_support::RandomValidCases(
+      kernel, target, count, 200, rng, [&](std::mt19937_64& draw) {
+        return Problem{Dims{{"M", dim(draw)}, {"N", dim(draw)}, {"K", dim(draw)}},
+                       draw() % 4 ? "bf16" : "fp32"};
+      });
 }
 
 class PropertyTest : public ::testing::TestWithParam<const char*> {};
