@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel::client {
@@ -112,46 +113,38 @@ void Client::PrepareContext(grpc::ClientContext& context, int timeout_ms) const 
   context.set_wait_for_ready(false);
 }
 
-absl::StatusOr<Job> Client::SubmitJob(const tessel::v1::SubmitJobRequest& request) {
+template <typename Request, typename Response>
+absl::StatusOr<Response> Client::Call(UnaryRpc<Request, Response> rpc, const char* name,
+                                      const Request& request) {
   grpc::ClientContext context;
   PrepareContext(context, options_.call_timeout_ms);
-  Job job;
-  grpc::Status status = stub_->SubmitJob(&context, request, &job);
-  if (!status.ok()) return FromGrpcStatus(status, "SubmitJob", target_);
-  return job;
+  Response response;
+  grpc::Status status = (stub_.get()->*rpc)(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status, name, target_);
+  return response;
+}
+
+absl::StatusOr<Job> Client::SubmitJob(const tessel::v1::SubmitJobRequest& request) {
+  return Call(&Stub::SubmitJob, "SubmitJob", request);
 }
 
 absl::StatusOr<Job> Client::GetJob(int64_t job_id) {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
   tessel::v1::GetJobRequest request;
   request.set_job_id(job_id);
-  Job job;
-  grpc::Status status = stub_->GetJob(&context, request, &job);
-  if (!status.ok()) return FromGrpcStatus(status, "GetJob", target_);
-  return job;
+  return Call(&Stub::GetJob, "GetJob", request);
 }
 
 absl::StatusOr<std::vector<Job>> Client::ListJobs(int limit) {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
   tessel::v1::ListJobsRequest request;
   request.set_limit(limit);
-  tessel::v1::ListJobsResponse response;
-  grpc::Status status = stub_->ListJobs(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "ListJobs", target_);
+  TESSEL_ASSIGN_OR_RETURN(auto response, Call(&Stub::ListJobs, "ListJobs", request));
   return std::vector<Job>(response.jobs().begin(), response.jobs().end());
 }
 
 absl::StatusOr<Job> Client::CancelJob(int64_t job_id) {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
   tessel::v1::CancelJobRequest request;
   request.set_job_id(job_id);
-  Job job;
-  grpc::Status status = stub_->CancelJob(&context, request, &job);
-  if (!status.ok()) return FromGrpcStatus(status, "CancelJob", target_);
-  return job;
+  return Call(&Stub::CancelJob, "CancelJob", request);
 }
 
 absl::StatusOr<Job> Client::WatchJob(int64_t job_id, const JobEventCallback& on_event) {
@@ -193,13 +186,9 @@ absl::StatusOr<Job> Client::WatchJob(int64_t job_id, const JobEventCallback& on_
 }
 
 absl::StatusOr<std::vector<tessel::v1::TrialResult>> Client::ListTrials(int64_t job_id) {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
   tessel::v1::ListTrialsRequest request;
   request.set_job_id(job_id);
-  tessel::v1::ListTrialsResponse response;
-  grpc::Status status = stub_->ListTrials(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "ListTrials", target_);
+  TESSEL_ASSIGN_OR_RETURN(auto response, Call(&Stub::ListTrials, "ListTrials", request));
   return std::vector<tessel::v1::TrialResult>(response.trials().begin(), response.trials().end());
 }
 
@@ -211,58 +200,34 @@ absl::StatusOr<tessel::v1::LookupResponse> Client::Lookup(const tessel::v1::Work
 
 absl::StatusOr<tessel::v1::LookupResponse> Client::Lookup(
     const tessel::v1::LookupRequest& request) {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
-  tessel::v1::LookupResponse response;
-  grpc::Status status = stub_->Lookup(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "Lookup", target_);
-  return response;
+  return Call(&Stub::Lookup, "Lookup", request);
 }
 
 absl::StatusOr<tessel::v1::ExportResponse> Client::Export(
     const tessel::v1::ExportRequest& request) {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
-  tessel::v1::ExportResponse response;
-  grpc::Status status = stub_->Export(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "Export", target_);
-  return response;
+  return Call(&Stub::Export, "Export", request);
 }
 
 absl::StatusOr<tessel::v1::ImportResponse> Client::Import(
     const tessel::v1::ImportRequest& request) {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
-  tessel::v1::ImportResponse response;
-  grpc::Status status = stub_->Import(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "Import", target_);
-  return response;
+  return Call(&Stub::Import, "Import", request);
 }
 
 absl::StatusOr<std::vector<tessel::v1::KernelInfo>> Client::ListKernels() {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
-  tessel::v1::ListKernelsResponse response;
-  grpc::Status status = stub_->ListKernels(&context, {}, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "ListKernels", target_);
+  TESSEL_ASSIGN_OR_RETURN(
+      auto response, Call(&Stub::ListKernels, "ListKernels", tessel::v1::ListKernelsRequest()));
   return std::vector<tessel::v1::KernelInfo>(response.kernels().begin(), response.kernels().end());
 }
 
 absl::StatusOr<std::vector<tessel::v1::TargetInfo>> Client::ListTargets() {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
-  tessel::v1::ListTargetsResponse response;
-  grpc::Status status = stub_->ListTargets(&context, {}, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "ListTargets", target_);
+  TESSEL_ASSIGN_OR_RETURN(
+      auto response, Call(&Stub::ListTargets, "ListTargets", tessel::v1::ListTargetsRequest()));
   return std::vector<tessel::v1::TargetInfo>(response.targets().begin(), response.targets().end());
 }
 
 absl::StatusOr<std::vector<tessel::v1::WorkerInfo>> Client::ListWorkers() {
-  grpc::ClientContext context;
-  PrepareContext(context, options_.call_timeout_ms);
-  tessel::v1::ListWorkersResponse response;
-  grpc::Status status = stub_->ListWorkers(&context, {}, &response);
-  if (!status.ok()) return FromGrpcStatus(status, "ListWorkers", target_);
+  TESSEL_ASSIGN_OR_RETURN(
+      auto response, Call(&Stub::ListWorkers, "ListWorkers", tessel::v1::ListWorkersRequest()));
   return std::vector<tessel::v1::WorkerInfo>(response.workers().begin(), response.workers().end());
 }
 

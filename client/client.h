@@ -85,8 +85,16 @@ class Client {
   const std::string& target() const { return target_; }
 
  private:
+  using Stub = tessel::v1::TesselService::Stub;
+  template <typename Request, typename Response>
+  using UnaryRpc = grpc::Status (Stub::*)(grpc::ClientContext*, const Request&, Response*);
+
   // Prepares `context` with the unary deadline and fail-fast behaviour.
   void PrepareContext(grpc::ClientContext& context, int timeout_ms) const;
+  // One unary call `name` with the call deadline; a failure becomes FromGrpcStatus's status.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(UnaryRpc<Request, Response> rpc, const char* name,
+                                const Request& request);
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<tessel::v1::TesselService::Stub> stub_;

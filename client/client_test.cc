@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/service_host.h"
+
 namespace tessel::client {
 namespace {
 
@@ -37,19 +39,12 @@ class FakeTesselService final : public tessel::v1::TesselService::Service {
   }
 };
 
-class ClientTest : public testing::Test {
+class ClientTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    grpc::ServerBuilder builder;
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    client_ = std::make_unique<Client>(server_->InProcessChannel({}), "in-process fake");
-  }
-  void TearDown() override { server_->Shutdown(); }
-
   FakeTesselService service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<Client> client_;
+  tessel::testing::ServiceHost host_{{&service_}};
+  std::unique_ptr<Client> client_ =
+      std::make_unique<Client>(host_.InProcessChannel(), "in-process fake");
 };
 
 TEST_F(ClientTest, GetJobReturnsTheServersJob) {

@@ -1,16 +1,20 @@
 #include "client/lookup.h"
 
-#include <sqlite3.h>
-
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <mutex>
 #include <set>
-#include <shared_mutex>
 #include <thread>
 #include <vector>
 
-#include "absl/container/node_hash_map.h"
+#include "absl/base/thread_annotations.h"
+#include "client/answer_table.h"
 #include "client/client.h"
+#include "schema/sqlite.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "schema/vocab.h"
 
 namespace tessel::client {
 namespace {
@@ -37,55 +41,102 @@ tessel::v1::Workload WorkloadProto(std::string_view kernel, const Dims& dims,
   return w;
 }
 
+// Lookup::Counters kept per thread stripe, so that counting a cache hit writes a cache line no
+// other thread writes (one shared counter would make every hit of two threads contend).
+class StripedCounters {
+ public:
+  void Add(int64_t Lookup::Counters::*field) {
+    Stripe& stripe = stripes_[ThisThreadStripe()];
+    for (size_t i = 0; i < kFields.size(); ++i) {
+      if (kFields[i] == field) stripe.count[i].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  Lookup::Counters Sum() const {
+    Lookup::Counters out;
+    for (const Stripe& stripe : stripes_) {
+      for (size_t i = 0; i < kFields.size(); ++i) {
+        out.*kFields[i] += stripe.count[i].load(std::memory_order_relaxed);
+      }
+    }
+    return out;
+  }
+
+ private:
+  using C = Lookup::Counters;
+  static constexpr std::array<int64_t C::*, 6> kFields = {
+      &C::cache_hits,          &C::snapshot_answers, &C::server_answers,
+      &C::local_cache_answers, &C::server_failures,  &C::tune_requests};
+  static constexpr size_t kStripes = 16;
+  struct alignas(64) Stripe {
+    std::array<std::atomic<int64_t>, kFields.size()> count{};
+  };
+
+  // Threads take stripes round-robin, once each.
+  static size_t ThisThreadStripe() {
+    static std::atomic<size_t> next{0};
+    thread_local const size_t stripe = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+    return stripe;
+  }
+
+  std::array<Stripe, kStripes> stripes_;
+};
+
 }  // namespace
 
+// Locks: server_mu, tune_mu and cache_mu are each held only briefly and never together; no lock
+// is held across a server call, and the answer table's reads take none.
 class Lookup::Impl {
  public:
   LookupOptions options;
   std::unique_ptr<Snapshot> snapshot;
-  sqlite3* cache_db = nullptr;  // guarded by cache_mu
-  std::mutex cache_mu;
-
-  mutable std::shared_mutex mu;
-  absl::node_hash_map<std::string, LookupResult> memory;  // guarded by mu
+  AnswerTable answers;
+  StripedCounters counters;
 
   std::mutex server_mu;
-  std::unique_ptr<Client> client;        // guarded by server_mu; connected lazily
-  std::set<std::string> tune_requested;  // guarded by server_mu
-  std::vector<std::thread> tuners;       // guarded by server_mu
+  // Connected lazily; shared by concurrent calls (a Client is thread-safe), replaced after a
+  // transport failure.
+  std::shared_ptr<Client> client ABSL_GUARDED_BY(server_mu);
 
-  mutable std::mutex counters_mu;
-  Counters counters;  // guarded by counters_mu
+  std::mutex tune_mu;
+  std::set<std::string> tune_requested ABSL_GUARDED_BY(tune_mu);
+  std::vector<std::thread> tuners ABSL_GUARDED_BY(tune_mu);
+
+  std::mutex cache_mu;
+  std::unique_ptr<sqlite::Database> cache_db ABSL_GUARDED_BY(cache_mu);  // null: no cache file
 
   ~Impl() {
+    std::lock_guard<std::mutex> lock(tune_mu);
     for (std::thread& t : tuners) t.join();
-    if (cache_db) sqlite3_close(cache_db);
   }
 
-  void Count(int64_t Counters::*field) {
-    std::lock_guard<std::mutex> lock(counters_mu);
-    ++(counters.*field);
-  }
-
-  absl::StatusOr<LookupResult> AskServer(std::string_view kernel, const Dims& dims,
-                                         std::string_view dtype, std::string_view target) {
+  absl::StatusOr<std::shared_ptr<Client>> Connected() {
     std::lock_guard<std::mutex> lock(server_mu);
     if (!client) {
       ClientOptions client_options;
       client_options.call_timeout_ms = options.server_timeout_ms;
       client_options.connect_timeout_ms = options.server_timeout_ms;
-      auto connected = Client::Connect(options.server_address, client_options);
-      if (!connected.ok()) return connected.status();
-      client = *std::move(connected);
+      TESSEL_ASSIGN_OR_RETURN(client, Client::Connect(options.server_address, client_options));
     }
+    return client;
+  }
+
+  // Drops `failed` so the next call reconnects (unless another thread already replaced it).
+  void Disconnect(const std::shared_ptr<Client>& failed) {
+    std::lock_guard<std::mutex> lock(server_mu);
+    if (client == failed) client.reset();
+  }
+
+  absl::StatusOr<LookupResult> AskServer(std::string_view kernel, const Dims& dims,
+                                         std::string_view dtype, std::string_view target) {
+    TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<Client> connected, Connected());
     tessel::v1::LookupRequest request;
     *request.mutable_workload() = WorkloadProto(kernel, dims, dtype, target);
     request.set_snapshot_id(options.pin_snapshot);
-    auto response = client->Lookup(request);
+    auto response = connected->Lookup(request);
     if (!response.ok()) {
       if (response.status().code() == absl::StatusCode::kUnavailable ||
           response.status().code() == absl::StatusCode::kDeadlineExceeded) {
-        client.reset();  // reconnect next time
+        Disconnect(connected);
       }
       return response.status();
     }
@@ -99,16 +150,17 @@ class Lookup::Impl {
     r.tuned_dims = response->tuned_dims();
     r.tuned_target = response->tuned_target();
     r.source = "server";
-    if (options.tune_misses && r.match != "exact") RequestTuning(kernel, dims, dtype, target);
+    if (options.tune_misses && r.match != MatchLevelName(MatchLevel::kExact)) {
+      RequestTuning(kernel, dims, dtype, target);
+    }
     return r;
   }
 
-  // REQUIRES: server_mu held.
   void RequestTuning(std::string_view kernel, const Dims& dims, std::string_view dtype,
                      std::string_view target) {
-    const std::string key = WorkloadKey(kernel, dims, dtype, target);
-    if (!tune_requested.insert(key).second) return;
-    Count(&Counters::tune_requests);
+    std::lock_guard<std::mutex> lock(tune_mu);
+    if (!tune_requested.insert(WorkloadKey(kernel, dims, dtype, target)).second) return;
+    counters.Add(&Counters::tune_requests);
     tessel::v1::SubmitJobRequest request;
     *request.mutable_workload() = WorkloadProto(kernel, dims, dtype, target);
     request.set_budget(options.tune_budget);
@@ -122,61 +174,40 @@ class Lookup::Impl {
     });
   }
 
+  // Keeps a server answer in the cache file. Best effort: a failed write only loses the fallback.
   void Remember(const std::string& key, const LookupResult& r) {
-    if (!cache_db) return;
     std::lock_guard<std::mutex> lock(cache_mu);
-    sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(cache_db,
-                           "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           -1, &stmt, nullptr) != SQLITE_OK) {
-      return;
-    }
-    sqlite3_bind_text(stmt, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(stmt, 2, options.pin_snapshot);
-    sqlite3_bind_text(stmt, 3, r.config.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(stmt, 4, r.match.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(stmt, 5, r.time_ns);
-    sqlite3_bind_int(stmt, 6, r.stale ? 1 : 0);
-    sqlite3_bind_int64(stmt, 7, r.snapshot_id);
-    sqlite3_bind_int64(stmt, 8, r.job_id);
-    sqlite3_bind_text(stmt, 9, r.tuned_dims.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(stmt, 10, r.tuned_target.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_step(stmt);
-    sqlite3_finalize(stmt);
+    if (!cache_db) return;
+    auto insert =
+        cache_db->Prepare("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!insert.ok()) return;
+    insert->BindText(key).BindInt(options.pin_snapshot).BindText(r.config).BindText(r.match);
+    insert->BindDouble(r.time_ns).BindInt(r.stale ? 1 : 0).BindInt(r.snapshot_id);
+    insert->BindInt(r.job_id).BindText(r.tuned_dims).BindText(r.tuned_target);
+    (void)insert->Run();
   }
 
   std::optional<LookupResult> Recall(const std::string& key) {
-    if (!cache_db) return std::nullopt;
     std::lock_guard<std::mutex> lock(cache_mu);
-    sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(cache_db,
-                           "SELECT config, match, time_ns, stale, snapshot_id, job_id, "
-                           "tuned_dims, tuned_target FROM answers WHERE workload = ? AND pin = ?",
-                           -1, &stmt, nullptr) != SQLITE_OK) {
-      return std::nullopt;
-    }
-    sqlite3_bind_text(stmt, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(stmt, 2, options.pin_snapshot);
-    std::optional<LookupResult> out;
-    if (sqlite3_step(stmt) == SQLITE_ROW) {
-      auto text = [&](int i) {
-        const unsigned char* t = sqlite3_column_text(stmt, i);
-        return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
-      };
-      LookupResult r;
-      r.config = text(0);
-      r.match = text(1);
-      r.time_ns = sqlite3_column_double(stmt, 2);
-      r.stale = sqlite3_column_int(stmt, 3) != 0;
-      r.snapshot_id = sqlite3_column_int64(stmt, 4);
-      r.job_id = sqlite3_column_int64(stmt, 5);
-      r.tuned_dims = text(6);
-      r.tuned_target = text(7);
-      r.source = "local-cache";
-      out = std::move(r);
-    }
-    sqlite3_finalize(stmt);
-    return out;
+    if (!cache_db) return std::nullopt;
+    auto select = cache_db->Prepare(
+        "SELECT config, match, time_ns, stale, snapshot_id, job_id, tuned_dims, tuned_target "
+        "FROM answers WHERE workload = ? AND pin = ?");
+    if (!select.ok()) return std::nullopt;
+    select->BindText(key).BindInt(options.pin_snapshot);
+    auto row = select->Step();
+    if (!row.ok() || !*row) return std::nullopt;
+    LookupResult r;
+    r.config = select->Text(0);
+    r.match = select->Text(1);
+    r.time_ns = select->Double(2);
+    r.stale = select->Int(3) != 0;
+    r.snapshot_id = select->Int(4);
+    r.job_id = select->Int(5);
+    r.tuned_dims = select->Text(6);
+    r.tuned_target = select->Text(7);
+    r.source = "local-cache";
+    return r;
   }
 };
 
@@ -191,76 +222,70 @@ absl::StatusOr<std::unique_ptr<Lookup>> Lookup::Create(const LookupOptions& opti
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (!options.snapshot_path.empty()) {
-    auto snapshot = Snapshot::Open(options.snapshot_path);
-    if (!snapshot.ok()) return snapshot.status();
-    impl->snapshot = *std::move(snapshot);
+    TESSEL_ASSIGN_OR_RETURN(impl->snapshot, Snapshot::Open(options.snapshot_path));
   }
   if (!options.cache_path.empty()) {
-    if (sqlite3_open(options.cache_path.c_str(), &impl->cache_db) != SQLITE_OK ||
-        sqlite3_exec(impl->cache_db, kCacheSchema, nullptr, nullptr, nullptr) != SQLITE_OK) {
-      std::string message = impl->cache_db ? sqlite3_errmsg(impl->cache_db) : "out of memory";
-      return absl::UnavailableError(
-          StrCat("cannot open lookup cache ", options.cache_path, ": ", message));
+    auto opened = [&]() -> absl::StatusOr<std::unique_ptr<sqlite::Database>> {
+      TESSEL_ASSIGN_OR_RETURN(
+          auto db,
+          sqlite::Database::Open(options.cache_path, {.create = true, .busy_timeout_ms = 1000}));
+      TESSEL_RETURN_IF_ERROR(db->ExecScript(kCacheSchema, "create the answers table"));
+      return db;
+    }();
+    if (!opened.ok()) {
+      return absl::UnavailableError(StrCat("cannot open lookup cache ", options.cache_path, ": ",
+                                           std::string(opened.status().message())));
     }
-    sqlite3_busy_timeout(impl->cache_db, 1000);
+    std::lock_guard<std::mutex> lock(impl->cache_mu);
+    impl->cache_db = *std::move(opened);
   }
   return std::unique_ptr<Lookup>(new Lookup(std::move(impl)));
 }
 
 const LookupResult* Lookup::FindPrepared(const std::string& workload_key) const {
-  std::shared_lock<std::shared_mutex> lock(impl_->mu);
-  auto it = impl_->memory.find(workload_key);
-  return it == impl_->memory.end() ? nullptr : &it->second;
+  return impl_->answers.Find(workload_key);
 }
 
 absl::StatusOr<LookupResult> Lookup::Find(std::string_view kernel, const Dims& dims,
                                           std::string_view dtype, std::string_view target) {
   const std::string key = WorkloadKey(kernel, dims, dtype, target);
-  if (const LookupResult* cached = FindPrepared(key)) {
-    impl_->Count(&Counters::cache_hits);
-    LookupResult r = *cached;
-    return r;
+  if (const LookupResult* cached = impl_->answers.Find(key)) {
+    impl_->counters.Add(&Counters::cache_hits);
+    return *cached;
   }
   std::optional<LookupResult> answer;
   absl::Status failure = absl::OkStatus();
   if (impl_->snapshot) {
     auto found = impl_->snapshot->Find(kernel, dims, dtype, target);
     if (found.ok()) {
-      answer = *found;
+      answer = *std::move(found);
     } else {
       failure = found.status();
     }
   }
-  const bool exact = answer && answer->match == "exact";
+  const bool exact = answer && answer->match == MatchLevelName(MatchLevel::kExact);
   if (!exact && !impl_->options.server_address.empty()) {
     auto served = impl_->AskServer(kernel, dims, dtype, target);
     if (served.ok()) {
-      impl_->Count(&Counters::server_answers);
+      impl_->counters.Add(&Counters::server_answers);
       impl_->Remember(key, *served);
-      answer = *served;
+      answer = *std::move(served);
     } else {
-      impl_->Count(&Counters::server_failures);
+      impl_->counters.Add(&Counters::server_failures);
       if (auto recalled = impl_->Recall(key)) {
-        impl_->Count(&Counters::local_cache_answers);
+        impl_->counters.Add(&Counters::local_cache_answers);
         answer = *recalled;
       } else if (!answer) {
         failure = served.status();
       }
     }
   } else if (answer) {
-    impl_->Count(&Counters::snapshot_answers);
+    impl_->counters.Add(&Counters::snapshot_answers);
   }
   if (!answer) return failure;
-  {
-    std::unique_lock<std::shared_mutex> lock(impl_->mu);
-    impl_->memory.emplace(key, *answer);
-  }
-  return *answer;
+  return *impl_->answers.Insert(key, *std::move(answer));
 }
 
-Lookup::Counters Lookup::counters() const {
-  std::lock_guard<std::mutex> lock(impl_->counters_mu);
-  return impl_->counters;
-}
+Lookup::Counters Lookup::counters() const { return impl_->counters.Sum(); }
 
 }  // namespace tessel::client

@@ -8,7 +8,9 @@
 //   with graded answers: exact, nearest (same kernel/dtype/target, closest dims), other_target
 //   (same problem tuned on another target), default (the kernel's default config).
 //
-// Links only the schema, gRPC and SQLite. Thread-safe.
+// Links only the schema, gRPC and SQLite. Thread-safe, and concurrent lookups do not serialise:
+// cached answers are read without a lock, counters are kept per thread, and no lock is held
+// across a server call.
 #ifndef TESSEL_CLIENT_LOOKUP_H_
 #define TESSEL_CLIENT_LOOKUP_H_
 
@@ -59,8 +61,8 @@ class Lookup {
                                     std::string_view target = "snc2");
 
   // For hot paths: prepare the key once (WorkloadKey(...)), then FindPrepared costs one hash
-  // probe under a shared lock when cached. Returns nullptr when not cached yet (call Find once).
-  // The pointer stays valid for the life of this object.
+  // probe, lock-free (client/answer_table.h), when cached. Returns nullptr when not cached yet
+  // (call Find once). The pointer stays valid for the life of this object.
   const LookupResult* FindPrepared(const std::string& workload_key) const;
 
   // Server calls that failed, lookups answered from each source (for tests and metrics).

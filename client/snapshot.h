@@ -23,6 +23,8 @@
 #include "absl/status/statusor.h"
 #include "schema/key.h"
 #include "schema/tessel.pb.h"
+#include "schema/vocab.h"
+#include "schema/workload_key.h"
 
 namespace tessel::client {
 
@@ -71,24 +73,19 @@ class Snapshot {
 
  private:
   Snapshot() = default;
-  LookupResult FromEntry(const tessel::v1::BestConfig& entry, std::string match) const;
+  LookupResult FromEntry(const tessel::v1::BestConfig& entry, MatchLevel match) const;
 
   int64_t snapshot_id_ = 0;
   std::vector<tessel::v1::BestConfig> entries_;
-  // For nearest: each entry's dim names (sorted, joined) and log2 of the values in that order, so
-  // a query costs one subtraction per dim and entry.
-  std::vector<std::string> entry_dim_names_;
-  std::vector<std::vector<double>> entry_log_dims_;
+  // For nearest: each entry's dims prepared for DimsDistance, so a query costs one subtraction per
+  // dim and entry.
+  std::vector<DimsLogs> entry_logs_;
   absl::flat_hash_map<std::string, size_t> exact_;        // workload key -> index
   std::map<std::string, std::vector<size_t>> by_kernel_;  // kernel -> indices
   std::map<std::string, int> kernel_versions_;
   std::map<std::string, int> target_versions_;
   std::map<std::string, std::string> defaults_;  // "kernel|dtype|target"
 };
-
-// "kernel|dims|dtype|target" with canonical dims: the key of exact lookups and caches.
-std::string WorkloadKey(std::string_view kernel, const Dims& dims, std::string_view dtype,
-                        std::string_view target);
 
 }  // namespace tessel::client
 

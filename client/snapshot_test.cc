@@ -1,24 +1,26 @@
 #include "client/snapshot.h"
 
 #include <sqlite3.h>
-#include <unistd.h>
 
-#include <filesystem>
+#include <atomic>
+#include <thread>
+#include <vector>
 
 #include "client/lookup.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schema/status_macros.h"
+#include "tests/testing/temp_dir.h"
 
 namespace tessel::client {
 namespace {
 
 using ::testing::HasSubstr;
 
+// One directory for the whole test binary, removed when it exits.
 std::string TempPath(const std::string& name) {
-  auto dir =
-      std::filesystem::temp_directory_path() / ("tessel-snapshot-test-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+  static tessel::testing::TempDir dir("tessel-snapshot-test-");
+  return dir.File(name);
 }
 
 tessel::v1::BestConfig Best(const std::string& dims, const std::string& target,
@@ -157,12 +159,17 @@ TEST(SnapshotTest, AFileOfAnotherFormatVersionIsRejectedWithBothVersions) {
             absl::StatusCode::kNotFound);
 }
 
-TEST(LookupTest, ASnapshotAloneAnswersWithNoServerAndCachesInProcess) {
-  const std::string path = TempPath("lookup.snapshot");
-  ASSERT_TRUE(WriteSnapshot(Contents(), path).ok());
+// A Lookup over a snapshot of Contents() written to `name`.
+absl::StatusOr<std::unique_ptr<Lookup>> LookupOverContents(const std::string& name) {
+  const std::string path = TempPath(name);
+  TESSEL_RETURN_IF_ERROR(WriteSnapshot(Contents(), path));
   LookupOptions options;
   options.snapshot_path = path;
-  auto lookup = Lookup::Create(options);
+  return Lookup::Create(options);
+}
+
+TEST(LookupTest, ASnapshotAloneAnswersWithNoServerAndCachesInProcess) {
+  auto lookup = LookupOverContents("lookup.snapshot");
   ASSERT_TRUE(lookup.ok()) << lookup.status();
   const Dims dims = D("M=1024,N=1024,K=1024");
   EXPECT_EQ((*lookup)->FindPrepared(WorkloadKey("matmul", dims, "bf16", "snc2")), nullptr);
@@ -178,6 +185,33 @@ TEST(LookupTest, ASnapshotAloneAnswersWithNoServerAndCachesInProcess) {
   EXPECT_EQ(prepared->config, "tile_m=128,block_m=4");
   EXPECT_EQ((*lookup)->counters().cache_hits, 1);
   EXPECT_EQ((*lookup)->counters().snapshot_answers, 1);
+}
+
+// Threads sharing one Lookup, asking for the same and for different workloads at once, all get
+// the snapshot's answers, and every lookup is counted exactly once.
+TEST(LookupTest, ConcurrentLookupsAllAnswerAndAreEachCountedOnce) {
+  auto lookup = LookupOverContents("concurrent.snapshot");
+  ASSERT_TRUE(lookup.ok()) << lookup.status();
+  constexpr int kThreads = 4, kLookups = 2000, kShapes = 50;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kLookups; ++i) {
+        const int64_t m = 1100 + (i * (t + 1)) % kShapes;  // untuned: the snapshot says nearest
+        auto r = (*lookup)->Find("matmul", Dims{{"M", m}, {"N", 1024}, {"K", 1024}});
+        if (!r.ok() || r->match != "nearest" || r->config != "tile_m=128,block_m=4") ++wrong;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  const Lookup::Counters counters = (*lookup)->counters();
+  EXPECT_EQ(counters.cache_hits + counters.snapshot_answers, kThreads * kLookups);
+  // A workload may be answered by the snapshot more than once only when threads raced on its
+  // first lookup; never fewer times than there are workloads.
+  EXPECT_GE(counters.snapshot_answers, kShapes);
+  EXPECT_LE(counters.snapshot_answers, kShapes * kThreads);
 }
 
 TEST(LookupTest, CreateNeedsASource) {

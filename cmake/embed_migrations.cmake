@@ -1,6 +1,7 @@
 # Writes a C++ source with every migration file as a raw string literal.
-# Inputs: OUT (path of the .cc to write), FILES (the .sql files, sorted).
+# Inputs: OUT (path of the .cc to write), FILES (the .sql files, sorted, separated by "|").
 include(${CMAKE_CURRENT_LIST_DIR}/embed_write.cmake)
+string(REPLACE "|" ";" FILES "${FILES}")
 set(entries "")
 foreach(f ${FILES})
   get_filename_component(name ${f} NAME)

@@ -8,6 +8,15 @@
 #include "server/wire.h"
 
 namespace tessel::server {
+namespace {
+
+// Copies a measurement's time and trial id (not its config) into `out`.
+void SetMeasured(const MeasuredConfig& measured, v1::Measurement* out) {
+  out->set_time_ns(measured.time_ns);
+  out->set_trial_id(measured.trial_id);
+}
+
+}  // namespace
 
 void CountResult(TrialStatus status, v1::TrialCounts& counts) {
   if (!IsChargedToBudget(status)) {
@@ -46,14 +55,10 @@ v1::Job JobView(const JobRecord& record, const JobProgress& progress) {
   *view.mutable_trials() = progress.counts;
   if (progress.best) {
     view.mutable_best()->set_config(progress.best->config);
-    view.mutable_best()->set_time_ns(progress.best->time_ns);
-    view.mutable_best()->set_trial_id(progress.best->trial_id);
+    SetMeasured(*progress.best, view.mutable_best());
   }
   view.mutable_default_config()->set_config(record.default_config);
-  if (progress.default_result) {
-    view.mutable_default_config()->set_time_ns(progress.default_result->time_ns);
-    view.mutable_default_config()->set_trial_id(progress.default_result->trial_id);
-  }
+  if (progress.default_result) SetMeasured(*progress.default_result, view.mutable_default_config());
   if (const kernels::Kernel* kernel = kernels::FindKernel(record.workload.kernel)) {
     auto target = kernels::CachedTarget(record.workload.target);
     view.set_stale(kernel->version() != record.kernel_version ||

@@ -27,10 +27,34 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+// Calls `start` with a callback that answers the call with the result it is given (later, from
+// any thread), and returns the call's reactor.
+template <typename T, typename Start>
+grpc::ServerUnaryReactor* AnswerLater(grpc::CallbackServerContext* context, T* response,
+                                      Start start) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  start([reactor, response](absl::StatusOr<T> result) {
+    if (result.ok()) *response = std::move(*result);
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* Reject(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+// Answers with every item of `result` moved into `items`, or with its error.
+template <typename T>
+grpc::ServerUnaryReactor* AnswerEach(grpc::CallbackServerContext* context,
+                                     absl::StatusOr<std::vector<T>> result,
+                                     google::protobuf::RepeatedPtrField<T>* items) {
+  if (result.ok()) {
+    for (T& item : *result) *items->Add() = std::move(item);
+  }
+  return Reject(context, result.status());
 }
 
 // Streams job events to one client. Scheduler callbacks reach the reactor through a shared
@@ -141,10 +165,9 @@ grpc::ServerUnaryReactor* TesselServiceImpl::ListJobs(grpc::CallbackServerContex
     return Reject(context, absl::InvalidArgumentError(
                                StrCat("limit must be between 0 and ", kMaxListedJobs)));
   }
-  auto jobs = scheduler_->ListJobs(request->limit() == 0 ? kDefaultListedJobs : request->limit());
-  if (!jobs.ok()) return Reject(context, jobs.status());
-  for (v1::Job& job : *jobs) *response->add_jobs() = std::move(job);
-  return Reject(context, absl::OkStatus());
+  return AnswerEach(
+      context, scheduler_->ListJobs(request->limit() == 0 ? kDefaultListedJobs : request->limit()),
+      response->mutable_jobs());
 }
 
 grpc::ServerUnaryReactor* TesselServiceImpl::CancelJob(grpc::CallbackServerContext* context,
@@ -167,10 +190,7 @@ grpc::ServerUnaryReactor* TesselServiceImpl::ListTrials(grpc::CallbackServerCont
   if (request->job_id() <= 0) {
     return Reject(context, absl::InvalidArgumentError("job_id must be positive"));
   }
-  auto trials = scheduler_->ListTrials(request->job_id());
-  if (!trials.ok()) return Reject(context, trials.status());
-  for (v1::TrialResult& t : *trials) *response->add_trials() = std::move(t);
-  return Reject(context, absl::OkStatus());
+  return AnswerEach(context, scheduler_->ListTrials(request->job_id()), response->mutable_trials());
 }
 
 grpc::ServerUnaryReactor* TesselServiceImpl::Lookup(grpc::CallbackServerContext* context,
@@ -203,8 +223,8 @@ grpc::ServerUnaryReactor* TesselServiceImpl::ListTargets(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* TesselServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
                                                          const v1::ListWorkersRequest* /*request*/,
                                                          v1::ListWorkersResponse* response) {
-  for (v1::WorkerInfo& w : scheduler_->ListWorkers()) *response->add_workers() = std::move(w);
-  return Reject(context, absl::OkStatus());
+  return AnswerEach<v1::WorkerInfo>(context, scheduler_->ListWorkers(),
+                                    response->mutable_workers());
 }
 
 grpc::ServerUnaryReactor* TesselServiceImpl::Export(grpc::CallbackServerContext* context,
@@ -228,12 +248,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* context,
                                                    const v1::LeaseRequest* request,
                                                    v1::LeaseResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  scheduler_->Lease(*request, [reactor, response](absl::StatusOr<v1::LeaseResponse> result) {
-    if (result.ok()) *response = std::move(*result);
-    reactor->Finish(ToGrpcStatus(result.status()));
-  });
-  return reactor;
+  return AnswerLater(context, response,
+                     [&](auto done) { scheduler_->Lease(*request, std::move(done)); });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext* context,
@@ -242,12 +258,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext*
   if (request->worker_id().empty()) {
     return Reject(context, absl::InvalidArgumentError("worker_id is required"));
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  scheduler_->Report(*request, [reactor, response](absl::StatusOr<v1::ReportResponse> result) {
-    if (result.ok()) *response = std::move(*result);
-    reactor->Finish(ToGrpcStatus(result.status()));
-  });
-  return reactor;
+  return AnswerLater(context, response,
+                     [&](auto done) { scheduler_->Report(*request, std::move(done)); });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* context,

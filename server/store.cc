@@ -22,23 +22,25 @@ namespace {
 using sqlite::Database;
 using sqlite::Statement;
 
+// `parsed` (an enum parsed from the stored string `name`), or DataLoss naming the `kind` of value
+// when this build does not know the string.
+template <typename Enum>
+absl::StatusOr<Enum> KnownOrDataLoss(std::optional<Enum> parsed, std::string_view kind,
+                                     const std::string& name) {
+  if (!parsed) {
+    return absl::DataLossError(
+        fmt::format("stored {} '{}' is not one this build of tessel knows", kind, name));
+  }
+  return *parsed;
+}
+
 // The enums of a stored row; DataLoss for a string this build does not know.
 absl::StatusOr<JobState> StoredJobState(const std::string& name) {
-  std::optional<JobState> state = ParseJobState(name);
-  if (!state) {
-    return absl::DataLossError(
-        fmt::format("stored job state '{}' is not one this build of tessel knows", name));
-  }
-  return *state;
+  return KnownOrDataLoss(ParseJobState(name), "job state", name);
 }
 
 absl::StatusOr<TrialStatus> StoredTrialStatus(const std::string& name) {
-  std::optional<TrialStatus> status = ParseTrialStatus(name);
-  if (!status) {
-    return absl::DataLossError(
-        fmt::format("stored trial status '{}' is not one this build of tessel knows", name));
-  }
-  return *status;
+  return KnownOrDataLoss(ParseTrialStatus(name), "trial status", name);
 }
 
 std::string SamplesToJson(const std::vector<double>& samples) {
@@ -391,26 +393,35 @@ absl::StatusOr<std::vector<T>> AllRows(Statement& select, FromRow from_row) {
   }
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(int limit) {
-  using Jobs = std::vector<JobRecord>;
-  return impl_->Read<Jobs>([&](Database& db) -> absl::StatusOr<Jobs> {
-    static const std::string kSql = std::string(kJobSelect) + "ORDER BY j.id DESC LIMIT ?";
-    TESSEL_ASSIGN_OR_RETURN(Statement select, db.Prepare(kSql));
-    select.BindInt(limit > 0 ? limit : -1);  // a negative LIMIT means none
-    return AllRows<JobRecord>(select, JobFromRow);
+// On a reader connection of `impl` (a Store::Impl): prepares `sql`, lets `bind` bind its
+// parameters and reads every row with `from_row` (see AllRows).
+template <typename T, typename StoreImpl, typename Bind, typename FromRow>
+absl::StatusOr<std::vector<T>> ReadAllRows(StoreImpl& impl, const std::string& sql, Bind bind,
+                                           FromRow from_row) {
+  using Rows = std::vector<T>;
+  return impl.template Read<Rows>([&](Database& db) -> absl::StatusOr<Rows> {
+    TESSEL_ASSIGN_OR_RETURN(Statement select, db.Prepare(sql));
+    bind(select);
+    return AllRows<T>(select, from_row);
   });
 }
 
+}  // namespace
+
+absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(int limit) {
+  static const std::string kSql = std::string(kJobSelect) + "ORDER BY j.id DESC LIMIT ?";
+  return ReadAllRows<JobRecord>(
+      *impl_, kSql,
+      [&](Statement& select) {
+        select.BindInt(limit > 0 ? limit : -1);  // a negative LIMIT means none
+      },
+      JobFromRow);
+}
+
 absl::StatusOr<std::vector<JobRecord>> Store::JobsInState(JobState state) {
-  using Jobs = std::vector<JobRecord>;
-  return impl_->Read<Jobs>([&](Database& db) -> absl::StatusOr<Jobs> {
-    static const std::string kSql = std::string(kJobSelect) + "WHERE j.state = ? ORDER BY j.id";
-    TESSEL_ASSIGN_OR_RETURN(Statement select, db.Prepare(kSql));
-    select.BindText(JobStateName(state));
-    return AllRows<JobRecord>(select, JobFromRow);
-  });
+  static const std::string kSql = std::string(kJobSelect) + "WHERE j.state = ? ORDER BY j.id";
+  return ReadAllRows<JobRecord>(
+      *impl_, kSql, [&](Statement& select) { select.BindText(JobStateName(state)); }, JobFromRow);
 }
 
 namespace {
@@ -441,13 +452,9 @@ absl::StatusOr<TrialRecord> TrialFromRow(const Statement& row) {
 }  // namespace
 
 absl::StatusOr<std::vector<TrialRecord>> Store::TrialsForJob(int64_t job_id) {
-  using Trials = std::vector<TrialRecord>;
-  return impl_->Read<Trials>([&](Database& db) -> absl::StatusOr<Trials> {
-    static const std::string kSql = std::string(kTrialSelect) + "WHERE job_id = ? ORDER BY id";
-    TESSEL_ASSIGN_OR_RETURN(Statement select, db.Prepare(kSql));
-    select.BindInt(job_id);
-    return AllRows<TrialRecord>(select, TrialFromRow);
-  });
+  static const std::string kSql = std::string(kTrialSelect) + "WHERE job_id = ? ORDER BY id";
+  return ReadAllRows<TrialRecord>(
+      *impl_, kSql, [&](Statement& select) { select.BindInt(job_id); }, TrialFromRow);
 }
 
 absl::StatusOr<std::map<int64_t, std::vector<TrialRecord>>> Store::TrialsForJobs(

@@ -106,6 +106,13 @@ TrialRecord OkTrial(int64_t id, int64_t job_id) {
   return trial;
 }
 
+// Creates a matmul job in `store` holding the one OK trial `trial_id`; stores the job's id in *job.
+void CreateJobWithOkTrial(Store* store, int64_t trial_id, int64_t* job) {
+  *job = *store->CreateJob(MatmulJob());
+  std::vector<TrialRecord> trials = {OkTrial(trial_id, *job)};
+  ASSERT_TRUE(store->InsertTrials(trials).ok());
+}
+
 TEST_F(StoreTest, OpenAppliesEveryMigrationOnceAndRecordsIt) {
   std::vector<int> expected;
   for (const Migration& migration : Migrations()) expected.push_back(migration.version);
@@ -463,9 +470,8 @@ TEST_F(StoreTest, TrialOfAnUnknownJobIsRejected) {
 TEST_F(StoreTest, AFailingWriteDoesNotStopTheOthersInItsBatch) {
   std::unique_ptr<Store> store = OpenStore();
   ASSERT_NE(store, nullptr);
-  int64_t job = *store->CreateJob(MatmulJob());
-  std::vector<TrialRecord> taken = {OkTrial(1000, job)};
-  ASSERT_TRUE(store->InsertTrials(taken).ok());
+  int64_t job = 0;
+  ASSERT_NO_FATAL_FAILURE(CreateJobWithOkTrial(store.get(), 1000, &job));
 
   // Hold the write lock from outside so the writes below queue up and share a batch.
   std::unique_ptr<sqlite::Database> blocker = RawConnection();
@@ -596,9 +602,8 @@ BestRecord MatmulBest(double time_ns, const std::string& config) {
 TEST_F(StoreTest, PublishAssignsIncreasingSnapshotsAndLatestBestCanPinAnOlderOne) {
   std::unique_ptr<Store> store = OpenStore();
   ASSERT_NE(store, nullptr);
-  int64_t job = *store->CreateJob(MatmulJob());
-  std::vector<TrialRecord> trials = {OkTrial(1, job)};
-  ASSERT_TRUE(store->InsertTrials(trials).ok());
+  int64_t job = 0;
+  ASSERT_NO_FATAL_FAILURE(CreateJobWithOkTrial(store.get(), 1, &job));
 
   BestRecord first = MatmulBest(900, "tile_m=128");
   first.job_id = job;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <string>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
@@ -19,7 +21,7 @@ constexpr std::string_view kExampleSystolic = "systolic-128x128-ws";
 
 // Reads field `key` of the form {"value": V, "source": "..."} into `out`.
 template <typename T>
-absl::Status Field(const nlohmann::json& j, const char* key, T* out) {
+absl::Status Field(const nlohmann::json& j, const std::string& key, T* out) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_object() || !it->contains("value")) {
     return absl::InvalidArgumentError(
@@ -36,6 +38,51 @@ absl::Status Field(const nlohmann::json& j, const char* key, T* out) {
   }
   return absl::OkStatus();
 }
+
+// The target's scalar fields, each read from the JSON key of the same name, in file order.
+struct ScalarField {
+  const char* key;
+  std::variant<int Target::*, int64_t Target::*, double Target::*, bool Target::*> member;
+};
+const ScalarField kScalarFields[] = {
+    {"cores_per_chip", &Target::cores_per_chip},
+    {"hbm_gbps_per_core", &Target::hbm_gbps_per_core},
+    {"hbm_gbps_per_chip", &Target::hbm_gbps_per_chip},
+    {"sbuf_partitions", &Target::sbuf_partitions},
+    {"sbuf_bytes_per_partition", &Target::sbuf_bytes_per_partition},
+    {"sbuf_reserved_bytes_per_partition", &Target::sbuf_reserved_bytes_per_partition},
+    {"psum_banks", &Target::psum_banks},
+    {"psum_bank_bytes_per_partition", &Target::psum_bank_bytes_per_partition},
+    {"max_accumulation_groups", &Target::max_accumulation_groups},
+    {"pe_rows", &Target::pe_rows},
+    {"pe_cols", &Target::pe_cols},
+    {"matmul_max_k", &Target::matmul_max_k},
+    {"matmul_max_k_fp8", &Target::matmul_max_k_fp8},
+    {"matmul_max_m", &Target::matmul_max_m},
+    {"matmul_max_n", &Target::matmul_max_n},
+    {"matmul_min_free", &Target::matmul_min_free},
+    {"matmul_fp32_factor", &Target::matmul_fp32_factor},
+    {"matmul_fp8_factor", &Target::matmul_fp8_factor},
+    {"stationary_load_speedup", &Target::stationary_load_speedup},
+    {"min_ii_cycles", &Target::min_ii_cycles},
+    {"fixed_access_cycles", &Target::fixed_access_cycles},
+    {"same_engine_dependency_cycles", &Target::same_engine_dependency_cycles},
+    {"strided_cost_factor", &Target::strided_cost_factor},
+    {"iota_base_cycles", &Target::iota_base_cycles},
+    {"max_free_sbuf", &Target::max_free_sbuf},
+    {"max_free_psum", &Target::max_free_psum},
+    {"max_bn_stats_free", &Target::max_bn_stats_free},
+    {"port_conflict_vector_gpsimd_sbuf", &Target::port_conflict_vector_gpsimd_sbuf},
+    {"port_conflict_vector_scalar_psum", &Target::port_conflict_vector_scalar_psum},
+    {"dma_engines", &Target::dma_engines},
+    {"dma_queues", &Target::dma_queues},
+    {"dma_gbps_per_engine", &Target::dma_gbps_per_engine},
+    {"dma_partitions_per_engine", &Target::dma_partitions_per_engine},
+    {"dma_fixed_ns", &Target::dma_fixed_ns},
+    {"dma_min_descriptor_bytes", &Target::dma_min_descriptor_bytes},
+    {"dma_transpose_factor_hbm", &Target::dma_transpose_factor_hbm},
+    {"dma_transpose_factor_sbuf", &Target::dma_transpose_factor_sbuf},
+};
 
 absl::StatusOr<int> ParsePositive(std::string_view text) {
   int value = 0;
@@ -164,10 +211,12 @@ absl::StatusOr<Target> ParseTargetJson(std::string_view json_text) {
   }
   t.systolic = kind == "systolic";
   TESSEL_RETURN_IF_ERROR(Field(j, "tick_ghz", &t.tick_ghz));
-  TESSEL_RETURN_IF_ERROR(Field(j, "tensor_ghz", &t.engine_ghz[int(EngineKind::kTensor)]));
-  TESSEL_RETURN_IF_ERROR(Field(j, "vector_ghz", &t.engine_ghz[int(EngineKind::kVector)]));
-  TESSEL_RETURN_IF_ERROR(Field(j, "scalar_ghz", &t.engine_ghz[int(EngineKind::kScalar)]));
-  TESSEL_RETURN_IF_ERROR(Field(j, "gpsimd_ghz", &t.engine_ghz[int(EngineKind::kGpSimd)]));
+  // "<engine>_ghz" for every engine but DMA, which runs on the tick clock.
+  for (EngineKind engine :
+       {EngineKind::kTensor, EngineKind::kVector, EngineKind::kScalar, EngineKind::kGpSimd}) {
+    TESSEL_RETURN_IF_ERROR(
+        Field(j, StrCat(EngineName(engine), "_ghz"), &t.engine_ghz[int(engine)]));
+  }
   t.engine_ghz[int(EngineKind::kDma)] = t.tick_ghz;
   for (int e = 0; e < kNumEngines; ++e) {
     if (t.engine_ghz[e] <= 0 || t.tick_ghz <= 0) {
@@ -182,53 +231,15 @@ absl::StatusOr<Target> ParseTargetJson(std::string_view json_text) {
     }
     t.ticks_per_cycle[e] = whole;
   }
-  TESSEL_RETURN_IF_ERROR(Field(j, "cores_per_chip", &t.cores_per_chip));
-  TESSEL_RETURN_IF_ERROR(Field(j, "hbm_gbps_per_core", &t.hbm_gbps_per_core));
-  TESSEL_RETURN_IF_ERROR(Field(j, "hbm_gbps_per_chip", &t.hbm_gbps_per_chip));
-  TESSEL_RETURN_IF_ERROR(Field(j, "sbuf_partitions", &t.sbuf_partitions));
-  TESSEL_RETURN_IF_ERROR(Field(j, "sbuf_bytes_per_partition", &t.sbuf_bytes_per_partition));
-  TESSEL_RETURN_IF_ERROR(
-      Field(j, "sbuf_reserved_bytes_per_partition", &t.sbuf_reserved_bytes_per_partition));
-  TESSEL_RETURN_IF_ERROR(Field(j, "psum_banks", &t.psum_banks));
-  TESSEL_RETURN_IF_ERROR(
-      Field(j, "psum_bank_bytes_per_partition", &t.psum_bank_bytes_per_partition));
-  TESSEL_RETURN_IF_ERROR(Field(j, "max_accumulation_groups", &t.max_accumulation_groups));
-  TESSEL_RETURN_IF_ERROR(Field(j, "pe_rows", &t.pe_rows));
-  TESSEL_RETURN_IF_ERROR(Field(j, "pe_cols", &t.pe_cols));
-  TESSEL_RETURN_IF_ERROR(Field(j, "matmul_max_k", &t.matmul_max_k));
-  TESSEL_RETURN_IF_ERROR(Field(j, "matmul_max_k_fp8", &t.matmul_max_k_fp8));
-  TESSEL_RETURN_IF_ERROR(Field(j, "matmul_max_m", &t.matmul_max_m));
-  TESSEL_RETURN_IF_ERROR(Field(j, "matmul_max_n", &t.matmul_max_n));
-  TESSEL_RETURN_IF_ERROR(Field(j, "matmul_min_free", &t.matmul_min_free));
-  TESSEL_RETURN_IF_ERROR(Field(j, "matmul_fp32_factor", &t.matmul_fp32_factor));
-  TESSEL_RETURN_IF_ERROR(Field(j, "matmul_fp8_factor", &t.matmul_fp8_factor));
-  TESSEL_RETURN_IF_ERROR(Field(j, "stationary_load_speedup", &t.stationary_load_speedup));
-  TESSEL_RETURN_IF_ERROR(Field(j, "min_ii_cycles", &t.min_ii_cycles));
-  TESSEL_RETURN_IF_ERROR(Field(j, "fixed_access_cycles", &t.fixed_access_cycles));
-  TESSEL_RETURN_IF_ERROR(
-      Field(j, "same_engine_dependency_cycles", &t.same_engine_dependency_cycles));
-  TESSEL_RETURN_IF_ERROR(Field(j, "strided_cost_factor", &t.strided_cost_factor));
-  TESSEL_RETURN_IF_ERROR(Field(j, "iota_base_cycles", &t.iota_base_cycles));
-  TESSEL_RETURN_IF_ERROR(Field(j, "max_free_sbuf", &t.max_free_sbuf));
-  TESSEL_RETURN_IF_ERROR(Field(j, "max_free_psum", &t.max_free_psum));
-  TESSEL_RETURN_IF_ERROR(Field(j, "max_bn_stats_free", &t.max_bn_stats_free));
-  TESSEL_RETURN_IF_ERROR(
-      Field(j, "port_conflict_vector_gpsimd_sbuf", &t.port_conflict_vector_gpsimd_sbuf));
-  TESSEL_RETURN_IF_ERROR(
-      Field(j, "port_conflict_vector_scalar_psum", &t.port_conflict_vector_scalar_psum));
-  TESSEL_RETURN_IF_ERROR(Field(j, "dma_engines", &t.dma_engines));
-  TESSEL_RETURN_IF_ERROR(Field(j, "dma_queues", &t.dma_queues));
-  TESSEL_RETURN_IF_ERROR(Field(j, "dma_gbps_per_engine", &t.dma_gbps_per_engine));
-  TESSEL_RETURN_IF_ERROR(Field(j, "dma_partitions_per_engine", &t.dma_partitions_per_engine));
-  TESSEL_RETURN_IF_ERROR(Field(j, "dma_fixed_ns", &t.dma_fixed_ns));
-  TESSEL_RETURN_IF_ERROR(Field(j, "dma_min_descriptor_bytes", &t.dma_min_descriptor_bytes));
-  TESSEL_RETURN_IF_ERROR(Field(j, "dma_transpose_factor_hbm", &t.dma_transpose_factor_hbm));
-  TESSEL_RETURN_IF_ERROR(Field(j, "dma_transpose_factor_sbuf", &t.dma_transpose_factor_sbuf));
-  TESSEL_RETURN_IF_ERROR(Field(j, "peak_tflops_fp8", &t.peak_tflops[int(DType::kFp8)]));
-  TESSEL_RETURN_IF_ERROR(Field(j, "peak_tflops_bf16", &t.peak_tflops[int(DType::kBf16)]));
-  TESSEL_RETURN_IF_ERROR(Field(j, "peak_tflops_fp16", &t.peak_tflops[int(DType::kFp16)]));
-  TESSEL_RETURN_IF_ERROR(Field(j, "peak_tflops_tf32", &t.peak_tflops[int(DType::kTf32)]));
-  TESSEL_RETURN_IF_ERROR(Field(j, "peak_tflops_fp32", &t.peak_tflops[int(DType::kFp32)]));
+  for (const ScalarField& field : kScalarFields) {
+    TESSEL_RETURN_IF_ERROR(
+        std::visit([&](auto member) { return Field(j, field.key, &(t.*member)); }, field.member));
+  }
+  // "peak_tflops_<dtype>" for every dtype.
+  for (int d = 0; d < kNumDTypes; ++d) {
+    TESSEL_RETURN_IF_ERROR(
+        Field(j, StrCat("peak_tflops_", DTypeName(DType(d))), &t.peak_tflops[d]));
+  }
   if (t.dma_engines < 1 || t.dma_queues < 1 || t.dma_partitions_per_engine < 1 ||
       t.cores_per_chip < 1) {
     return absl::InvalidArgumentError(

@@ -112,6 +112,16 @@ class Cluster : public ::testing::Test {
     return parsed;
   }
 
+  // Job `job_id` published exactly one best, `config`, and some verification of it passed.
+  void ExpectPublishedAndVerified(const std::string& job_id, const std::string& config) {
+    auto published = Query(db_, "SELECT config FROM best WHERE job_id = " + job_id);
+    ASSERT_EQ(published.size(), 1u);
+    EXPECT_EQ(published[0][0], config);
+    auto verified = Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + job_id +
+                                   " AND config = '" + config + "' AND verified = 1");
+    EXPECT_GE(std::stoi(verified[0][0]), 1);
+  }
+
   TempDir tmp_{"tessel-e2e-"};
   std::string dir_ = tmp_.path();
   std::string db_;
@@ -156,12 +166,7 @@ TEST_F(Cluster, TuningJobThroughTheServerStoresEveryTrialAndPublishesTheBest) {
                                 " AND status = 'OK' AND is_verify = 0");
   EXPECT_EQ(std::stoi(ok_rows[0][0]), tune["trials"]["ok"].get<int>());
   // The published best is the fastest verified OK trial, and it is in the best table.
-  auto published = Query(db_, "SELECT config, time_ns FROM best WHERE job_id = " + job_id);
-  ASSERT_EQ(published.size(), 1u);
-  EXPECT_EQ(published[0][0], best_config);
-  auto verified = Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + job_id +
-                                 " AND config = '" + best_config + "' AND verified = 1");
-  EXPECT_GE(std::stoi(verified[0][0]), 1);
+  ASSERT_NO_FATAL_FAILURE(ExpectPublishedAndVerified(job_id, best_config));
 
   json lookup =
       CliJson({"lookup", "matmul", "--shape", "M=512,N=512,K=512", "--server", address_, "--json"});
@@ -396,12 +401,7 @@ TEST_F(Cluster, ATimeLimitedJobSubmittedOverGrpcEndsByItselfWithItsBestPublished
   EXPECT_GT(done["trials"]["total"].get<int>(), 1) << "it searched beyond the default";
   EXPECT_LT(done["trials"]["total"].get<int>(), 1000000);
   const std::string best = done["best"]["config"];
-  auto published = Query(db_, "SELECT config FROM best WHERE job_id = " + job_id);
-  ASSERT_EQ(published.size(), 1u);
-  EXPECT_EQ(published[0][0], best);
-  auto verified = Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + job_id +
-                                 " AND config = '" + best + "' AND verified = 1");
-  EXPECT_GE(std::stoi(verified[0][0]), 1);
+  ASSERT_NO_FATAL_FAILURE(ExpectPublishedAndVerified(job_id, best));
   json lookup = CliJson(
       {"lookup", "matmul", "--shape", "M=4096,N=4096,K=4096", "--server", address_, "--json"});
   EXPECT_EQ(lookup["config"], best);

@@ -247,19 +247,44 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit) {
   return true;
 }
 
+// An agent created on `channel` and running on its own thread until Stop() or destruction.
+class RunningAgent {
+ public:
+  RunningAgent(std::shared_ptr<grpc::Channel> channel, const AgentOptions& options)
+      : agent_(Agent::Create(std::move(channel), options)) {
+    if (agent_.ok()) runner_ = std::thread([this] { run_status_ = (*agent_)->Run(); });
+  }
+  ~RunningAgent() { Stop().IgnoreError(); }
+  RunningAgent(const RunningAgent&) = delete;
+  RunningAgent& operator=(const RunningAgent&) = delete;
+
+  // Agent::Create's status; the agent runs only if it is OK.
+  absl::Status created() const { return agent_.status(); }
+  // Stops the agent, waits for Run to return and returns its status (OK if it never ran).
+  absl::Status Stop() {
+    if (runner_.joinable()) {
+      (*agent_)->Stop();
+      runner_.join();
+    }
+    return run_status_;
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<Agent>> agent_;
+  absl::Status run_status_;
+  std::thread runner_;
+};
+
 TEST(AgentTest, MeasuresAndReportsEveryLeasedTrialThenStops) {
   FakeWorkerService service(/*total=*/12, /*failing_reports=*/0);
   testing::ServiceHost server({&service});
   AgentOptions options;
   options.threads = 3;
   options.lease_wait_ms = 50;
-  absl::StatusOr<std::unique_ptr<Agent>> agent = Agent::Create(server.InProcessChannel(), options);
-  ASSERT_TRUE(agent.ok()) << agent.status();
-  absl::Status run_status;
-  std::thread runner([&] { run_status = (*agent)->Run(); });
+  RunningAgent agent(server.InProcessChannel(), options);
+  ASSERT_TRUE(agent.created().ok()) << agent.created();
   EXPECT_TRUE(WaitFor([&] { return service.reported() == 12; }, std::chrono::seconds(30)));
-  (*agent)->Stop();
-  runner.join();
+  absl::Status run_status = agent.Stop();
   EXPECT_TRUE(run_status.ok()) << run_status;
   std::lock_guard lock(service.mu_);
   EXPECT_EQ(service.slots_, 3);
@@ -274,12 +299,10 @@ TEST(AgentTest, ResultsSurviveAnUnavailableServerAndAreReportedLater) {
   AgentOptions options;
   options.threads = 2;
   options.lease_wait_ms = 50;
-  auto agent = Agent::Create(server.InProcessChannel(), options);
-  ASSERT_TRUE(agent.ok()) << agent.status();
-  std::thread runner([&] { (*agent)->Run().IgnoreError(); });
+  RunningAgent agent(server.InProcessChannel(), options);
+  ASSERT_TRUE(agent.created().ok()) << agent.created();
   EXPECT_TRUE(WaitFor([&] { return service.reported() == 4; }, std::chrono::seconds(30)));
-  (*agent)->Stop();
-  runner.join();
+  agent.Stop().IgnoreError();
 }
 
 TEST(AgentTest, HeartbeatsWhileRunning) {
@@ -287,17 +310,15 @@ TEST(AgentTest, HeartbeatsWhileRunning) {
   testing::ServiceHost server({&service});
   AgentOptions options;
   options.lease_wait_ms = 20;
-  auto agent = Agent::Create(server.InProcessChannel(), options);
-  ASSERT_TRUE(agent.ok());
-  std::thread runner([&] { (*agent)->Run().IgnoreError(); });
+  RunningAgent agent(server.InProcessChannel(), options);
+  ASSERT_TRUE(agent.created().ok());
   EXPECT_TRUE(WaitFor(
       [&] {
         std::lock_guard lock(service.mu_);
         return service.heartbeats_ >= 2;
       },
       std::chrono::seconds(10)));
-  (*agent)->Stop();
-  runner.join();
+  agent.Stop().IgnoreError();
 }
 
 TEST(AgentTest, RunGivesUpWithUnavailableWhenNoServerAnswers) {

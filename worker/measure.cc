@@ -5,6 +5,7 @@
 
 #include "nlohmann/json.hpp"
 #include "schema/strings.h"
+#include "sim/result_json.h"
 
 namespace tessel::worker {
 namespace {
@@ -57,25 +58,6 @@ double Median(std::vector<double> samples) {
   return (lower + upper) / 2;
 }
 
-std::string StatsJson(const sim::SimResult& result) {
-  nlohmann::json stats;
-  stats["ticks"] = result.ticks;
-  stats["tensor_cycles"] = result.tensor_cycles;
-  nlohmann::json engines = nlohmann::json::object();
-  for (int i = 0; i < sim::kNumEngines; ++i) {
-    const sim::EngineStats& engine = result.engines[i];
-    engines[std::string(sim::EngineName(static_cast<sim::EngineKind>(i)))] = {
-        {"busy_frac", engine.busy_frac},
-        {"busy_ticks", engine.busy_ticks},
-        {"instructions", engine.instructions}};
-  }
-  stats["engines"] = std::move(engines);
-  stats["hbm_bytes"] = result.hbm_bytes;
-  stats["sbuf_peak_bytes"] = result.sbuf_peak_bytes;
-  stats["psum_peak_bytes"] = result.psum_peak_bytes;
-  stats["roofline_ns"] = result.roofline_ns;
-  stats["bound"] = result.bound;
-  return stats.dump();
-}
+std::string StatsJson(const sim::SimResult& result) { return sim::ResultJson(result).dump(); }
 
 }  // namespace tessel::worker
