@@ -11,6 +11,7 @@
 namespace tessel::kernels {
 namespace {
 
+using test_support::ForSnc2AndSnc3;
 using test_support::Load;
 using test_support::Parse;
 
@@ -108,17 +109,16 @@ TEST(AttentionTest, InvalidConfigsSayWhy) {
 // The space is too large to enumerate in a test (tens of millions of points): finding 2,000
 // distinct valid configs by seeded random draws proves the valid count is at least that.
 TEST(AttentionTest, LargeShapeSpaceHasManyValidConfigs) {
-  for (const char* target : {"snc2", "snc3"}) {
-    sim::Target t = Load(target);
-    Space space = *Attention().SpaceFor(Attn(1, 16, 4096, 4096, 128, 1), t);
-    std::mt19937_64 rng(3);
-    std::set<uint64_t> valid;
-    for (int draw = 0; draw < 200000 && valid.size() < 2000; ++draw) {
-      const uint64_t i = rng() % space.Size();
-      if (space.Validate(space.Decode(i)).ok()) valid.insert(i);
-    }
-    EXPECT_GE(valid.size(), 2000u) << target << " of " << space.Size();
-  }
+  ForSnc2AndSnc3(Attention(), Attn(1, 16, 4096, 4096, 128, 1),
+                 [](const char* target, const Space& space) {
+                   std::mt19937_64 rng(3);
+                   std::set<uint64_t> valid;
+                   for (int draw = 0; draw < 200000 && valid.size() < 2000; ++draw) {
+                     const uint64_t i = rng() % space.Size();
+                     if (space.Validate(space.Decode(i)).ok()) valid.insert(i);
+                   }
+                   EXPECT_GE(valid.size(), 2000u) << target << " of " << space.Size();
+                 });
 }
 
 // The acceptance test of issue 4: at least 200 random valid configs on random (often ragged,

@@ -10,8 +10,10 @@
 namespace tessel::kernels {
 namespace {
 
+using test_support::ForSnc2AndSnc3;
 using test_support::Load;
 using test_support::Parse;
+using test_support::SampleValid;
 
 using ::testing::HasSubstr;
 
@@ -70,17 +72,13 @@ TEST(BmmTest, InvalidConfigsSayWhy) {
 }
 
 TEST(BmmTest, LargeShapeSpaceHasManyValidConfigs) {
-  for (const char* target : {"snc2", "snc3"}) {
-    sim::Target t = Load(target);
-    Space space = *Bmm().SpaceFor(Batched(64, 1024, 1024, 1024), t);
+  ForSnc2AndSnc3(Bmm(), Batched(64, 1024, 1024, 1024), [](const char* target, const Space& space) {
     std::mt19937_64 rng(7);
-    int valid = 0;
     const int samples = 20000;
-    for (int i = 0; i < samples; ++i)
-      valid += space.Validate(space.Decode(rng() % space.Size())).ok();
+    const int valid = SampleValid(space, rng, samples);
     const double estimate = double(valid) / samples * double(space.Size());
     EXPECT_GT(estimate, 2000.0) << target << ": " << valid << " of " << samples;
-  }
+  });
 }
 
 // The acceptance test of issue 4: at least 200 random valid configs on random (often ragged,

@@ -128,13 +128,10 @@ TEST(Conv2dTest, BrokenSchedulesAreCaught) {
 }
 
 TEST(Conv2dTest, LargeShapeHasThousandsOfValidConfigs) {
-  for (const char* target : {"snc2", "snc3"}) {
-    sim::Target t = Load(target);
-    Space space = *Conv2d().SpaceFor(Conv(16, 256, 56, 56, 256, 3, 1, 1), t);
-    int64_t valid = 0;
-    for (uint64_t i = 0; i < space.Size(); ++i) valid += space.Validate(space.Decode(i)).ok();
-    EXPECT_GE(valid, 2000) << target;
-  }
+  test_support::ForSnc2AndSnc3(Conv2d(), Conv(16, 256, 56, 56, 256, 3, 1, 1),
+                               [](const char* target, const Space& space) {
+                                 EXPECT_GE(test_support::CountValid(space), 2000) << target;
+                               });
 }
 
 TEST(Conv2dTest, ShardsSplitTheKBlocksWhenThereAreTooFewPixelTiles) {

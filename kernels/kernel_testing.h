@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
@@ -58,6 +59,71 @@ inline std::optional<Config> RandomValid(const Space& space, std::mt19937_64& rn
     if (space.Validate(c).ok()) return c;
   }
   return std::nullopt;
+}
+
+// How many of `space`'s configs are valid, every one decoded.
+inline int64_t CountValid(const Space& space) {
+  int64_t valid = 0;
+  for (uint64_t i = 0; i < space.Size(); ++i) valid += space.Validate(space.Decode(i)).ok();
+  return valid;
+}
+
+// How many of `samples` random draws (from `rng`) of `space` are valid.
+inline int SampleValid(const Space& space, std::mt19937_64& rng, int samples) {
+  int valid = 0;
+  for (int i = 0; i < samples; ++i)
+    valid += space.Validate(space.Decode(rng() % space.Size())).ok();
+  return valid;
+}
+
+// Calls `check(target, space)` with the kernel's space for `problem` on snc2, then on snc3.
+inline void ForSnc2AndSnc3(const Kernel& kernel, const Problem& problem,
+                           const std::function<void(const char*, const Space&)>& check) {
+  for (const char* target : {"snc2", "snc3"}) {
+    const Space space = *kernel.SpaceFor(problem, Load(target));
+    check(target, space);
+  }
+}
+
+// A problem and a valid config of its space.
+struct ValidCase {
+  Problem problem;
+  Config config;
+};
+// `count` cases on `target`: problems drawn by `problem(rng)`, each with the first valid config of
+// up to `attempts` random draws of its space (a problem without one is dropped).
+inline std::vector<ValidCase> RandomValidCases(
+    const Kernel& kernel, const sim::Target& target, int count, int attempts, std::mt19937_64& rng,
+    const std::function<Problem(std::mt19937_64& rng)>& problem) {
+  std::vector<ValidCase> cases;
+  while (int(cases.size()) < count) {
+    Problem p = problem(rng);
+    Space space = *kernel.SpaceFor(p, target);
+    if (std::optional<Config> c = RandomValid(space, rng, attempts)) cases.push_back({p, *c});
+  }
+  return cases;
+}
+
+// A config simulated alone and with shards=N.
+struct ShardedRuns {
+  sim::SimResult one, sharded;
+};
+// Simulates `one` and `one` with shards=`shards` on `target`, expecting the sharded program to
+// have `shards` cores and both simulations to succeed; nullopt when a step failed (reported).
+inline std::optional<ShardedRuns> RunSharded(const Kernel& kernel, const Problem& problem,
+                                             const Config& one, int shards,
+                                             const sim::Target& target) {
+  Config many = one;
+  many.Set("shards", std::to_string(shards));
+  absl::StatusOr<sim::Program> program = kernel.Lower(problem, many, target);
+  EXPECT_TRUE(program.ok()) << program.status();
+  if (!program.ok()) return std::nullopt;
+  EXPECT_EQ(program->cores.size(), size_t(shards));
+  absl::StatusOr<sim::SimResult> a = Evaluate(kernel, problem, one, target);
+  absl::StatusOr<sim::SimResult> b = Evaluate(kernel, problem, many, target);
+  EXPECT_TRUE(a.ok() && b.ok());
+  if (!a.ok() || !b.ok()) return std::nullopt;
+  return ShardedRuns{*a, *b};
 }
 
 // Sets a kernel's test fault (with `set`, e.g. SetBmmFaultForTesting) for the guard's lifetime,

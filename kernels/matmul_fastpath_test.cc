@@ -2,10 +2,12 @@
 // targets, the loop-structured (compact) lowering simulated with the fast path, the same program
 // with --exact (every iteration simulated), and the flat lowering (every instruction emitted)
 // give identical results, field by field.
+#include <optional>
 #include <random>
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
+#include "kernels/kernel_testing.h"
 #include "kernels/matmul.h"
 #include "sim/simulate.h"
 
@@ -26,32 +28,21 @@ void ExpectSame(const sim::SimResult& a, const sim::SimResult& b, const std::str
   }
 }
 
-struct Case {
-  Problem problem;
-  Config config;
-};
+using Case = test_support::ValidCase;
 
 // Random valid cases with dims up to `max_dim`, some ragged, some multiples of 512.
 std::vector<Case> Corpus(const sim::Target& target, int count, uint64_t seed, int64_t max_dim) {
   const Kernel& kernel = *FindKernel("matmul");
   std::mt19937_64 rng(seed);
-  std::vector<Case> cases;
-  while (int(cases.size()) < count) {
-    auto dim = [&] {
-      return rng() % 3 == 0 ? int64_t(512 * (1 + rng() % (max_dim / 512)))
-                            : int64_t(1 + rng() % max_dim);
-    };
-    Problem p{Dims{{"M", dim()}, {"N", dim()}, {"K", dim()}}, rng() % 4 ? "bf16" : "fp32"};
-    Space space = *kernel.SpaceFor(p, target);
-    for (int attempt = 0; attempt < 300; ++attempt) {
-      Config c = space.Decode(rng() % space.Size());
-      if (space.Validate(c).ok()) {
-        cases.push_back({p, c});
-        break;
-      }
-    }
-  }
-  return cases;
+  return test_support::RandomValidCases(
+      kernel, target, count, 300, rng, [max_dim](std::mt19937_64& draw) {
+        auto dim = [&] {
+          return draw() % 3 == 0 ? int64_t(512 * (1 + draw() % (max_dim / 512)))
+                                 : int64_t(1 + draw() % max_dim);
+        };
+        return Problem{Dims{{"M", dim()}, {"N", dim()}, {"K", dim()}},
+                       draw() % 4 ? "bf16" : "fp32"};
+      });
 }
 
 class FastPathTest : public ::testing::TestWithParam<const char*> {};

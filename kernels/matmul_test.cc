@@ -12,6 +12,9 @@ namespace {
 
 using test_support::Load;
 using test_support::Parse;
+using test_support::RunSharded;
+using test_support::SampleValid;
+using test_support::ShardedRuns;
 
 using ::testing::HasSubstr;
 
@@ -93,10 +96,8 @@ TEST(MatmulTest, The4096SpaceHasManyValidConfigs) {
   sim::Target t = Load("snc2");
   Space space = *Matmul().SpaceFor(Gemm(4096, 4096, 4096), t);
   std::mt19937_64 rng(1);
-  int valid = 0;
   const int samples = 4000;
-  for (int i = 0; i < samples; ++i)
-    valid += space.Validate(space.Decode(rng() % space.Size())).ok();
+  const int valid = SampleValid(space, rng, samples);
   // Estimated valid configs: well above the 20,000 issue 4 asks for.
   EXPECT_GT(double(valid) / samples * double(space.Size()), 20000.0);
 }
@@ -141,16 +142,9 @@ TEST(MatmulTest, EvictionEngineAndDepthMatter) {
 TEST(MatmulTest, ShardingSplitsTheWorkOverCores) {
   sim::Target t = Load("snc2");
   Problem p = Gemm(4096, 4096, 4096);
-  Config one = Parse(kBlocked4096);
-  Config two = one;
-  two.Set("shards", "2");
-  absl::StatusOr<sim::Program> program = Matmul().Lower(p, two, t);
-  ASSERT_TRUE(program.ok());
-  EXPECT_EQ(program->cores.size(), 2u);
-  absl::StatusOr<sim::SimResult> r1 = Evaluate(Matmul(), p, one, t);
-  absl::StatusOr<sim::SimResult> r2 = Evaluate(Matmul(), p, two, t);
-  ASSERT_TRUE(r1.ok() && r2.ok());
-  EXPECT_LT(r2->time_ns, 0.6 * r1->time_ns);
+  std::optional<ShardedRuns> runs = RunSharded(Matmul(), p, Parse(kBlocked4096), 2, t);
+  ASSERT_TRUE(runs);
+  EXPECT_LT(runs->sharded.time_ns, 0.6 * runs->one.time_ns);
 }
 
 TEST(MatmulTest, SystolicTargetsReportTheClosedForm) {

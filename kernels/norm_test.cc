@@ -98,13 +98,10 @@ TEST_P(NormTest, DroppingTheTailChunkFromTheStatisticsIsCaught) {
 }
 
 TEST_P(NormTest, LargeShapesHaveThousandsOfValidConfigs) {
-  for (const char* target : {"snc2", "snc3"}) {
-    sim::Target t = Load(target);
-    Space space = *Norm().SpaceFor(Rows(8192, 8192), t);
-    int64_t valid = 0;
-    for (uint64_t i = 0; i < space.Size(); ++i) valid += space.Validate(space.Decode(i)).ok();
-    EXPECT_GE(valid, 2000) << target;
-  }
+  test_support::ForSnc2AndSnc3(Norm(), Rows(8192, 8192),
+                               [](const char* target, const Space& space) {
+                                 EXPECT_GE(test_support::CountValid(space), 2000) << target;
+                               });
 }
 
 TEST_P(NormTest, ResidencyAndFusionSaveHbmPasses) {

@@ -2,38 +2,29 @@
 // targets: time is never below the roofline, more HBM bandwidth never makes a program slower (the
 // engine is a max-plus recurrence in program order with static DMA shares, so every time is a
 // non-decreasing function of every duration), and the same seed gives the same result.
+#include <optional>
 #include <random>
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
+#include "kernels/kernel_testing.h"
 #include "sim/simulate.h"
 
 namespace tessel::kernels {
 namespace {
 
-struct Case {
-  Problem problem;
-  Config config;
-};
+using Case = test_support::ValidCase;
 
 // `count` random valid cases on `target`, dims up to 1536 (ragged ones included).
 std::vector<Case> RandomCases(const sim::Target& target, int count, uint64_t seed) {
   const Kernel& kernel = *FindKernel("matmul");
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> dim(1, 1536);
-  std::vector<Case> cases;
-  while (int(cases.size()) < count) {
-    Problem p{Dims{{"M", dim(rng)}, {"N", dim(rng)}, {"K", dim(rng)}}, rng() % 4 ? "bf16" : "fp32"};
-    Space space = *kernel.SpaceFor(p, target);
-    for (int attempt = 0; attempt < 200; ++attempt) {
-      Config c = space.Decode(rng() % space.Size());
-      if (space.Validate(c).ok()) {
-        cases.push_back({p, c});
-        break;
-      }
-    }
-  }
-  return cases;
+  return test_support::RandomValidCases(
+      kernel, target, count, 200, rng, [&](std::mt19937_64& draw) {
+        return Problem{Dims{{"M", dim(draw)}, {"N", dim(draw)}, {"K", dim(draw)}},
+                       draw() % 4 ? "bf16" : "fp32"};
+      });
 }
 
 class PropertyTest : public ::testing::TestWithParam<const char*> {};

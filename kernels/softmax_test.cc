@@ -14,6 +14,8 @@ using test_support::Load;
 using test_support::Parse;
 using test_support::RandomRows;
 using test_support::Rows;
+using test_support::RunSharded;
+using test_support::ShardedRuns;
 
 using ::testing::HasSubstr;
 
@@ -111,13 +113,10 @@ TEST(SoftmaxTest, BrokenSchedulesAreCaught) {
 }
 
 TEST(SoftmaxTest, LargeShapesHaveThousandsOfValidConfigs) {
-  for (const char* target : {"snc2", "snc3"}) {
-    sim::Target t = Load(target);
-    Space space = *Softmax().SpaceFor(Rows(8192, 8192), t);
-    int64_t valid = 0;
-    for (uint64_t i = 0; i < space.Size(); ++i) valid += space.Validate(space.Decode(i)).ok();
-    EXPECT_GE(valid, 2000) << target;
-  }
+  test_support::ForSnc2AndSnc3(Softmax(), Rows(8192, 8192),
+                               [](const char* target, const Space& space) {
+                                 EXPECT_GE(test_support::CountValid(space), 2000) << target;
+                               });
 }
 
 TEST(SoftmaxTest, ResidencyReadsXOnceAndStreamingReadsItThreeTimes) {
@@ -144,16 +143,9 @@ TEST(SoftmaxTest, ResidencyReadsXOnceAndStreamingReadsItThreeTimes) {
 TEST(SoftmaxTest, ShardingSplitsRowTilesOverCores) {
   sim::Target t = Load("snc3");
   Problem p = Rows(4096, 2048);
-  Config one = Softmax().Default(p, t);
-  Config eight = one;
-  eight.Set("shards", "8");
-  absl::StatusOr<sim::Program> prog = Softmax().Lower(p, eight, t);
-  ASSERT_TRUE(prog.ok());
-  EXPECT_EQ(prog->cores.size(), 8u);
-  absl::StatusOr<sim::SimResult> a = Evaluate(Softmax(), p, one, t);
-  absl::StatusOr<sim::SimResult> b = Evaluate(Softmax(), p, eight, t);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_GT(a->time_ns / b->time_ns, 4.0);
+  std::optional<ShardedRuns> runs = RunSharded(Softmax(), p, Softmax().Default(p, t), 8, t);
+  ASSERT_TRUE(runs);
+  EXPECT_GT(runs->one.time_ns / runs->sharded.time_ns, 4.0);
 }
 
 }  // namespace
