@@ -28,6 +28,31 @@ namespace {
 
 constexpr int kTunedShapes = 1000;
 
+// One tuned bf16 snc2 entry of snapshot 1.
+void AddBest(tessel::v1::ExportResponse& contents, const std::string& kernel, const Dims& dims,
+             const std::string& config, double time_ns) {
+  auto* b = contents.add_best();
+  b->set_kernel(kernel);
+  b->set_dims(dims.Canonical());
+  b->set_dtype("bf16");
+  b->set_target("snc2");
+  b->set_kernel_version(1);
+  b->set_target_version(1);
+  b->set_config(config);
+  b->set_time_ns(time_ns);
+  b->set_snapshot_id(1);
+}
+
+// Writes `contents` to a snapshot file of this process named after `name`; aborts on failure.
+std::string WriteBenchSnapshot(const tessel::v1::ExportResponse& contents,
+                               const std::string& name) {
+  std::string file = (std::filesystem::temp_directory_path() /
+                      (name + "-" + std::to_string(getpid()) + ".snapshot"))
+                         .string();
+  if (!WriteSnapshot(contents, file).ok()) std::abort();
+  return file;
+}
+
 std::string SnapshotWithTunedShapes() {
   static const std::string path = [] {
     tessel::v1::ExportResponse contents;
@@ -35,40 +60,35 @@ std::string SnapshotWithTunedShapes() {
     std::mt19937 rng(1);
     std::uniform_int_distribution<int> pick(6, 14);  // 64 .. 16384
     for (int i = 0; i < kTunedShapes; ++i) {
-      auto* b = contents.add_best();
-      b->set_kernel("matmul");
       Dims dims{{"M", int64_t{1} << pick(rng)},
                 {"N", int64_t{1} << pick(rng)},
                 {"K", int64_t{1} << pick(rng)}};
-      b->set_dims(dims.Canonical());
-      b->set_dtype("bf16");
-      b->set_target("snc2");
-      b->set_kernel_version(1);
-      b->set_target_version(1);
-      b->set_config("tile_m=128,tile_n=512,tile_k=128,block_m=" + std::to_string(i % 16 + 1));
-      b->set_time_ns(1000 + i);
-      b->set_snapshot_id(1);
+      AddBest(contents, "matmul", dims,
+              "tile_m=128,tile_n=512,tile_k=128,block_m=" + std::to_string(i % 16 + 1), 1000 + i);
     }
     auto* d = contents.add_defaults();
     d->set_kernel("matmul");
     d->set_dtype("bf16");
     d->set_target("snc2");
     d->set_config("tile_m=128,tile_n=512,tile_k=128,block_m=1");
-    std::string file = (std::filesystem::temp_directory_path() /
-                        ("tessel-lookup-bench-" + std::to_string(getpid()) + ".snapshot"))
-                           .string();
-    if (!WriteSnapshot(contents, file).ok()) std::abort();
-    return file;
+    return WriteBenchSnapshot(contents, "tessel-lookup-bench");
   }();
   return path;
+}
+
+std::unique_ptr<Lookup> MakeLookup(const LookupOptions& options) {
+  auto lookup = Lookup::Create(options);
+  if (!lookup.ok()) {
+    std::fprintf(stderr, "lookup_bench: %s\n", lookup.status().ToString().c_str());
+    std::abort();
+  }
+  return *std::move(lookup);
 }
 
 std::unique_ptr<Lookup> MakeLookup() {
   LookupOptions options;
   options.snapshot_path = SnapshotWithTunedShapes();
-  auto lookup = Lookup::Create(options);
-  if (!lookup.ok()) std::abort();
-  return *std::move(lookup);
+  return MakeLookup(options);
 }
 
 void BM_CacheHitPrepared(benchmark::State& state) {
@@ -152,33 +172,12 @@ std::string SnapshotWithExactShapes() {
     tessel::v1::ExportResponse contents;
     contents.set_snapshot_id(1);
     for (int64_t n = 0; n < kMaxThreads * kExactShapesPerThread; ++n) {
-      auto* b = contents.add_best();
-      b->set_kernel("rmsnorm");
-      b->set_dims(Dims{{"rows", 1 + n / 256}, {"cols", 1 + n % 256}}.Canonical());
-      b->set_dtype("bf16");
-      b->set_target("snc2");
-      b->set_kernel_version(1);
-      b->set_target_version(1);
-      b->set_config("rows_per_tile=128,cols_per_tile=" + std::to_string(1 + n % 8));
-      b->set_time_ns(1000 + n);
-      b->set_snapshot_id(1);
+      AddBest(contents, "rmsnorm", Dims{{"rows", 1 + n / 256}, {"cols", 1 + n % 256}},
+              "rows_per_tile=128,cols_per_tile=" + std::to_string(1 + n % 8), 1000 + n);
     }
-    std::string file = (std::filesystem::temp_directory_path() /
-                        ("tessel-lookup-bench-exact-" + std::to_string(getpid()) + ".snapshot"))
-                           .string();
-    if (!WriteSnapshot(contents, file).ok()) std::abort();
-    return file;
+    return WriteBenchSnapshot(contents, "tessel-lookup-bench-exact");
   }();
   return path;
-}
-
-std::unique_ptr<Lookup> MakeLookup(const LookupOptions& options) {
-  auto lookup = Lookup::Create(options);
-  if (!lookup.ok()) {
-    std::fprintf(stderr, "lookup_bench: %s\n", lookup.status().ToString().c_str());
-    std::abort();
-  }
-  return *std::move(lookup);
 }
 
 void DropLookup(const benchmark::State&) { g_lookup.reset(); }

@@ -1,10 +1,12 @@
 #include "client/client.h"
 
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "schema/vocab.h"
 
 namespace tessel::client {
 namespace {
@@ -42,46 +44,18 @@ absl::Status FromGrpcStatus(const grpc::Status& status, const std::string& rpc,
 }
 
 bool IsFinalState(tessel::v1::JobState state) {
-  return state == tessel::v1::JOB_COMPLETED || state == tessel::v1::JOB_CANCELLED ||
-         state == tessel::v1::JOB_FAILED;
+  const std::optional<JobState> known = JobStateFromProto(state);
+  return known.has_value() && IsFinal(*known);
 }
 
 std::string JobStateName(tessel::v1::JobState state) {
-  switch (state) {
-    case tessel::v1::JOB_QUEUED:
-      return "queued";
-    case tessel::v1::JOB_RUNNING:
-      return "running";
-    case tessel::v1::JOB_COMPLETED:
-      return "completed";
-    case tessel::v1::JOB_CANCELLED:
-      return "cancelled";
-    case tessel::v1::JOB_FAILED:
-      return "failed";
-    default:
-      return "unspecified";
-  }
+  const std::optional<JobState> known = JobStateFromProto(state);
+  return known.has_value() ? std::string(tessel::JobStateName(*known)) : "unspecified";
 }
 
 std::string TrialStatusName(tessel::v1::TrialStatus status) {
-  switch (status) {
-    case tessel::v1::TRIAL_OK:
-      return "OK";
-    case tessel::v1::TRIAL_INVALID_CONFIG:
-      return "INVALID_CONFIG";
-    case tessel::v1::TRIAL_WRONG_ANSWER:
-      return "WRONG_ANSWER";
-    case tessel::v1::TRIAL_RUNTIME_ERROR:
-      return "RUNTIME_ERROR";
-    case tessel::v1::TRIAL_TIMEOUT:
-      return "TIMEOUT";
-    case tessel::v1::TRIAL_WORKER_LOST:
-      return "WORKER_LOST";
-    case tessel::v1::TRIAL_CANCELLED:
-      return "CANCELLED";
-    default:
-      return "UNSPECIFIED";
-  }
+  const std::optional<TrialStatus> known = TrialStatusFromProto(status);
+  return known.has_value() ? std::string(tessel::TrialStatusName(*known)) : "UNSPECIFIED";
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,

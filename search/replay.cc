@@ -243,27 +243,26 @@ ReplayCache ReplayCache::WithFailedEntries(double fraction, uint64_t seed) const
   return out;
 }
 
-absl::StatusOr<Variant> ParseVariant(std::string_view name) {
-  for (Variant v : AllVariants()) {
-    if (VariantName(v) == name) return v;
-  }
-  return absl::InvalidArgumentError(
-      StrCat("unknown variant '", name, "' (known: plain, shuffled, monotone, noise, failures)"));
-}
-
 constexpr sim::EnumName<Variant> kVariantNames[] = {{Variant::kPlain, "plain"},
                                                     {Variant::kShuffledValues, "shuffled"},
                                                     {Variant::kMonotone, "monotone"},
                                                     {Variant::kNoise, "noise"},
                                                     {Variant::kFailures, "failures"}};
 
+absl::StatusOr<Variant> ParseVariant(std::string_view name) {
+  if (std::optional<Variant> variant = sim::ValueIn(kVariantNames, name)) return *variant;
+  return absl::InvalidArgumentError(
+      StrCat("unknown variant '", name, "' (known: ", sim::NamesIn(kVariantNames), ")"));
+}
+
 std::string_view VariantName(Variant variant) {
   return sim::NameIn(kVariantNames, variant, "plain");
 }
 
 std::vector<Variant> AllVariants() {
-  return {Variant::kPlain, Variant::kShuffledValues, Variant::kMonotone, Variant::kNoise,
-          Variant::kFailures};
+  std::vector<Variant> variants;
+  for (const auto& row : kVariantNames) variants.push_back(row.value);
+  return variants;
 }
 
 ReplayCache VariantCache(const ReplayCache& cache, Variant variant, uint64_t seed) {
@@ -272,15 +271,17 @@ ReplayCache VariantCache(const ReplayCache& cache, Variant variant, uint64_t see
   return cache;
 }
 
+constexpr sim::EnumName<Protocol> kProtocolNames[] = {{Protocol::kConstrained, "constrained"},
+                                                      {Protocol::kCartesian, "cartesian"}};
+
 absl::StatusOr<Protocol> ParseProtocol(std::string_view name) {
-  if (name == "constrained") return Protocol::kConstrained;
-  if (name == "cartesian") return Protocol::kCartesian;
+  if (std::optional<Protocol> protocol = sim::ValueIn(kProtocolNames, name)) return *protocol;
   return absl::InvalidArgumentError(
-      StrCat("unknown protocol '", name, "' (known: constrained, cartesian)"));
+      StrCat("unknown protocol '", name, "' (known: ", sim::NamesIn(kProtocolNames), ")"));
 }
 
 std::string_view ProtocolName(Protocol protocol) {
-  return protocol == Protocol::kConstrained ? "constrained" : "cartesian";
+  return sim::NameIn(kProtocolNames, protocol, "cartesian");
 }
 
 kernels::Space MakeReplaySpace(const ReplayCache& cache, Protocol protocol) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace tessel::sim {
@@ -31,6 +32,17 @@ constexpr std::optional<Enum> ValueIn(const EnumName<Enum> (&table)[N], std::str
     if (row.name == name) return row.value;
   }
   return std::nullopt;
+}
+
+// Every name in `table`, in its order, joined by ", " (for "known: ..." in error messages).
+template <typename Enum, size_t N>
+std::string NamesIn(const EnumName<Enum> (&table)[N]) {
+  std::string names;
+  for (const EnumName<Enum>& row : table) {
+    if (!names.empty()) names += ", ";
+    names += row.name;
+  }
+  return names;
 }
 
 }  // namespace tessel::sim

@@ -9,7 +9,7 @@
 #include "client/client.h"
 #include "client/lookup.h"
 #include "gtest/gtest.h"
-#include "tests/testing/in_process_server.h"
+#include "tests/testing/start_server.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tessel {
@@ -40,9 +40,7 @@ class LookupIntegrationTest : public ::testing::Test {
   void SetUp() override { StartServer(); }
 
   void StartServer() {
-    auto server = testing::InProcessServer::Start(tmp_.File("server.db"));
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+    ASSERT_NO_FATAL_FAILURE(testing::StartInProcessServer(tmp_.File("server.db"), &server_));
     address_ = server_->address();
     client_ = std::make_unique<client::Client>(server_->InProcessChannel(), "test server");
   }

@@ -13,7 +13,7 @@
 #include "kernels/workload.h"
 #include "sim/api.h"
 #include "sim/program.h"
-#include "tests/testing/in_process_server.h"
+#include "tests/testing/start_server.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tessel {
@@ -22,9 +22,7 @@ namespace {
 class SnapshotDefaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = testing::InProcessServer::Start(tmp_.File("server.db"));
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+    ASSERT_NO_FATAL_FAILURE(testing::StartInProcessServer(tmp_.File("server.db"), &server_));
     client::Client client(server_->InProcessChannel(), "test server");
     auto exported = client.Export(v1::ExportRequest());
     ASSERT_TRUE(exported.ok()) << exported.status();

@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/stopping.h"
-#include "tests/testing/in_process_server.h"
+#include "tests/testing/start_server.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tessel {
@@ -22,9 +22,7 @@ using ::testing::HasSubstr;
 class SubmitIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = testing::InProcessServer::Start(tmp_.File("server.db"));
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+    ASSERT_NO_FATAL_FAILURE(testing::StartInProcessServer(tmp_.File("server.db"), &server_));
     auto client = client::Client::Connect(server_->address());
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
