@@ -1,0 +1,72 @@
+#include "schema/credentials.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "schema/strings.h"
+
+namespace tessel {
+namespace {
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+bool IsWellFormedToken(std::string_view token) {
+  if (token.empty() || token.size() > kMaxTokenBytes) return false;
+  for (char c : token) {
+    if (c <= ' ' || c > '~') return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(StrCat("token file '", path, "' cannot be read"));
+  std::ostringstream content;
+  content << in.rdbuf();
+  std::string_view token = Trim(content.view());
+  if (token.empty()) return absl::InvalidArgumentError(StrCat("token file '", path, "' is empty"));
+  if (!IsWellFormedToken(token)) {
+    return absl::InvalidArgumentError(
+        StrCat("token file '", path, "' does not hold one token (expected up to ", kMaxTokenBytes,
+               " printable characters without spaces)"));
+  }
+  return std::string(token);
+}
+
+absl::StatusOr<std::optional<std::string>> ClientToken(const std::string& flag_path) {
+  std::string path = flag_path;
+  if (path.empty()) {
+    const char* env = std::getenv(kTokenFileEnv);
+    if (env != nullptr) path = env;
+  }
+  if (path.empty()) return std::optional<std::string>();
+  absl::StatusOr<std::string> token = ReadTokenFile(path);
+  if (!token.ok()) return token.status();
+  return std::optional<std::string>(*std::move(token));
+}
+
+std::string BearerValue(std::string_view token) { return StrCat(kBearerPrefix, token); }
+
+std::optional<std::string_view> ParseBearer(std::string_view value) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (value.size() <= kScheme.size()) return std::nullopt;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    char c = value[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != kScheme[i]) return std::nullopt;
+  }
+  std::string_view token = value.substr(kScheme.size());
+  if (!IsWellFormedToken(token)) return std::nullopt;
+  return token;
+}
+
+}  // namespace tessel

@@ -1,0 +1,46 @@
+// How a tessel client proves who it is: a bearer token, read from a file, sent in the standard
+// `authorization: Bearer TOKEN` metadata of every call. Written once here for the CLI, the worker
+// and libtessel; the server's side (token table, roles) is server/auth.h.
+//
+// A token never appears in an error message or a log line: errors name the file, not its content.
+#ifndef TESSEL_SCHEMA_CREDENTIALS_H_
+#define TESSEL_SCHEMA_CREDENTIALS_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace tessel {
+
+// The metadata key and value prefix (gRPC metadata keys are lower case).
+inline constexpr char kAuthorizationKey[] = "authorization";
+inline constexpr char kBearerPrefix[] = "Bearer ";
+// The environment variable naming a token file when no --token-file is given.
+inline constexpr char kTokenFileEnv[] = "TESSEL_TOKEN_FILE";
+
+// The longest token accepted anywhere (a guard against a wrong file, e.g. a binary or a key).
+inline constexpr size_t kMaxTokenBytes = 4096;
+
+// True for a well-formed token: 1..kMaxTokenBytes printable ASCII characters, no space.
+bool IsWellFormedToken(std::string_view token);
+
+// Reads a client's token file: the token alone, surrounding whitespace ignored. InvalidArgument
+// (naming the file) when it cannot be read, is empty, or is not a well-formed token.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// The token a client should send: read from `flag_path` when non-empty, else from the file named
+// by $TESSEL_TOKEN_FILE when set and non-empty, else none (nullopt).
+absl::StatusOr<std::optional<std::string>> ClientToken(const std::string& flag_path);
+
+// "Bearer TOKEN", the metadata value for `token`.
+std::string BearerValue(std::string_view token);
+
+// The token in an `authorization` metadata value: nullopt unless it is "Bearer " followed by a
+// well-formed token (the scheme is matched case-insensitively, as RFC 6750 allows).
+std::optional<std::string_view> ParseBearer(std::string_view value);
+
+}  // namespace tessel
+
+#endif  // TESSEL_SCHEMA_CREDENTIALS_H_

@@ -1,0 +1,86 @@
+// Tests for the client's side of authentication: token files, $TESSEL_TOKEN_FILE and the bearer
+// metadata value. No error message may carry the token.
+#include "schema/credentials.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <fstream>
+#include <string>
+
+#include "tests/testing/temp_dir.h"
+
+namespace tessel {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class CredentialsTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& name, const std::string& content) {
+    std::string path = tmp_.File(name);
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+  }
+  void TearDown() override { unsetenv(kTokenFileEnv); }
+
+  testing::TempDir tmp_{"tessel-credentials-"};
+};
+
+TEST_F(CredentialsTest, ReadsTheTokenAloneIgnoringSurroundingWhitespace) {
+  auto token = ReadTokenFile(Write("t", "  s3cret-Token_1\n\n"));
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(*token, "s3cret-Token_1");
+}
+
+TEST_F(CredentialsTest, RefusesMissingEmptyAndMalformedFilesNamingTheFileNotTheContent) {
+  auto missing = ReadTokenFile(tmp_.File("absent"));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.status().message(), HasSubstr("absent"));
+
+  auto empty = ReadTokenFile(Write("empty", " \n"));
+  EXPECT_THAT(empty.status().message(), HasSubstr("is empty"));
+
+  auto two = ReadTokenFile(Write("two", "tuner hunter2\n"));
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(two.status().message(), Not(HasSubstr("hunter2")));
+
+  auto binary = ReadTokenFile(Write("binary", std::string("ab\0cd", 5)));
+  EXPECT_EQ(binary.status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto huge = ReadTokenFile(Write("huge", std::string(kMaxTokenBytes + 1, 'x')));
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CredentialsTest, TheFlagWinsOverTheEnvironmentAndNeitherMeansNoToken) {
+  auto none = ClientToken("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+
+  setenv(kTokenFileEnv, Write("env", "from-env").c_str(), 1);
+  auto env = ClientToken("");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->value_or(""), "from-env");
+
+  auto flag = ClientToken(Write("flag", "from-flag"));
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->value_or(""), "from-flag");
+
+  setenv(kTokenFileEnv, tmp_.File("absent").c_str(), 1);
+  EXPECT_FALSE(ClientToken("").ok()) << "a named but unreadable file is an error, not no token";
+}
+
+TEST(BearerTest, RoundTripsAndRejectsOtherSchemesAndMalformedTokens) {
+  EXPECT_EQ(BearerValue("abc"), "Bearer abc");
+  EXPECT_EQ(ParseBearer(BearerValue("abc")).value_or(""), "abc");
+  EXPECT_EQ(ParseBearer("bearer abc").value_or(""), "abc");
+  EXPECT_FALSE(ParseBearer("Basic abc").has_value());
+  EXPECT_FALSE(ParseBearer("Bearer ").has_value());
+  EXPECT_FALSE(ParseBearer("Bearer a b").has_value());
+  EXPECT_FALSE(ParseBearer("abc").has_value());
+}
+
+}  // namespace
+}  // namespace tessel
