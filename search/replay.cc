@@ -250,9 +250,7 @@ constexpr sim::EnumName<Variant> kVariantNames[] = {{Variant::kPlain, "plain"},
                                                     {Variant::kFailures, "failures"}};
 
 absl::StatusOr<Variant> ParseVariant(std::string_view name) {
-  if (std::optional<Variant> variant = sim::ValueIn(kVariantNames, name)) return *variant;
-  return absl::InvalidArgumentError(
-      StrCat("unknown variant '", name, "' (known: ", sim::NamesIn(kVariantNames), ")"));
+  return sim::ParseNameIn(kVariantNames, name, "variant");
 }
 
 std::string_view VariantName(Variant variant) {
@@ -275,9 +273,7 @@ constexpr sim::EnumName<Protocol> kProtocolNames[] = {{Protocol::kConstrained, "
                                                       {Protocol::kCartesian, "cartesian"}};
 
 absl::StatusOr<Protocol> ParseProtocol(std::string_view name) {
-  if (std::optional<Protocol> protocol = sim::ValueIn(kProtocolNames, name)) return *protocol;
-  return absl::InvalidArgumentError(
-      StrCat("unknown protocol '", name, "' (known: ", sim::NamesIn(kProtocolNames), ")"));
+  return sim::ParseNameIn(kProtocolNames, name, "protocol");
 }
 
 std::string_view ProtocolName(Protocol protocol) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/statusor.h"
+
 namespace tessel::sim {
 
 template <typename Enum>
@@ -43,6 +45,15 @@ std::string NamesIn(const EnumName<Enum> (&table)[N]) {
     names += row.name;
   }
   return names;
+}
+
+// The value named `name` in `table`, or InvalidArgument "unknown WHAT 'NAME' (known: ...)".
+template <typename Enum, size_t N>
+absl::StatusOr<Enum> ParseNameIn(const EnumName<Enum> (&table)[N], std::string_view name,
+                                 std::string_view what) {
+  if (std::optional<Enum> value = ValueIn(table, name)) return *value;
+  return absl::InvalidArgumentError("unknown " + std::string(what) + " '" + std::string(name) +
+                                    "' (known: " + NamesIn(table) + ")");
 }
 
 }  // namespace tessel::sim
