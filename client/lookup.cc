@@ -140,16 +140,7 @@ class Lookup::Impl {
       }
       return response.status();
     }
-    LookupResult r;
-    r.config = response->config();
-    r.match = response->match();
-    r.time_ns = response->time_ns();
-    r.stale = response->stale();
-    r.snapshot_id = response->snapshot_id();
-    r.job_id = response->job_id();
-    r.tuned_dims = response->tuned_dims();
-    r.tuned_target = response->tuned_target();
-    r.source = "server";
+    LookupResult r = FromLookupResponse(*response);
     if (options.tune_misses && r.match != MatchLevelName(MatchLevel::kExact)) {
       RequestTuning(kernel, dims, dtype, target);
     }

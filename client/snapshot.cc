@@ -178,6 +178,20 @@ absl::StatusOr<std::unique_ptr<Snapshot>> Snapshot::Open(const std::string& path
   return snapshot;
 }
 
+LookupResult FromLookupResponse(const tessel::v1::LookupResponse& response) {
+  LookupResult r;
+  r.config = response.config();
+  r.match = response.match();
+  r.time_ns = response.time_ns();
+  r.stale = response.stale();
+  r.snapshot_id = response.snapshot_id();
+  r.job_id = response.job_id();
+  r.tuned_dims = response.tuned_dims();
+  r.tuned_target = response.tuned_target();
+  r.source = "server";
+  return r;
+}
+
 LookupResult Snapshot::FromEntry(const tessel::v1::BestConfig& entry, MatchLevel match) const {
   LookupResult r;
   r.config = entry.config();

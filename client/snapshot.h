@@ -51,6 +51,9 @@ struct LookupResult {
   std::string source;  // "cache" | "snapshot" | "server" | "local-cache"
 };
 
+// A server's Lookup answer as a LookupResult with source "server".
+LookupResult FromLookupResponse(const tessel::v1::LookupResponse& response);
+
 // A snapshot file loaded into memory. Immutable after Open, so thread-safe.
 class Snapshot {
  public:

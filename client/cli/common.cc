@@ -95,6 +95,17 @@ std::string HumanTime(double ns) {
 
 void PrintJson(const nlohmann::json& object) { std::cout << object.dump(2) << std::endl; }
 
+void PrintList(const nlohmann::json& rows, bool as_json, const ListFormat& format) {
+  if (as_json) {
+    PrintJson({{format.key, rows}});
+    return;
+  }
+  std::cout << format.header;
+  for (const nlohmann::json& row : rows) std::cout << format.line(row);
+  std::cout << (rows.empty() ? format.when_empty : format.footer);
+  std::cout.flush();
+}
+
 // ---- connection to a server: remote (--server) or embedded (--db) ----
 
 Backend::~Backend() {

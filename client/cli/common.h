@@ -3,6 +3,7 @@
 #ifndef TESSEL_CLIENT_CLI_COMMON_H_
 #define TESSEL_CLIENT_CLI_COMMON_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -64,6 +65,17 @@ absl::StatusOr<int> ParseTimeLimitSeconds(const std::string& text, const std::st
 std::string HumanTime(double ns);
 // Prints one JSON object on stdout.
 void PrintJson(const nlohmann::json& object);
+
+// How a listing command (`jobs`, `workers`, `kernels`, `targets`) prints its rows.
+struct ListFormat {
+  std::string key;                                             // --json prints {key: rows}
+  std::string header;                                          // the table's first line, if any
+  std::function<std::string(const nlohmann::json& row)> line;  // one row's text, with its '\n'
+  std::string when_empty;                                      // printed when there are no rows
+  std::string footer;                                          // printed after the rows, if any
+};
+// Prints `rows` (a JSON array) as one JSON object with `as_json`, else as text per `format`.
+void PrintList(const nlohmann::json& rows, bool as_json, const ListFormat& format);
 
 // A server to talk to: remote (--server) or embedded on a database file (--db).
 struct Backend {

@@ -1,5 +1,5 @@
-#include "client/cli/export.h"
-
+// `tessel export` and `tessel import`: published best configs to and from snapshot, JSON and
+// header files.
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,10 +8,13 @@
 #include <iostream>
 #include <sstream>
 
-#include "client/cli/common.h"
+#include "client/cli/command.h"
+#include "client/cli/export_formats.h"
+#include "client/cli/options.h"
+#include "client/snapshot.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
-#include "schema/key.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel::cli {
@@ -19,10 +22,6 @@ namespace {
 
 using nlohmann::json;
 namespace v1 = tessel::v1;
-
-// Version of the JSON export layout. 1: initial layout.
-constexpr int kJsonExportVersion = 1;
-constexpr char kJsonExportFormat[] = "tessel-export";
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
   const std::string tmp = StrCat(path, ".tmp.", getpid());
@@ -46,310 +45,141 @@ bool IsSqliteFile(const std::string& path) {
   return in.gcount() == 16 && std::string(header, 15) == "SQLite format 3";
 }
 
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+// Keeps the best configs and defaults of the kernels in `kernels` (all when empty).
+v1::ExportResponse FilterKernels(const v1::ExportResponse& contents,
+                                 const std::vector<std::string>& kernels) {
+  if (kernels.empty()) return contents;
+  auto wanted = [&](const std::string& k) {
+    return std::find(kernels.begin(), kernels.end(), k) != kernels.end();
+  };
+  v1::ExportResponse filtered = contents;
+  filtered.clear_best();
+  filtered.clear_defaults();
+  for (const auto& b : contents.best()) {
+    if (wanted(b.kernel())) *filtered.add_best() = b;
   }
-  return out + "\"";
+  for (const auto& d : contents.defaults()) {
+    if (wanted(d.kernel())) *filtered.add_defaults() = d;
+  }
+  return filtered;
 }
+
+class ExportCommand final : public Command {
+ public:
+  ExportCommand()
+      : Command("export", "write published best configs to a snapshot, JSON or C++ header file") {}
+
+  // Writes the file atomically and prints what was written (one JSON object with --json).
+  absl::Status Run(int&) override {
+    if (!backend_.server.empty() + !backend_.db.empty() + !from_snapshot_.empty() > 1) {
+      return absl::InvalidArgumentError("give one of --server, --db or --from-snapshot");
+    }
+    TESSEL_ASSIGN_OR_RETURN(const v1::ExportResponse contents, Contents());
+    absl::Status written;
+    if (format_ == "snapshot") {
+      written = client::WriteSnapshot(contents, out_);
+    } else if (format_ == "json") {
+      written = WriteFileAtomically(out_, ExportToJson(contents));
+    } else {
+      written = WriteFileAtomically(out_, ExportToHeader(contents));
+    }
+    TESSEL_RETURN_IF_ERROR(written);
+    if (json_) {
+      PrintJson({{"out", out_},
+                 {"format", format_},
+                 {"configs", contents.best_size()},
+                 {"snapshot", contents.snapshot_id()}});
+    } else {
+      std::cout << fmt::format("wrote {} config(s) as of snapshot {} to {} ({})\n",
+                               contents.best_size(), contents.snapshot_id(), out_, format_);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  void AddOptions(CLI::App& command) override {
+    command.add_option("--format", format_, "snapshot (SQLite, for libtessel), json or header")
+        ->check(CLI::IsMember({"snapshot", "json", "header"}))
+        ->capture_default_str();
+    command.add_option("--out", out_, "file to write (written atomically)")->required();
+    command.add_option("--kernel", kernels_, "only these kernels (repeatable; default all)");
+    command.add_option("--snapshot-id", snapshot_id_, "as of this snapshot (default: latest)");
+    AddServerOptions(command, backend_);
+    command.add_option("--from-snapshot", from_snapshot_,
+                       "convert this snapshot file (no database or server needed)");
+  }
+
+  // What to write: the snapshot file's contents, or the server's export.
+  absl::StatusOr<v1::ExportResponse> Contents() const {
+    if (!from_snapshot_.empty()) {
+      TESSEL_ASSIGN_OR_RETURN(auto snapshot, client::Snapshot::Open(from_snapshot_));
+      return FilterKernels(snapshot->ToExport(), kernels_);
+    }
+    TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/true));
+    v1::ExportRequest request;
+    for (const std::string& k : kernels_) request.add_kernels(k);
+    request.set_snapshot_id(snapshot_id_);
+    return backend->client->Export(request);
+  }
+
+  ServerArgs backend_;
+  std::string from_snapshot_;        // read this snapshot file instead of a db or server
+  std::string format_ = "snapshot";  // snapshot | json | header
+  std::string out_;
+  std::vector<std::string> kernels_;
+  int64_t snapshot_id_ = 0;
+};
+
+class ImportCommand final : public Command {
+ public:
+  ImportCommand()
+      : Command("import", "publish the configs of a snapshot or JSON export (idempotent)") {}
+
+  // Publishes the file's best configs and prints how many were new (one JSON object with
+  // --json). NotFound for an unreadable file; InvalidArgument for a malformed one.
+  absl::Status Run(int&) override {
+    v1::ImportRequest request;
+    if (IsSqliteFile(file_)) {
+      TESSEL_ASSIGN_OR_RETURN(auto snapshot, client::Snapshot::Open(file_));
+      for (const auto& b : snapshot->entries()) *request.add_best() = b;
+    } else {
+      std::ifstream in(file_);
+      if (!in) return absl::NotFoundError(StrCat("cannot read ", file_));
+      std::stringstream text;
+      text << in.rdbuf();
+      auto contents = ExportFromJson(text.str());
+      if (!contents.ok()) {
+        return absl::Status(contents.status().code(),
+                            StrCat(file_, ": ", std::string(contents.status().message())));
+      }
+      for (const auto& b : contents->best()) *request.add_best() = b;
+    }
+    TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/false));
+    TESSEL_ASSIGN_OR_RETURN(const v1::ImportResponse imported, backend->client->Import(request));
+    if (json_) {
+      PrintJson({{"file", file_},
+                 {"imported", imported.imported()},
+                 {"unchanged", imported.unchanged()}});
+    } else {
+      std::cout << fmt::format("{}: {} imported, {} unchanged\n", file_, imported.imported(),
+                               imported.unchanged());
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  void AddOptions(CLI::App& command) override {
+    command.add_option("file", file_, "snapshot or JSON export file")->required();
+    AddServerOptions(command, backend_);
+  }
+
+  std::string file_;
+  ServerArgs backend_;
+};
 
 }  // namespace
 
-std::string ExportToJson(const v1::ExportResponse& contents) {
-  json out;
-  out["format"] = kJsonExportFormat;
-  out["format_version"] = kJsonExportVersion;
-  out["key_version"] = kKeyVersion;
-  out["snapshot_id"] = contents.snapshot_id();
-  json kernels = json::object(), targets = json::object();
-  for (const auto& k : contents.kernels()) kernels[k.name()] = k.version();
-  for (const auto& t : contents.targets()) targets[t.name()] = t.version();
-  out["kernels"] = kernels;
-  out["targets"] = targets;
-  json best = json::array();
-  for (const auto& b : contents.best()) {
-    best.push_back({{"kernel", b.kernel()},
-                    {"dims", b.dims()},
-                    {"dtype", b.dtype()},
-                    {"target", b.target()},
-                    {"kernel_version", b.kernel_version()},
-                    {"target_version", b.target_version()},
-                    {"config", b.config()},
-                    {"time_ns", b.time_ns()},
-                    {"job_id", b.job_id()},
-                    {"snapshot_id", b.snapshot_id()},
-                    {"published_unix_ms", b.published_unix_ms()}});
-  }
-  out["best"] = best;
-  json defaults = json::array();
-  for (const auto& d : contents.defaults()) {
-    defaults.push_back({{"kernel", d.kernel()},
-                        {"dtype", d.dtype()},
-                        {"target", d.target()},
-                        {"config", d.config()}});
-  }
-  out["defaults"] = defaults;
-  return out.dump(2) + "\n";
-}
-
-absl::StatusOr<v1::ExportResponse> ExportFromJson(const std::string& text) {
-  json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (in.is_discarded() || !in.is_object() || in.value("format", "") != kJsonExportFormat) {
-    return absl::InvalidArgumentError("not a tessel JSON export (expected \"format\": \"" +
-                                      std::string(kJsonExportFormat) + "\")");
-  }
-  if (in.value("format_version", 0) != kJsonExportVersion) {
-    return absl::FailedPreconditionError(
-        StrCat("JSON export has format_version ", in.value("format_version", 0),
-               "; this tessel reads version ", kJsonExportVersion));
-  }
-  v1::ExportResponse out;
-  try {
-    out.set_snapshot_id(in.value("snapshot_id", int64_t{0}));
-    for (const auto& b : in.at("best")) {
-      v1::BestConfig* r = out.add_best();
-      r->set_kernel(b.at("kernel").get<std::string>());
-      r->set_dims(b.at("dims").get<std::string>());
-      r->set_dtype(b.at("dtype").get<std::string>());
-      r->set_target(b.at("target").get<std::string>());
-      r->set_kernel_version(b.at("kernel_version").get<int>());
-      r->set_target_version(b.at("target_version").get<int>());
-      r->set_config(b.at("config").get<std::string>());
-      r->set_time_ns(b.at("time_ns").get<double>());
-      r->set_job_id(b.value("job_id", int64_t{0}));
-      r->set_snapshot_id(b.value("snapshot_id", int64_t{0}));
-      r->set_published_unix_ms(b.value("published_unix_ms", int64_t{0}));
-    }
-    // Named locals: items() of a temporary would dangle inside the loop.
-    const json kernels = in.value("kernels", json::object());
-    const json targets = in.value("targets", json::object());
-    const json defaults = in.value("defaults", json::array());
-    for (const auto& [name, version] : kernels.items()) {
-      v1::VersionInfo* v = out.add_kernels();
-      v->set_name(name);
-      v->set_version(version.get<int>());
-    }
-    for (const auto& [name, version] : targets.items()) {
-      v1::VersionInfo* v = out.add_targets();
-      v->set_name(name);
-      v->set_version(version.get<int>());
-    }
-    for (const auto& d : defaults) {
-      v1::DefaultConfig* r = out.add_defaults();
-      r->set_kernel(d.at("kernel").get<std::string>());
-      r->set_dtype(d.at("dtype").get<std::string>());
-      r->set_target(d.at("target").get<std::string>());
-      r->set_config(d.at("config").get<std::string>());
-    }
-  } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(StrCat("malformed JSON export: ", e.what()));
-  }
-  return out;
-}
-
-std::string ExportToHeader(const v1::ExportResponse& contents) {
-  std::map<std::string, int> kernel_versions, target_versions;
-  for (const auto& k : contents.kernels()) kernel_versions[k.name()] = k.version();
-  for (const auto& t : contents.targets()) target_versions[t.name()] = t.version();
-  std::string out;
-  out += fmt::format(
-      "// Generated by `tessel export --format header` from snapshot {}. Do not edit.\n"
-      "// Regenerate it (e.g. with tessel_generate_header() in CMake) after tuning more shapes.\n"
-      "#ifndef TESSEL_TUNED_CONFIGS_H_\n#define TESSEL_TUNED_CONFIGS_H_\n\n"
-      "#include <cstdint>\n#include <string_view>\n\nnamespace tessel_tuned {{\n\n"
-      "inline constexpr std::int64_t kSnapshotId = {};\n\n"
-      "struct Entry {{\n  std::string_view kernel;\n  std::string_view dims;  // canonical: "
-      "sorted by name\n  std::string_view dtype;\n  std::string_view target;\n"
-      "  std::string_view config;\n  double time_ns;\n  bool stale;  // tuned under an older "
-      "kernel or target version\n}};\n\n",
-      contents.snapshot_id(), contents.snapshot_id());
-  out += "inline constexpr Entry kEntries[] = {\n";
-  for (const auto& b : contents.best()) {
-    const bool stale =
-        (kernel_versions.count(b.kernel()) && kernel_versions[b.kernel()] != b.kernel_version()) ||
-        (target_versions.count(b.target()) && target_versions[b.target()] != b.target_version());
-    out += fmt::format("    {{{}, {}, {}, {}, {}, {:.17g}, {}}},\n", Quote(b.kernel()),
-                       Quote(b.dims()), Quote(b.dtype()), Quote(b.target()), Quote(b.config()),
-                       b.time_ns(), stale ? "true" : "false");
-  }
-  if (contents.best_size() == 0) out += "    {\"\", \"\", \"\", \"\", \"\", 0, false},\n";
-  out +=
-      "};\n\nstruct Default {\n  std::string_view kernel;\n  std::string_view dtype;\n"
-      "  std::string_view target;\n  std::string_view config;\n};\n\n"
-      "inline constexpr Default kDefaults[] = {\n";
-  for (const auto& d : contents.defaults()) {
-    out += fmt::format("    {{{}, {}, {}, {}}},\n", Quote(d.kernel()), Quote(d.dtype()),
-                       Quote(d.target()), Quote(d.config()));
-  }
-  if (contents.defaults_size() == 0) out += "    {\"\", \"\", \"\", \"\"},\n";
-  out += R"(};
-
-// The tuned config for an exact workload (dims in canonical form, e.g. "K=512,M=512,N=512"),
-// else the kernel's default config for (dtype, target), else "".
-constexpr std::string_view BestConfig(std::string_view kernel, std::string_view dims,
-                                      std::string_view dtype, std::string_view target) {
-  for (const Entry& e : kEntries) {
-    if (e.kernel == kernel && e.dims == dims && e.dtype == dtype && e.target == target) {
-      return e.config;
-    }
-  }
-  for (const Default& d : kDefaults) {
-    if (d.kernel == kernel && d.dtype == dtype && d.target == target) return d.config;
-  }
-  return {};
-}
-
-// The integer value of parameter `name` in a config string ("tile_m=128,..."), or `fallback`.
-constexpr std::int64_t ParamValue(std::string_view config, std::string_view name,
-                                  std::int64_t fallback) {
-  std::size_t start = 0;
-  while (start <= config.size()) {
-    std::size_t end = config.find(',', start);
-    if (end == std::string_view::npos) end = config.size();
-    std::string_view item = config.substr(start, end - start);
-    std::size_t eq = item.find('=');
-    if (eq != std::string_view::npos && item.substr(0, eq) == name) {
-      std::int64_t value = 0;
-      std::string_view digits = item.substr(eq + 1);
-      if (digits.empty()) return fallback;
-      for (char c : digits) {
-        if (c < '0' || c > '9') return fallback;
-        value = value * 10 + (c - '0');
-      }
-      return value;
-    }
-    start = end + 1;
-  }
-  return fallback;
-}
-
-}  // namespace tessel_tuned
-
-#endif  // TESSEL_TUNED_CONFIGS_H_
-)";
-  return out;
-}
-
-CLI::App* AddExportCommand(CLI::App& app, ExportArgs& args) {
-  CLI::App* cmd = app.add_subcommand(
-      "export", "write published best configs to a snapshot, JSON or C++ header file");
-  cmd->add_option("--format", args.format, "snapshot (SQLite, for libtessel), json or header")
-      ->check(CLI::IsMember({"snapshot", "json", "header"}))
-      ->capture_default_str();
-  cmd->add_option("--out", args.out, "file to write (written atomically)")->required();
-  cmd->add_option("--kernel", args.kernels, "only these kernels (repeatable; default all)");
-  cmd->add_option("--snapshot-id", args.snapshot_id, "as of this snapshot (default: latest)");
-  cmd->add_flag("--json", args.json, "print one JSON object describing what was written");
-  cmd->add_option("--server", args.server, "tessel-server address (HOST:PORT)");
-  cmd->add_option("--db", args.db, "database file (default ./tessel.db)");
-  cmd->add_option("--from-snapshot", args.from_snapshot,
-                  "convert this snapshot file (no database or server needed)");
-  return cmd;
-}
-
-CLI::App* AddImportCommand(CLI::App& app, ImportArgs& args) {
-  CLI::App* cmd =
-      app.add_subcommand("import", "publish the configs of a snapshot or JSON export (idempotent)");
-  cmd->add_option("file", args.file, "snapshot or JSON export file")->required();
-  cmd->add_flag("--json", args.json, "print one JSON object");
-  cmd->add_option("--server", args.server, "tessel-server address (HOST:PORT)");
-  cmd->add_option("--db", args.db, "database file (default ./tessel.db; created when absent)");
-  return cmd;
-}
-
-absl::Status RunExport(const ExportArgs& args) {
-  const int sources = !args.server.empty() + !args.db.empty() + !args.from_snapshot.empty();
-  if (sources > 1) {
-    return absl::InvalidArgumentError("give one of --server, --db or --from-snapshot");
-  }
-  absl::StatusOr<v1::ExportResponse> contents;
-  if (!args.from_snapshot.empty()) {
-    auto snapshot = client::Snapshot::Open(args.from_snapshot);
-    if (!snapshot.ok()) return snapshot.status();
-    contents = (*snapshot)->ToExport();
-    if (!args.kernels.empty()) {
-      v1::ExportResponse filtered = *contents;
-      filtered.clear_best();
-      filtered.clear_defaults();
-      auto wanted = [&](const std::string& k) {
-        return std::find(args.kernels.begin(), args.kernels.end(), k) != args.kernels.end();
-      };
-      for (const auto& b : contents->best()) {
-        if (wanted(b.kernel())) *filtered.add_best() = b;
-      }
-      for (const auto& d : contents->defaults()) {
-        if (wanted(d.kernel())) *filtered.add_defaults() = d;
-      }
-      contents = std::move(filtered);
-    }
-  } else {
-    auto backend = OpenBackend(args.server, args.db.empty() ? kDefaultDb : args.db,
-                               /*must_exist=*/true);
-    if (!backend.ok()) return backend.status();
-    v1::ExportRequest request;
-    for (const std::string& k : args.kernels) request.add_kernels(k);
-    request.set_snapshot_id(args.snapshot_id);
-    contents = (*backend)->client->Export(request);
-  }
-  if (!contents.ok()) return contents.status();
-  absl::Status written;
-  if (args.format == "snapshot") {
-    written = client::WriteSnapshot(*contents, args.out);
-  } else if (args.format == "json") {
-    written = WriteFileAtomically(args.out, ExportToJson(*contents));
-  } else {
-    written = WriteFileAtomically(args.out, ExportToHeader(*contents));
-  }
-  if (!written.ok()) return written;
-  if (args.json) {
-    PrintJson({{"out", args.out},
-               {"format", args.format},
-               {"configs", contents->best_size()},
-               {"snapshot", contents->snapshot_id()}});
-  } else {
-    std::cout << fmt::format("wrote {} config(s) as of snapshot {} to {} ({})\n",
-                             contents->best_size(), contents->snapshot_id(), args.out, args.format);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RunImport(const ImportArgs& args) {
-  if (!args.server.empty() && !args.db.empty()) {
-    return absl::InvalidArgumentError("give --server or --db, not both");
-  }
-  v1::ImportRequest request;
-  if (IsSqliteFile(args.file)) {
-    auto snapshot = client::Snapshot::Open(args.file);
-    if (!snapshot.ok()) return snapshot.status();
-    for (const auto& b : (*snapshot)->entries()) *request.add_best() = b;
-  } else {
-    std::ifstream in(args.file);
-    if (!in) return absl::NotFoundError(StrCat("cannot read ", args.file));
-    std::stringstream text;
-    text << in.rdbuf();
-    auto contents = ExportFromJson(text.str());
-    if (!contents.ok()) {
-      return absl::Status(contents.status().code(),
-                          StrCat(args.file, ": ", std::string(contents.status().message())));
-    }
-    for (const auto& b : contents->best()) *request.add_best() = b;
-  }
-  auto backend = OpenBackend(args.server, args.db.empty() ? kDefaultDb : args.db,
-                             /*must_exist=*/false);
-  if (!backend.ok()) return backend.status();
-  auto imported = (*backend)->client->Import(request);
-  if (!imported.ok()) return imported.status();
-  if (args.json) {
-    PrintJson({{"file", args.file},
-               {"imported", imported->imported()},
-               {"unchanged", imported->unchanged()}});
-  } else {
-    std::cout << fmt::format("{}: {} imported, {} unchanged\n", args.file, imported->imported(),
-                             imported->unchanged());
-  }
-  return absl::OkStatus();
-}
+std::unique_ptr<Command> NewExportCommand() { return std::make_unique<ExportCommand>(); }
+std::unique_ptr<Command> NewImportCommand() { return std::make_unique<ImportCommand>(); }
 
 }  // namespace tessel::cli

@@ -1,68 +1,82 @@
-#include "client/cli/jobs.h"
+// `tessel jobs`: list tuning jobs, newest first.
+#include <string>
 
-#include <iostream>
-#include <memory>
-#include <vector>
-
+#include "client/cli/command.h"
+#include "client/cli/options.h"
 #include "fmt/format.h"
-#include "nlohmann/json.hpp"
-#include "schema/strings.h"
+#include "schema/status_macros.h"
 
 namespace tessel::cli {
+namespace {
 
 namespace v1 = tessel::v1;
 using nlohmann::json;
 
-CLI::App* AddJobsCommand(CLI::App& app, ListArgs& args) {
-  CLI::App* cmd = app.add_subcommand("jobs", "list tuning jobs, newest first");
-  cmd->add_option("--limit", args.limit, "at most this many (default: server's)");
-  cmd->add_flag("--json", args.json, "print one JSON object");
-  AddServerOptions(cmd, args.backend);
-  return cmd;
+json NullIfEmpty(const std::string& text) { return text.empty() ? json(nullptr) : json(text); }
+
+json JobRow(const v1::Job& job) {
+  const bool has_best = job.has_best() && job.best().time_ns() > 0;
+  return {{"id", job.id()},
+          {"kernel", job.workload().kernel()},
+          {"shape", ShapeOf(job.workload())},
+          {"dtype", job.workload().dtype()},
+          {"target", job.workload().target()},
+          {"strategy", job.strategy()},
+          {"state", client::JobStateName(job.state())},
+          {"trials", job.trials().total()},
+          {"budget", job.budget()},
+          {"effort", NullIfEmpty(job.effort())},
+          {"stopped_by", NullIfEmpty(job.stopped_by())},
+          {"best_time_ns", has_best ? json(job.best().time_ns()) : json(nullptr)},
+          {"best_config", has_best ? json(job.best().config()) : json(nullptr)},
+          {"created_unix_ms", job.created_unix_ms()},
+          {"stale", job.stale()}};
 }
 
-absl::Status RunJobs(const ListArgs& args) {
-  absl::StatusOr<std::unique_ptr<Backend>> backend =
-      OpenBackend(args.backend.server, args.backend.db, /*must_exist=*/true);
-  if (!backend.ok()) return backend.status();
-  absl::StatusOr<std::vector<v1::Job>> jobs = (*backend)->client->ListJobs(args.limit);
-  if (!jobs.ok()) return jobs.status();
-  if (args.json) {
-    json list = json::array();
-    for (const v1::Job& job : *jobs) {
-      const bool has_best = job.has_best() && job.best().time_ns() > 0;
-      list.push_back(
-          {{"id", job.id()},
-           {"kernel", job.workload().kernel()},
-           {"shape", ShapeOf(job.workload())},
-           {"dtype", job.workload().dtype()},
-           {"target", job.workload().target()},
-           {"strategy", job.strategy()},
-           {"state", client::JobStateName(job.state())},
-           {"trials", job.trials().total()},
-           {"budget", job.budget()},
-           {"effort", job.effort().empty() ? json(nullptr) : json(job.effort())},
-           {"stopped_by", job.stopped_by().empty() ? json(nullptr) : json(job.stopped_by())},
-           {"best_time_ns", has_best ? json(job.best().time_ns()) : json(nullptr)},
-           {"best_config", has_best ? json(job.best().config()) : json(nullptr)},
-           {"created_unix_ms", job.created_unix_ms()},
-           {"stale", job.stale()}});
-    }
-    PrintJson({{"jobs", list}});
+constexpr char kJobLine[] = "{:>5}  {:<10} {:<26} {:<6} {:<8} {:<10} {:>13}  {}\n";
+
+std::string JobLine(const json& row) {
+  const json& best = row["best_time_ns"];
+  return fmt::format(
+      kJobLine, row["id"].get<int64_t>(), row["kernel"].get<std::string>(),
+      row["shape"].get<std::string>(), row["dtype"].get<std::string>(),
+      row["target"].get<std::string>(), row["state"].get<std::string>(),
+      fmt::format("{}/{}", row["trials"].get<int64_t>(), row["budget"].get<int64_t>()),
+      best.is_null() ? "-" : HumanTime(best.get<double>()));
+}
+
+class JobsCommand final : public Command {
+ public:
+  JobsCommand() : Command("jobs", "list tuning jobs, newest first") {}
+
+  // Prints the jobs as a table, or {"jobs": [...]} with --json.
+  absl::Status Run(int&) override {
+    TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/true));
+    TESSEL_ASSIGN_OR_RETURN(const std::vector<v1::Job> jobs, backend->client->ListJobs(limit_));
+    json rows = json::array();
+    for (const v1::Job& job : jobs) rows.push_back(JobRow(job));
+    PrintList(rows, json_,
+              {.key = "jobs",
+               .header = fmt::format(kJobLine, "ID", "KERNEL", "SHAPE", "DTYPE", "TARGET", "STATE",
+                                     "TRIALS", "BEST"),
+               .line = JobLine,
+               .when_empty = "(no jobs)\n",
+               .footer = ""});
     return absl::OkStatus();
   }
-  std::cout << fmt::format("{:>5}  {:<10} {:<26} {:<6} {:<8} {:<10} {:>13}  {}\n", "ID", "KERNEL",
-                           "SHAPE", "DTYPE", "TARGET", "STATE", "TRIALS", "BEST");
-  for (const v1::Job& job : *jobs) {
-    std::cout << fmt::format(
-        "{:>5}  {:<10} {:<26} {:<6} {:<8} {:<10} {:>13}  {}\n", job.id(), job.workload().kernel(),
-        ShapeOf(job.workload()), job.workload().dtype(), job.workload().target(),
-        client::JobStateName(job.state()), fmt::format("{}/{}", job.trials().total(), job.budget()),
-        job.has_best() && job.best().time_ns() > 0 ? HumanTime(job.best().time_ns()) : "-");
+
+ private:
+  void AddOptions(CLI::App& command) override {
+    command.add_option("--limit", limit_, "at most this many (default: server's)");
+    AddServerOptions(command, backend_);
   }
-  if (jobs->empty()) std::cout << "(no jobs)\n";
-  std::cout.flush();
-  return absl::OkStatus();
-}
+
+  ServerArgs backend_;
+  int limit_ = 0;  // 0 = the server's default
+};
+
+}  // namespace
+
+std::unique_ptr<Command> NewJobsCommand() { return std::make_unique<JobsCommand>(); }
 
 }  // namespace tessel::cli

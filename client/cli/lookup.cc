@@ -1,11 +1,13 @@
-#include "client/cli/lookup.h"
-
+// `tessel lookup KERNEL --shape DIMS`: the best known config for a workload, from a server (remote
+// or embedded on --db) or, with --snapshot, from an exported snapshot file through libtessel.
 #include <iostream>
 #include <memory>
 
+#include "client/cli/command.h"
+#include "client/cli/options.h"
 #include "client/snapshot.h"
 #include "fmt/format.h"
-#include "nlohmann/json.hpp"
+#include "schema/status_macros.h"
 
 namespace tessel::cli {
 namespace {
@@ -13,103 +15,73 @@ namespace {
 namespace v1 = tessel::v1;
 using nlohmann::json;
 
-// The answer as the CLI contract's JSON object; `source` (where libtessel found it) only for a
-// snapshot answer.
-json LookupJson(const LookupArgs& args, const std::string& shape, const client::LookupResult& found,
-                bool with_source) {
-  json out = {{"kernel", args.kernel},
-              {"shape", shape},
-              {"dtype", args.dtype},
-              {"target", args.target},
-              {"config", found.config},
-              {"match", found.match},
-              {"time_ns", found.time_ns},
-              {"stale", found.stale},
-              {"snapshot", found.snapshot_id},
-              {"job_id", found.job_id},
-              {"tuned_dims", found.tuned_dims},
-              {"tuned_target", found.tuned_target}};
-  if (with_source) out["source"] = found.source;
-  return out;
-}
+class LookupCommand final : public Command {
+ public:
+  LookupCommand() : Command("lookup", "the best known config for a workload") {}
 
-client::LookupResult FromResponse(const v1::LookupResponse& response) {
-  client::LookupResult r;
-  r.config = response.config();
-  r.match = response.match();
-  r.time_ns = response.time_ns();
-  r.stale = response.stale();
-  r.snapshot_id = response.snapshot_id();
-  r.job_id = response.job_id();
-  r.tuned_dims = response.tuned_dims();
-  r.tuned_target = response.tuned_target();
-  r.source = "server";
-  return r;
-}
+  // Prints the answer (config, match level, time, provenance): one JSON object with --json.
+  // InvalidArgument for a bad workload; NotFound when nothing is known of the kernel.
+  absl::Status Run(int&) override {
+    TESSEL_ASSIGN_OR_RETURN(const Workload workload, ValidateWorkload(workload_));
+    if (!snapshot_.empty()) {
+      // libtessel's snapshot reader: no server and no database needed.
+      TESSEL_ASSIGN_OR_RETURN(auto snapshot, client::Snapshot::Open(snapshot_));
+      TESSEL_ASSIGN_OR_RETURN(const client::LookupResult found,
+                              snapshot->Find(workload_.kernel, workload.problem.dims,
+                                             workload_.dtype, workload_.target));
+      Print(workload.shape, found, /*from_snapshot=*/true);
+      return absl::OkStatus();
+    }
+    TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/true));
+    TESSEL_ASSIGN_OR_RETURN(const v1::LookupResponse response,
+                            backend->client->Lookup(workload.ToProto()));
+    Print(workload.shape, client::FromLookupResponse(response), /*from_snapshot=*/false);
+    return absl::OkStatus();
+  }
 
-// "KERNEL SHAPE DTYPE on TARGET: CONFIG" and "  match: LEVEL[ (stale)][, TIME]" up to the
-// provenance, which the caller ends the line with.
-void PrintAnswerHead(const LookupArgs& args, const std::string& shape,
-                     const client::LookupResult& found) {
-  std::cout << fmt::format("{} {} {} on {}: {}\n", args.kernel, shape, args.dtype, args.target,
-                           found.config);
-  std::cout << fmt::format("  match: {}{}", found.match, found.stale ? " (stale)" : "");
-  if (found.time_ns > 0) std::cout << fmt::format(", {}", HumanTime(found.time_ns));
-}
+ private:
+  void AddOptions(CLI::App& command) override {
+    AddWorkloadOptions(command, workload_);
+    command.add_option("--snapshot", snapshot_, "exported snapshot file");
+    AddServerOptions(command, backend_);
+  }
+
+  // Prints the answer as the CLI contract's JSON object (with `source`, where libtessel found
+  // it, for a snapshot answer) or as two lines ending with its provenance.
+  void Print(const std::string& shape, const client::LookupResult& found,
+             bool from_snapshot) const {
+    if (json_) {
+      json out = {{"kernel", workload_.kernel},     {"shape", shape},
+                  {"dtype", workload_.dtype},       {"target", workload_.target},
+                  {"config", found.config},         {"match", found.match},
+                  {"time_ns", found.time_ns},       {"stale", found.stale},
+                  {"snapshot", found.snapshot_id},  {"job_id", found.job_id},
+                  {"tuned_dims", found.tuned_dims}, {"tuned_target", found.tuned_target}};
+      if (from_snapshot) out["source"] = found.source;
+      PrintJson(out);
+      return;
+    }
+    std::cout << fmt::format("{} {} {} on {}: {}\n", workload_.kernel, shape, workload_.dtype,
+                             workload_.target, found.config);
+    std::cout << fmt::format("  match: {}{}", found.match, found.stale ? " (stale)" : "");
+    if (found.time_ns > 0) std::cout << fmt::format(", {}", HumanTime(found.time_ns));
+    if (from_snapshot && found.snapshot_id > 0) {
+      std::cout << fmt::format(", tuned at {} on {}, snapshot {}", found.tuned_dims,
+                               found.tuned_target, found.snapshot_id);
+    } else if (!from_snapshot && found.job_id > 0) {
+      std::cout << fmt::format(", from job {} ({} on {}), snapshot {}", found.job_id,
+                               found.tuned_dims, found.tuned_target, found.snapshot_id);
+    }
+    std::cout << std::endl;
+  }
+
+  WorkloadArgs workload_;
+  ServerArgs backend_;
+  std::string snapshot_;  // read this snapshot file instead of asking a server
+};
 
 }  // namespace
 
-CLI::App* AddLookupCommand(CLI::App& app, LookupArgs& args) {
-  CLI::App* cmd = app.add_subcommand("lookup", "the best known config for a workload");
-  cmd->add_option("kernel", args.kernel, "kernel name")->required();
-  cmd->add_option("--shape", args.shape, "named dims")->required();
-  cmd->add_option("--dtype", args.dtype, "element type")->capture_default_str();
-  cmd->add_option("--target", args.target, "target")->capture_default_str();
-  cmd->add_option("--snapshot", args.snapshot, "exported snapshot file");
-  cmd->add_flag("--json", args.json, "print one JSON object");
-  AddServerOptions(cmd, args.backend);
-  return cmd;
-}
-
-absl::Status RunLookup(const LookupArgs& args) {
-  absl::StatusOr<Workload> workload =
-      ValidateWorkload(args.kernel, args.shape, args.dtype, args.target);
-  if (!workload.ok()) return workload.status();
-  if (!args.snapshot.empty()) {
-    // libtessel's snapshot reader: no server and no database needed.
-    auto snapshot = client::Snapshot::Open(args.snapshot);
-    if (!snapshot.ok()) return snapshot.status();
-    auto found = (*snapshot)->Find(args.kernel, workload->problem.dims, args.dtype, args.target);
-    if (!found.ok()) return found.status();
-    if (args.json) {
-      PrintJson(LookupJson(args, workload->shape, *found, /*with_source=*/true));
-      return absl::OkStatus();
-    }
-    PrintAnswerHead(args, workload->shape, *found);
-    if (found->snapshot_id > 0) {
-      std::cout << fmt::format(", tuned at {} on {}, snapshot {}", found->tuned_dims,
-                               found->tuned_target, found->snapshot_id);
-    }
-    std::cout << std::endl;
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::unique_ptr<Backend>> backend =
-      OpenBackend(args.backend.server, args.backend.db, /*must_exist=*/true);
-  if (!backend.ok()) return backend.status();
-  absl::StatusOr<v1::LookupResponse> response = (*backend)->client->Lookup(workload->ToProto());
-  if (!response.ok()) return response.status();
-  const client::LookupResult found = FromResponse(*response);
-  if (args.json) {
-    PrintJson(LookupJson(args, workload->shape, found, /*with_source=*/false));
-    return absl::OkStatus();
-  }
-  PrintAnswerHead(args, workload->shape, found);
-  if (found.job_id > 0) {
-    std::cout << fmt::format(", from job {} ({} on {}), snapshot {}", found.job_id,
-                             found.tuned_dims, found.tuned_target, found.snapshot_id);
-  }
-  std::cout << std::endl;
-  return absl::OkStatus();
-}
+std::unique_ptr<Command> NewLookupCommand() { return std::make_unique<LookupCommand>(); }
 
 }  // namespace tessel::cli

@@ -1,44 +1,49 @@
 // Option structs and flag helpers that several `tessel` commands share. A command's own options
-// live in its <command>.h; what sits here is used by more than one command.
+// are fields of its Command class in <command>.cc; what sits here is used by more than one.
 #ifndef TESSEL_CLIENT_CLI_OPTIONS_H_
 #define TESSEL_CLIENT_CLI_OPTIONS_H_
 
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
 #include "client/cli/common.h"
 
 namespace tessel::cli {
 
 // Where a command finds its server: --server HOST:PORT, or an embedded server on --db (the two
-// exclude each other). `db` keeps its default (shown in --help) unless --db is given.
+// exclude each other). An empty `db` means kDefaultDb.
 struct ServerArgs {
   std::string server;
-  std::string db = kDefaultDb;
+  std::string db;
+
+  // The embedded server's database file: --db, or kDefaultDb.
+  std::string DbPath() const { return db.empty() ? kDefaultDb : db; }
 };
 
-// Adds --server and --db to `command`, filling `server` and `db`.
-inline void AddServerOptions(CLI::App* command, std::string& server, std::string& db) {
-  auto* server_opt = command->add_option("--server", server, "tessel server address HOST:PORT");
-  auto* db_opt = command->add_option("--db", db, "SQLite database of the embedded server")
-                     ->capture_default_str();
-  server_opt->excludes(db_opt);
-}
-inline void AddServerOptions(CLI::App* command, ServerArgs& args) {
-  AddServerOptions(command, args.server, args.db);
-}
+// Adds an integer option that must be positive, its default shown in --help.
+void AddPositiveOption(CLI::App& command, const std::string& name, int& value,
+                       const std::string& help);
 
-// The options of the listing commands (`jobs`, `workers`).
-struct ListArgs {
-  ServerArgs backend;
-  int limit = 0;  // at most this many; 0 = the server's default
-  bool json = false;
+// Adds --server and --db to `command`, filling `args`.
+void AddServerOptions(CLI::App& command, ServerArgs& args);
+
+// Connects to --server when given, else opens an embedded server on DbPath() (OpenBackend).
+absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const ServerArgs& args, bool must_exist);
+
+// The workload a per-workload command names: KERNEL --shape DIMS [--dtype D] [--target T].
+struct WorkloadArgs {
+  std::string kernel;
+  std::string shape;
+  std::string dtype = kDefaultDtype;
+  std::string target = kDefaultTarget;
 };
 
-// A command whose only option is --json (`kernels`, `targets`).
-struct JsonOnlyArgs {
-  bool json = false;
-};
+// Adds the positional KERNEL and --shape (both required), --dtype and --target to `command`.
+void AddWorkloadOptions(CLI::App& command, WorkloadArgs& args);
+
+// ValidateWorkload() of the parsed options.
+absl::StatusOr<Workload> ValidateWorkload(const WorkloadArgs& args);
 
 }  // namespace tessel::cli
 

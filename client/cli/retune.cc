@@ -1,12 +1,13 @@
-#include "client/cli/retune.h"
-
+// `tessel retune --stale`: re-measure the stored top configs of workloads whose published result
+// was tuned under an older kernel or target version, instead of tuning them from zero.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <set>
 
-#include "client/cli/common.h"
+#include "client/cli/command.h"
+#include "client/cli/options.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "schema/key.h"
@@ -26,36 +27,43 @@ bool IsStale(const v1::BestConfig& best, const std::map<std::string, int>& kerne
          (t != targets.end() && t->second != best.target_version());
 }
 
-}  // namespace
+class RetuneCommand final : public Command {
+ public:
+  RetuneCommand()
+      : Command("retune", "re-validate stale results by re-measuring their stored top configs") {}
 
-CLI::App* AddRetuneCommand(CLI::App& app, RetuneArgs& args) {
-  CLI::App* cmd = app.add_subcommand(
-      "retune", "re-validate stale results by re-measuring their stored top configs");
-  cmd->add_flag("--stale", args.stale,
-                "every workload whose best was tuned under an older kernel/target version")
-      ->required();
-  cmd->add_option("--top-k", args.top_k, "configs re-measured per workload (plus the default)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  cmd->add_option("--kernel", args.kernels, "only these kernels (repeatable)");
-  cmd->add_option("--workers", args.workers, "embedded worker threads with --db");
-  cmd->add_flag("-q,--quiet", args.quiet, "no progress on stderr");
-  cmd->add_flag("--json", args.json, "print one JSON object");
-  cmd->add_option("--server", args.server, "tessel-server address (HOST:PORT)");
-  cmd->add_option("--db", args.db, "database file (default ./tessel.db)");
-  return cmd;
-}
+  // Fails when no workload was re-validated successfully while some were stale.
+  absl::Status Run(int& exit_code) override;
 
-absl::Status RunRetune(const RetuneArgs& args, int& exit_code) {
-  if (!args.server.empty() && !args.db.empty()) {
-    return absl::InvalidArgumentError("give --server or --db, not both");
+ private:
+  void AddOptions(CLI::App& command) override {
+    command
+        .add_flag("--stale", stale_,
+                  "every workload whose best was tuned under an older kernel/target version")
+        ->required();
+    command.add_option("--top-k", top_k_, "configs re-measured per workload (plus the default)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    command.add_option("--kernel", kernels_, "only these kernels (repeatable)");
+    command.add_option("--workers", workers_, "embedded worker threads with --db");
+    command.add_flag("-q,--quiet", quiet_, "no progress on stderr");
+    AddServerOptions(command, backend_);
   }
-  auto backend = OpenBackend(args.server, args.db.empty() ? kDefaultDb : args.db,
-                             /*must_exist=*/true);
+
+  bool stale_ = false;
+  int top_k_ = 8;
+  std::vector<std::string> kernels_;
+  ServerArgs backend_;
+  int workers_ = 0;
+  bool quiet_ = false;
+};
+
+absl::Status RetuneCommand::Run(int& exit_code) {
+  auto backend = OpenBackend(backend_, /*must_exist=*/true);
   if (!backend.ok()) return backend.status();
   client::Client& client = *(*backend)->client;
   v1::ExportRequest request;
-  for (const std::string& k : args.kernels) request.add_kernels(k);
+  for (const std::string& k : kernels_) request.add_kernels(k);
   auto published = client.Export(request);
   if (!published.ok()) return published.status();
   std::map<std::string, int> kernel_versions, target_versions;
@@ -63,7 +71,7 @@ absl::Status RunRetune(const RetuneArgs& args, int& exit_code) {
   for (const auto& t : published->targets()) target_versions[t.name()] = t.version();
 
   EmbeddedWorkers embedded;
-  if (absl::Status started = embedded.Start(**backend, args.workers); !started.ok()) {
+  if (absl::Status started = embedded.Start(**backend, workers_); !started.ok()) {
     return started;
   }
   json results = json::array();
@@ -86,7 +94,7 @@ absl::Status RunRetune(const RetuneArgs& args, int& exit_code) {
     std::vector<std::string> seeds;
     std::set<std::string> seen;
     for (const auto& [time, config] : ranked) {
-      if (static_cast<int>(seeds.size()) >= args.top_k) break;
+      if (static_cast<int>(seeds.size()) >= top_k_) break;
       if (seen.insert(config).second) seeds.push_back(config);
     }
     v1::SubmitJobRequest submit;
@@ -117,7 +125,7 @@ absl::Status RunRetune(const RetuneArgs& args, int& exit_code) {
       results.push_back(entry);
       continue;
     }
-    if (!args.quiet) {
+    if (!quiet_) {
       std::fprintf(stderr, "retuning %s %s on %s: job %lld re-measures %zu stored config(s)\n",
                    best.kernel().c_str(), best.dims().c_str(), best.target().c_str(),
                    static_cast<long long>(job->id()), seeds.size());
@@ -135,7 +143,7 @@ absl::Status RunRetune(const RetuneArgs& args, int& exit_code) {
     results.push_back(entry);
   }
   embedded.Stop();
-  if (args.json) {
+  if (json_) {
     PrintJson({{"stale_found", stale_found}, {"restored", restored}, {"workloads", results}});
   } else {
     std::cout << fmt::format("{} stale workload(s), {} re-validated\n", stale_found, restored);
@@ -152,5 +160,9 @@ absl::Status RunRetune(const RetuneArgs& args, int& exit_code) {
   if (restored < stale_found) exit_code = kExitFailure;
   return absl::OkStatus();
 }
+
+}  // namespace
+
+std::unique_ptr<Command> NewRetuneCommand() { return std::make_unique<RetuneCommand>(); }
 
 }  // namespace tessel::cli

@@ -1,71 +1,89 @@
-#include "client/cli/simulate.h"
+// `tessel simulate KERNEL --shape DIMS [--config ...]`: lower and simulate one config locally (no
+// server).
+#include "sim/simulate.h"
 
+#include <cstdint>
 #include <iostream>
 #include <string>
 
+#include "client/cli/command.h"
+#include "client/cli/options.h"
 #include "fmt/format.h"
 #include "kernels/kernel.h"
-#include "nlohmann/json.hpp"
 #include "schema/key.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "sim/result_json.h"
-#include "sim/simulate.h"
 #include "sim/target.h"
 
 namespace tessel::cli {
+namespace {
 
 using nlohmann::json;
 
-CLI::App* AddSimulateCommand(CLI::App& app, SimulateArgs& args) {
-  CLI::App* cmd =
-      app.add_subcommand("simulate", "lower and simulate one config locally (no server)");
-  cmd->add_option("kernel", args.kernel, "kernel name")->required();
-  cmd->add_option("--shape", args.shape, "named dims")->required();
-  cmd->add_option("--dtype", args.dtype, "element type")->capture_default_str();
-  cmd->add_option("--target", args.target, "target")->capture_default_str();
-  cmd->add_option("--config", args.config,
-                  "config, e.g. tile_m=128,tile_n=512 (default: the kernel's default)");
-  cmd->add_option("--trace", args.trace,
-                  "write a Chrome trace-event JSON file (Perfetto / chrome://tracing)");
-  cmd->add_option("--noise", args.noise, "relative run-to-run noise sigma (0 = off)");
-  cmd->add_option("--seed", args.seed, "seed of the noise");
-  cmd->add_flag("--exact", args.exact, "simulate every iteration (no fast path)");
-  cmd->add_flag("--json", args.json, "print one JSON object");
-  return cmd;
+class SimulateCommand final : public Command {
+ public:
+  SimulateCommand() : Command("simulate", "lower and simulate one config locally (no server)") {}
+
+  // Prints the simulated time, bound, roofline, engine use and memory peaks (sim::ResultJson's
+  // fields, one JSON object with --json). A config the kernel rejects is a result ("valid":
+  // false with the reason), not an error; InvalidArgument for a bad workload or --config.
+  absl::Status Run(int&) override;
+
+ private:
+  void AddOptions(CLI::App& command) override {
+    AddWorkloadOptions(command, workload_);
+    command.add_option("--config", config_,
+                       "config, e.g. tile_m=128,tile_n=512 (default: the kernel's default)");
+    command.add_option("--trace", trace_,
+                       "write a Chrome trace-event JSON file (Perfetto / chrome://tracing)");
+    command.add_option("--noise", noise_, "relative run-to-run noise sigma (0 = off)");
+    command.add_option("--seed", seed_, "seed of the noise");
+    command.add_flag("--exact", exact_, "simulate every iteration (no fast path)");
+  }
+  // --config, or the kernel's default for the workload.
+  absl::StatusOr<Config> ChosenConfig(const Workload& workload, const sim::Target& target) const;
+  // Prints a valid result as a short report (not --json).
+  void PrintReport(const std::string& shape, const Config& config, const sim::SimResult& result,
+                   const json& engines) const;
+
+  WorkloadArgs workload_;
+  std::string config_;  // empty: the kernel's default for the workload
+  std::string trace_;   // a Chrome trace-event file to write, when set
+  double noise_ = 0;
+  uint64_t seed_ = 0;
+  bool exact_ = false;
+};
+
+absl::StatusOr<Config> SimulateCommand::ChosenConfig(const Workload& workload,
+                                                     const sim::Target& target) const {
+  if (config_.empty()) return workload.kernel->Default(workload.problem, target);
+  absl::StatusOr<Config> parsed = Config::Parse(config_);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("bad --config '", config_, "': ", std::string(parsed.status().message())));
+  }
+  return parsed;
 }
 
-absl::Status RunSimulate(const SimulateArgs& args) {
-  absl::StatusOr<Workload> workload =
-      ValidateWorkload(args.kernel, args.shape, args.dtype, args.target);
-  if (!workload.ok()) return workload.status();
-  if (args.noise < 0) return absl::InvalidArgumentError("--noise must be >= 0");
-  const sim::SimOptions options{.noise_sigma = args.noise, .seed = args.seed, .exact = args.exact};
-  absl::StatusOr<sim::Target> target = LoadTargetOrExplain(args.target);
-  if (!target.ok()) return target.status();
-  Config config;
-  if (args.config.empty()) {
-    config = workload->kernel->Default(workload->problem, *target);
-  } else {
-    absl::StatusOr<Config> parsed = Config::Parse(args.config);
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(
-          StrCat("bad --config '", args.config, "': ", std::string(parsed.status().message())));
-    }
-    config = *parsed;
-  }
-  json out = {{"kernel", args.kernel},       {"shape", workload->shape},
-              {"dtype", args.dtype},         {"target", args.target},
-              {"config", config.ToString()}, {"default", args.config.empty()}};
+absl::Status SimulateCommand::Run(int&) {
+  TESSEL_ASSIGN_OR_RETURN(const Workload workload, ValidateWorkload(workload_));
+  if (noise_ < 0) return absl::InvalidArgumentError("--noise must be >= 0");
+  const sim::SimOptions options{.noise_sigma = noise_, .seed = seed_, .exact = exact_};
+  TESSEL_ASSIGN_OR_RETURN(const sim::Target target, LoadTargetOrExplain(workload_.target));
+  TESSEL_ASSIGN_OR_RETURN(const Config config, ChosenConfig(workload, target));
+  json out = {{"kernel", workload_.kernel},  {"shape", workload.shape},
+              {"dtype", workload_.dtype},    {"target", workload_.target},
+              {"config", config.ToString()}, {"default", config_.empty()}};
   absl::StatusOr<sim::SimResult> result =
-      kernels::Evaluate(*workload->kernel, workload->problem, config, *target, options);
-  if (result.ok() && !args.trace.empty()) {
-    absl::StatusOr<sim::Program> program =
-        workload->kernel->Lower(workload->problem, config, *target);
+      kernels::Evaluate(*workload.kernel, workload.problem, config, target, options);
+  if (result.ok() && !trace_.empty()) {
+    absl::StatusOr<sim::Program> program = workload.kernel->Lower(workload.problem, config, target);
     absl::Status written =
-        program.ok() ? sim::WriteTrace(*target, *program, options, args.trace) : program.status();
+        program.ok() ? sim::WriteTrace(target, *program, options, trace_) : program.status();
     if (!written.ok()) {
       return absl::UnavailableError(
-          StrCat("cannot write trace ", args.trace, ": ", std::string(written.message())));
+          StrCat("cannot write trace ", trace_, ": ", std::string(written.message())));
     }
   }
   if (!result.ok()) {
@@ -75,11 +93,11 @@ absl::Status RunSimulate(const SimulateArgs& args) {
     }
     out["valid"] = false;
     out["reason"] = std::string(result.status().message());
-    if (args.json) {
+    if (json_) {
       PrintJson(out);
     } else {
-      std::cout << fmt::format("{} {} on {}: config {} is invalid: {}\n", args.kernel,
-                               workload->shape, args.target, config.ToString(),
+      std::cout << fmt::format("{} {} on {}: config {} is invalid: {}\n", workload_.kernel,
+                               workload.shape, workload_.target, config.ToString(),
                                out["reason"].get<std::string>());
     }
     return absl::OkStatus();
@@ -89,17 +107,22 @@ absl::Status RunSimulate(const SimulateArgs& args) {
   out["time_ns"] = result->time_ns;
   out["roofline_fraction"] =
       result->time_ns > 0 ? json(result->roofline_ns / result->time_ns) : json(nullptr);
-  const json& engines = out["engines"];
-  if (args.json) {
+  if (json_) {
     PrintJson(out);
-    return absl::OkStatus();
+  } else {
+    PrintReport(workload.shape, config, *result, out["engines"]);
   }
+  return absl::OkStatus();
+}
+
+void SimulateCommand::PrintReport(const std::string& shape, const Config& config,
+                                  const sim::SimResult& result, const json& engines) const {
   std::cout << fmt::format("{} {} {} on {}\n  config:   {}{}\n  time:     {} ({} bound)\n",
-                           args.kernel, workload->shape, args.dtype, args.target, config.ToString(),
-                           args.config.empty() ? " (default)" : "", HumanTime(result->time_ns),
-                           result->bound);
-  std::cout << fmt::format("  roofline: {} ({:.1f}% reached)\n", HumanTime(result->roofline_ns),
-                           result->time_ns > 0 ? 100 * result->roofline_ns / result->time_ns : 0);
+                           workload_.kernel, shape, workload_.dtype, workload_.target,
+                           config.ToString(), config_.empty() ? " (default)" : "",
+                           HumanTime(result.time_ns), result.bound);
+  std::cout << fmt::format("  roofline: {} ({:.1f}% reached)\n", HumanTime(result.roofline_ns),
+                           result.time_ns > 0 ? 100 * result.roofline_ns / result.time_ns : 0);
   std::cout << "  engines: ";
   for (const auto& [name, e] : engines.items()) {
     std::cout << fmt::format(" {} {:.0f}%", name, 100 * e["busy_frac"].get<double>());
@@ -107,9 +130,12 @@ absl::Status RunSimulate(const SimulateArgs& args) {
   std::cout << fmt::format(
       "\n  hbm: {} bytes  sbuf peak: {} B/partition  psum peak: {} "
       "B/partition\n",
-      result->hbm_bytes, result->sbuf_peak_bytes, result->psum_peak_bytes);
+      result.hbm_bytes, result.sbuf_peak_bytes, result.psum_peak_bytes);
   std::cout.flush();
-  return absl::OkStatus();
 }
+
+}  // namespace
+
+std::unique_ptr<Command> NewSimulateCommand() { return std::make_unique<SimulateCommand>(); }
 
 }  // namespace tessel::cli

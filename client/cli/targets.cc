@@ -1,42 +1,47 @@
-#include "client/cli/targets.h"
-
-#include <iostream>
+// `tessel targets`: the built-in targets.
 #include <string>
 
+#include "client/cli/command.h"
+#include "client/cli/common.h"
 #include "fmt/format.h"
-#include "nlohmann/json.hpp"
+#include "schema/status_macros.h"
 #include "sim/target.h"
 
 namespace tessel::cli {
+namespace {
 
-namespace v1 = tessel::v1;
 using nlohmann::json;
 
-CLI::App* AddTargetsCommand(CLI::App& app, JsonOnlyArgs& args) {
-  CLI::App* cmd = app.add_subcommand("targets", "list built-in targets");
-  cmd->add_flag("--json", args.json, "print one JSON object");
-  return cmd;
+std::string TargetLine(const json& t) {
+  return fmt::format("{:<22} v{}  {}\n", t["name"].get<std::string>(), t["version"].get<int>(),
+                     t["description"].get<std::string>());
 }
 
-absl::Status RunTargets(const JsonOnlyArgs& args) {
-  json list = json::array();
-  for (const std::string& name : sim::TargetNames()) {
-    absl::StatusOr<sim::Target> target = sim::LoadTarget(name);
-    if (!target.ok()) return target.status();
-    list.push_back({{"name", target->name},
-                    {"version", target->version},
-                    {"description", target->description}});
-  }
-  if (args.json) {
-    PrintJson({{"targets", list}});
+class TargetsCommand final : public Command {
+ public:
+  TargetsCommand() : Command("targets", "list built-in targets") {}
+
+  // Prints each target with its version, or {"targets": [...]} with --json.
+  absl::Status Run(int&) override {
+    json rows = json::array();
+    for (const std::string& name : sim::TargetNames()) {
+      TESSEL_ASSIGN_OR_RETURN(const sim::Target target, sim::LoadTarget(name));
+      rows.push_back({{"name", target.name},
+                      {"version", target.version},
+                      {"description", target.description}});
+    }
+    PrintList(rows, json_,
+              {.key = "targets",
+               .header = "",
+               .line = TargetLine,
+               .when_empty = "",
+               .footer = "(systolic-RxC-{ws,os,is} names any systolic array size)\n"});
     return absl::OkStatus();
   }
-  for (const json& t : list) {
-    std::cout << fmt::format("{:<22} v{}  {}\n", t["name"].get<std::string>(),
-                             t["version"].get<int>(), t["description"].get<std::string>());
-  }
-  std::cout << "(systolic-RxC-{ws,os,is} names any systolic array size)" << std::endl;
-  return absl::OkStatus();
-}
+};
+
+}  // namespace
+
+std::unique_ptr<Command> NewTargetsCommand() { return std::make_unique<TargetsCommand>(); }
 
 }  // namespace tessel::cli

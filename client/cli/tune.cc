@@ -1,54 +1,29 @@
-#include "client/cli/tune.h"
-
+// `tessel tune KERNEL --shape DIMS`: submit a tuning job and follow it to its end (embedded server
+// and worker threads unless --server).
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <thread>
 #include <vector>
 
+#include "client/cli/command.h"
 #include "client/cli/job_report.h"
 #include "client/cli/options.h"
 #include "fmt/format.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "search/stopping.h"
 #include "search/strategy.h"
 
 namespace tessel::cli {
+namespace {
 
 namespace v1 = tessel::v1;
 using nlohmann::json;
 
-CLI::App* AddTuneCommand(CLI::App& app, TuneArgs& args) {
-  CLI::App* cmd = app.add_subcommand("tune", "tune a kernel (embedded server unless --server)");
-  cmd->add_option("kernel", args.kernel, "kernel name (see `tessel kernels`)")->required();
-  cmd->add_option("--shape", args.shape, "named dims, e.g. M=4096,N=4096,K=4096")->required();
-  cmd->add_option("--dtype", args.dtype, "element type")->capture_default_str();
-  cmd->add_option("--target", args.target, "target (see `tessel targets`)")->capture_default_str();
-  cmd->add_option("--strategy", args.strategy, "search strategy (default: the server's)");
-  cmd->add_option("--effort", args.effort,
-                  StrCat("search effort: ", search::EffortPresetNames(),
-                         " (a budget and early stops; see below)"))
-      ->capture_default_str();
-  cmd->add_option("--budget", args.budget, "trials charged to the budget (default: the effort's)")
-      ->each([&args](const std::string&) { args.budget_set = true; });
-  cmd->add_option("--seed", args.seed, "search seed")->capture_default_str();
-  cmd->add_option("--workers", args.workers, "embedded worker threads (default: hardware threads)");
-  cmd->add_flag("-q,--quiet", args.quiet, "no progress on stderr");
-  cmd->add_flag("--json", args.json, "print one JSON object");
-  cmd->add_option("--time-limit", args.time_limit,
-                  "wall-clock limit: 90, 30s, 2m or 1h; the job then verifies and publishes "
-                  "the best found so far (0 = no limit)");
-  cmd->add_option("--patience", args.patience,
-                  "stop after this many trials in a row without a faster result (default: the "
-                  "effort's)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--target-ns", args.target_ns,
-                  "stop once a config is at least this fast (0 = never)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--cold-start", args.cold_start,
-                "do not warm-start from earlier jobs of this kernel and dtype");
-  cmd->add_flag("--no-wait", args.no_wait,
-                "submit, print the job and return (needs --server; see `tessel watch`)");
-  AddServerOptions(cmd, args.server, args.db);
+// The --help footer: what each effort preset costs.
+std::string EffortFooter() {
   std::string efforts = "Effort presets (--budget and --patience override theirs):";
   for (const search::EffortPreset& preset : search::kEffortPresets) {
     efforts +=
@@ -58,19 +33,78 @@ CLI::App* AddTuneCommand(CLI::App& app, TuneArgs& args) {
                         : "",
                     preset.summary);
   }
-  cmd->footer(efforts);
-  return cmd;
+  return efforts;
 }
 
-absl::Status RunTune(const TuneArgs& args, int& exit_code) {
-  absl::StatusOr<Workload> workload =
-      ValidateWorkload(args.kernel, args.shape, args.dtype, args.target);
-  if (!workload.ok()) return workload.status();
-  if (args.no_wait && args.server.empty()) {
+class TuneCommand final : public Command {
+ public:
+  TuneCommand() : Command("tune", "tune a kernel (embedded server unless --server)") {}
+
+  // Validates everything before any work, submits, follows the job and prints it (one JSON
+  // object with --json). Sets `exit_code` to 1 when the job does not complete.
+  absl::Status Run(int& exit_code) override;
+
+ private:
+  void AddOptions(CLI::App& command) override;
+  // The request for the validated options; InvalidArgument naming the bad flag.
+  absl::StatusOr<v1::SubmitJobRequest> Request(const Workload& workload) const;
+  // Prints the job as submitted (--no-wait).
+  void PrintSubmitted(const v1::Job& job, const Workload& workload) const;
+
+  WorkloadArgs workload_;
+  ServerArgs backend_;
+  std::string strategy_;
+  std::string effort_ = std::string(search::kDefaultEffort);  // a row of search::kEffortPresets
+  int budget_ = 0;                                            // 0 = the effort's
+  bool budget_set_ = false;  // --budget was given (then it must be positive)
+  uint64_t seed_ = 1;
+  int workers_ = 0;
+  bool quiet_ = false;
+  bool no_wait_ = false;          // submit, print the job, return (needs --server)
+  bool cold_start_ = false;       // no warm start from earlier jobs of the kernel
+  std::string time_limit_ = "0";  // early stops (0 = none); --time-limit as given
+  int patience_ = 0;              // 0 = the effort's
+  double target_ns_ = 0;
+};
+
+void TuneCommand::AddOptions(CLI::App& command) {
+  AddWorkloadOptions(command, workload_);
+  command.add_option("--strategy", strategy_, "search strategy (default: the server's)");
+  command
+      .add_option("--effort", effort_,
+                  StrCat("search effort: ", search::EffortPresetNames(),
+                         " (a budget and early stops; see below)"))
+      ->capture_default_str();
+  command.add_option("--budget", budget_, "trials charged to the budget (default: the effort's)")
+      ->each([this](const std::string&) { budget_set_ = true; });
+  command.add_option("--seed", seed_, "search seed")->capture_default_str();
+  command.add_option("--workers", workers_, "embedded worker threads (default: hardware threads)");
+  command.add_flag("-q,--quiet", quiet_, "no progress on stderr");
+  command.add_option("--time-limit", time_limit_,
+                     "wall-clock limit: 90, 30s, 2m or 1h; the job then verifies and publishes "
+                     "the best found so far (0 = no limit)");
+  command
+      .add_option("--patience", patience_,
+                  "stop after this many trials in a row without a faster result (default: the "
+                  "effort's)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      .add_option("--target-ns", target_ns_, "stop once a config is at least this fast (0 = never)")
+      ->check(CLI::NonNegativeNumber);
+  command.add_flag("--cold-start", cold_start_,
+                   "do not warm-start from earlier jobs of this kernel and dtype");
+  command.add_flag("--no-wait", no_wait_,
+                   "submit, print the job and return (needs --server; see `tessel watch`)");
+  AddServerOptions(command, backend_);
+  command.footer(EffortFooter());
+}
+
+absl::StatusOr<v1::SubmitJobRequest> TuneCommand::Request(const Workload& workload) const {
+  if (no_wait_ && backend_.server.empty()) {
     return absl::InvalidArgumentError(
         "--no-wait needs --server: an embedded job stops when this command exits");
   }
-  std::string strategy = args.strategy == "auto" ? "" : args.strategy;
+  const std::string strategy = strategy_ == "auto" ? "" : strategy_;
   if (!strategy.empty()) {
     std::vector<std::string> names = search::StrategyNames();
     if (std::find(names.begin(), names.end(), strategy) == names.end()) {
@@ -79,67 +113,71 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
                                                ", auto)"));
     }
   }
-  if (search::FindEffortPreset(args.effort) == nullptr) {
-    return absl::InvalidArgumentError(StrCat("unknown --effort '", args.effort,
-                                             "' (presets: ", search::EffortPresetNames(), ")"));
+  if (search::FindEffortPreset(effort_) == nullptr) {
+    return absl::InvalidArgumentError(
+        StrCat("unknown --effort '", effort_, "' (presets: ", search::EffortPresetNames(), ")"));
   }
-  if (args.budget_set && args.budget <= 0) {
-    return absl::InvalidArgumentError(StrCat("--budget must be positive, got ", args.budget));
+  if (budget_set_ && budget_ <= 0) {
+    return absl::InvalidArgumentError(StrCat("--budget must be positive, got ", budget_));
   }
-  absl::StatusOr<int> time_limit_s = ParseTimeLimitSeconds(args.time_limit, "--time-limit");
-  if (!time_limit_s.ok()) return time_limit_s.status();
-  int workers = args.workers > 0
-                    ? args.workers
-                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-
+  TESSEL_ASSIGN_OR_RETURN(const int time_limit_s,
+                          ParseTimeLimitSeconds(time_limit_, "--time-limit"));
   v1::SubmitJobRequest request;
-  *request.mutable_workload() = workload->ToProto();
+  *request.mutable_workload() = workload.ToProto();
   request.set_strategy(strategy);
-  request.set_effort(args.effort);
-  request.set_budget(args.budget_set ? args.budget : 0);  // 0: the effort's
-  request.set_seed(args.seed);
-  request.set_cold_start(args.cold_start);
-  request.set_time_limit_s(*time_limit_s);
-  request.set_stop_after_no_improvement(args.patience);
-  request.set_target_time_ns(args.target_ns);
+  request.set_effort(effort_);
+  request.set_budget(budget_set_ ? budget_ : 0);  // 0: the effort's
+  request.set_seed(seed_);
+  request.set_cold_start(cold_start_);
+  request.set_time_limit_s(time_limit_s);
+  request.set_stop_after_no_improvement(patience_);
+  request.set_target_time_ns(target_ns_);
+  return request;
+}
 
-  absl::StatusOr<std::unique_ptr<Backend>> backend =
-      OpenBackend(args.server, args.db, /*must_exist=*/false);
-  if (!backend.ok()) return backend.status();
+void TuneCommand::PrintSubmitted(const v1::Job& job, const Workload& workload) const {
+  if (json_) {
+    json out = JobJson(job);
+    out["shape"] = workload.shape;
+    out["server"] = backend_.server;
+    PrintJson(out);
+  } else {
+    std::cout << fmt::format("submitted job {}; follow it with: tessel watch {} --server {}\n",
+                             job.id(), job.id(), backend_.server);
+  }
+}
+
+absl::Status TuneCommand::Run(int& exit_code) {
+  TESSEL_ASSIGN_OR_RETURN(const Workload workload, ValidateWorkload(workload_));
+  TESSEL_ASSIGN_OR_RETURN(const v1::SubmitJobRequest request, Request(workload));
+  const int workers =
+      workers_ > 0 ? workers_ : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/false));
 
   // Embedded mode: worker threads in-process, over the server's in-process channel.
   EmbeddedWorkers embedded;
-  if (absl::Status started = embedded.Start(**backend, workers); !started.ok()) return started;
-  if ((*backend)->server && !args.quiet) {
+  TESSEL_RETURN_IF_ERROR(embedded.Start(*backend, workers));
+  if (backend->server && !quiet_) {
     std::fprintf(stderr, "tuning %s %s on %s with %d embedded worker threads (db %s)\n",
-                 args.kernel.c_str(), workload->shape.c_str(), args.target.c_str(), workers,
-                 args.db.c_str());
+                 workload_.kernel.c_str(), workload.shape.c_str(), workload_.target.c_str(),
+                 workers, backend_.DbPath().c_str());
   }
-  if (args.no_wait) {
-    absl::StatusOr<v1::Job> submitted = (*backend)->client->SubmitJob(request);
-    if (!submitted.ok()) return submitted.status();
-    if (args.json) {
-      json out = JobJson(*submitted);
-      out["shape"] = workload->shape;
-      out["server"] = args.server;
-      PrintJson(out);
-    } else {
-      std::cout << fmt::format("submitted job {}; follow it with: tessel watch {} --server {}\n",
-                               submitted->id(), submitted->id(), args.server);
-    }
+  if (no_wait_) {
+    TESSEL_ASSIGN_OR_RETURN(const v1::Job submitted, backend->client->SubmitJob(request));
+    PrintSubmitted(submitted, workload);
     return absl::OkStatus();
   }
-  absl::StatusOr<v1::Job> job = SubmitAndWatch(*(*backend)->client, request, !args.quiet);
+  absl::StatusOr<v1::Job> job = SubmitAndWatch(*backend->client, request, !quiet_);
   embedded.Stop();
   if (!job.ok()) return job.status();
 
-  if (args.json) {
+  if (json_) {
     json out = JobJson(*job);
-    out["shape"] = workload->shape;
-    if ((*backend)->server) {
-      out["db"] = args.db;
+    out["shape"] = workload.shape;
+    if (backend->server) {
+      out["db"] = backend_.DbPath();
     } else {
-      out["server"] = args.server;
+      out["server"] = backend_.server;
     }
     PrintJson(out);
   } else {
@@ -153,5 +191,9 @@ absl::Status RunTune(const TuneArgs& args, int& exit_code) {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
+
+std::unique_ptr<Command> NewTuneCommand() { return std::make_unique<TuneCommand>(); }
 
 }  // namespace tessel::cli

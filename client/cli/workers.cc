@@ -1,56 +1,69 @@
-#include "client/cli/workers.h"
-
-#include <iostream>
-#include <memory>
+// `tessel workers`: list the workers registered with a server.
+#include <string>
 #include <vector>
 
+#include "client/cli/command.h"
+#include "client/cli/options.h"
 #include "fmt/format.h"
-#include "nlohmann/json.hpp"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel::cli {
+namespace {
 
 namespace v1 = tessel::v1;
 using nlohmann::json;
 
-CLI::App* AddWorkersCommand(CLI::App& app, ListArgs& args) {
-  CLI::App* cmd = app.add_subcommand("workers", "list registered workers");
-  cmd->add_flag("--json", args.json, "print one JSON object");
-  AddServerOptions(cmd, args.backend);
-  return cmd;
+constexpr char kWorkerLine[] = "{:<14} {:<24} {:<6} {:>5} {:>7} {:>8}  {}\n";
+
+json WorkerRow(const v1::WorkerInfo& w) {
+  return {{"id", w.worker_id()},
+          {"name", w.name()},
+          {"targets", std::vector<std::string>(w.targets().begin(), w.targets().end())},
+          {"slots", w.slots()},
+          {"state", w.state()},
+          {"leased_trials", w.leased_trials()},
+          {"trials_done", w.trials_done()},
+          {"last_heartbeat_unix_ms", w.last_heartbeat_unix_ms()}};
 }
 
-absl::Status RunWorkers(const ListArgs& args) {
-  absl::StatusOr<std::unique_ptr<Backend>> backend =
-      OpenBackend(args.backend.server, args.backend.db, /*must_exist=*/true);
-  if (!backend.ok()) return backend.status();
-  absl::StatusOr<std::vector<v1::WorkerInfo>> workers = (*backend)->client->ListWorkers();
-  if (!workers.ok()) return workers.status();
-  if (args.json) {
-    json list = json::array();
-    for (const v1::WorkerInfo& w : *workers) {
-      list.push_back({{"id", w.worker_id()},
-                      {"name", w.name()},
-                      {"targets", std::vector<std::string>(w.targets().begin(), w.targets().end())},
-                      {"slots", w.slots()},
-                      {"state", w.state()},
-                      {"leased_trials", w.leased_trials()},
-                      {"trials_done", w.trials_done()},
-                      {"last_heartbeat_unix_ms", w.last_heartbeat_unix_ms()}});
-    }
-    PrintJson({{"workers", list}});
+std::string WorkerLine(const json& row) {
+  const auto targets = row["targets"].get<std::vector<std::string>>();
+  return fmt::format(kWorkerLine, row["id"].get<std::string>(), row["name"].get<std::string>(),
+                     row["state"].get<std::string>(), row["slots"].get<int64_t>(),
+                     row["leased_trials"].get<int64_t>(), row["trials_done"].get<int64_t>(),
+                     targets.empty() ? "all" : StrJoin(targets, ","));
+}
+
+class WorkersCommand final : public Command {
+ public:
+  WorkersCommand() : Command("workers", "list registered workers") {}
+
+  // Prints the workers as a table, or {"workers": [...]} with --json.
+  absl::Status Run(int&) override {
+    TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/true));
+    TESSEL_ASSIGN_OR_RETURN(const std::vector<v1::WorkerInfo> workers,
+                            backend->client->ListWorkers());
+    json rows = json::array();
+    for (const v1::WorkerInfo& worker : workers) rows.push_back(WorkerRow(worker));
+    PrintList(rows, json_,
+              {.key = "workers",
+               .header = fmt::format(kWorkerLine, "ID", "NAME", "STATE", "SLOTS", "LEASED", "DONE",
+                                     "TARGETS"),
+               .line = WorkerLine,
+               .when_empty = "(no workers)\n",
+               .footer = ""});
     return absl::OkStatus();
   }
-  std::cout << fmt::format("{:<14} {:<24} {:<6} {:>5} {:>7} {:>8}  {}\n", "ID", "NAME", "STATE",
-                           "SLOTS", "LEASED", "DONE", "TARGETS");
-  for (const v1::WorkerInfo& w : *workers) {
-    std::cout << fmt::format("{:<14} {:<24} {:<6} {:>5} {:>7} {:>8}  {}\n", w.worker_id(), w.name(),
-                             w.state(), w.slots(), w.leased_trials(), w.trials_done(),
-                             w.targets().empty() ? "all" : StrJoin(w.targets(), ","));
-  }
-  if (workers->empty()) std::cout << "(no workers)\n";
-  std::cout.flush();
-  return absl::OkStatus();
-}
+
+ private:
+  void AddOptions(CLI::App& command) override { AddServerOptions(command, backend_); }
+
+  ServerArgs backend_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> NewWorkersCommand() { return std::make_unique<WorkersCommand>(); }
 
 }  // namespace tessel::cli

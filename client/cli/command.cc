@@ -1,0 +1,22 @@
+#include "client/cli/command.h"
+
+namespace tessel::cli {
+
+void Command::Add(CLI::App& app) {
+  subcommand_ = app.add_subcommand(name_, description_);
+  AddOptions(*subcommand_);
+  subcommand_->add_flag("--json", json_, "print one JSON object");
+}
+
+std::vector<std::unique_ptr<Command>> AllCommands() {
+  std::vector<std::unique_ptr<Command>> commands;
+  for (auto* make :
+       {NewTuneCommand, NewWatchCommand, NewLookupCommand, NewJobsCommand, NewWorkersCommand,
+        NewKernelsCommand, NewTargetsCommand, NewExportCommand, NewImportCommand, NewRetuneCommand,
+        NewSimulateCommand, NewReplayCommand, NewSpaceCommand}) {
+    commands.push_back(make());
+  }
+  return commands;
+}
+
+}  // namespace tessel::cli

@@ -1,0 +1,35 @@
+#include "client/cli/options.h"
+
+#include "schema/strings.h"
+
+namespace tessel::cli {
+
+void AddPositiveOption(CLI::App& command, const std::string& name, int& value,
+                       const std::string& help) {
+  command.add_option(name, value, help)->capture_default_str()->check(CLI::PositiveNumber);
+}
+
+void AddServerOptions(CLI::App& command, ServerArgs& args) {
+  auto* server = command.add_option("--server", args.server, "tessel server address HOST:PORT");
+  auto* db = command.add_option(
+      "--db", args.db, StrCat("SQLite database of the embedded server (default ", kDefaultDb, ")"));
+  server->excludes(db);
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const ServerArgs& args, bool must_exist) {
+  return OpenBackend(args.server, args.DbPath(), must_exist);
+}
+
+void AddWorkloadOptions(CLI::App& command, WorkloadArgs& args) {
+  command.add_option("kernel", args.kernel, "kernel name (see `tessel kernels`)")->required();
+  command.add_option("--shape", args.shape, "named dims, e.g. M=4096,N=4096,K=4096")->required();
+  command.add_option("--dtype", args.dtype, "element type")->capture_default_str();
+  command.add_option("--target", args.target, "target (see `tessel targets`)")
+      ->capture_default_str();
+}
+
+absl::StatusOr<Workload> ValidateWorkload(const WorkloadArgs& args) {
+  return ValidateWorkload(args.kernel, args.shape, args.dtype, args.target);
+}
+
+}  // namespace tessel::cli
