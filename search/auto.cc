@@ -220,14 +220,25 @@ std::optional<uint64_t> AutoStrategy::ExploreUnseen() {
   std::uniform_int_distribution<uint64_t> pick(0, space_.size() - 1);
   std::optional<uint64_t> chosen;
   double farthest = -1;
+  const size_t params = static_cast<size_t>(space_.num_params());
+  for (size_t seen = history_ranks_.size() / std::max<size_t>(params, 1); seen < history().size();
+       ++seen) {
+    metric_.AppendRanks(history()[seen].index, history_ranks_);
+  }
+  std::vector<int> ranks;
   // Bounded draws: in a sparse valid space fall back to RandomUnseen (which scans).
   for (int draw = 0, found = 0; draw < 16 * kExploreCandidates && found < kExploreCandidates;
        ++draw) {
     uint64_t index = pick(rng_);
     if (Seen(index) || !space_.Valid(index)) continue;
     ++found;
+    ranks.clear();
+    metric_.AppendRanks(index, ranks);
     double closest = std::numeric_limits<double>::infinity();
-    for (const Result& r : history()) closest = std::min(closest, metric_(index, r.index));
+    for (size_t k = 0; k < history().size(); ++k) {
+      closest =
+          std::min(closest, metric_.Distance(ranks.data(), history_ranks_.data() + k * params));
+    }
     if (closest > farthest) {
       farthest = closest;
       chosen = index;

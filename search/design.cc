@@ -57,6 +57,21 @@ double DesignMetric::operator()(uint64_t a, uint64_t b) const {
   return d;
 }
 
+void DesignMetric::AppendRanks(uint64_t point, std::vector<int>& out) const {
+  for (int p = 0; p < space_.num_params(); ++p) out.push_back(ranks_[p][space_.ValueAt(point, p)]);
+}
+
+double DesignMetric::Distance(const int* a, const int* b) const {
+  // The same sum as operator(), in the same order: ranks are a permutation of the value
+  // indices, so equal ranks mean equal values.
+  double d = 0;
+  for (size_t p = 0; p < scale_.size(); ++p) {
+    if (a[p] == b[p]) continue;
+    d += scale_[p] > 0 ? std::abs(a[p] - b[p]) * scale_[p] : 1.0;
+  }
+  return d;
+}
+
 std::vector<uint64_t> SpaceFillingDesign(const SearchSpace& space, int n, std::mt19937_64& rng,
                                          const std::function<bool(uint64_t)>& usable) {
   std::vector<uint64_t> out;

@@ -22,6 +22,12 @@ class DesignMetric {
   // `space` must outlive the metric.
   explicit DesignMetric(const SearchSpace& space);
   double operator()(uint64_t a, uint64_t b) const;
+
+  // For many distances from the same points: a point's rank per parameter, appended to `out`
+  // (num_params values), and the distance between two such rank rows. Distance(ranks of a,
+  // ranks of b) equals (*this)(a, b) to the last bit; it skips decoding the points' values.
+  void AppendRanks(uint64_t point, std::vector<int>& out) const;
+  double Distance(const int* a, const int* b) const;
   // Smallest distance from `point` to any of `others`; +inf when `others` is empty.
   template <typename Range>
   double Closest(uint64_t point, const Range& others) const {

@@ -50,6 +50,23 @@ TEST(DesignMetricTest, NumericParamsByRankCategoricalByMismatch) {
   EXPECT_DOUBLE_EQ(distance(far, origin), 2.0);
 }
 
+TEST(DesignMetricTest, DistanceOfRanksEqualsTheDistanceOfPointsToTheLastBit) {
+  kernels::Space space = OpenSpace();
+  SearchSpace search(space);
+  DesignMetric distance(search);
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<uint64_t> pick(0, search.size() - 1);
+  for (int i = 0; i < 2000; ++i) {
+    const uint64_t a = pick(rng), b = pick(rng);
+    std::vector<int> ranks;
+    distance.AppendRanks(a, ranks);
+    distance.AppendRanks(b, ranks);
+    ASSERT_EQ(ranks.size(), 2u * search.num_params());
+    EXPECT_EQ(distance.Distance(ranks.data(), ranks.data() + search.num_params()), distance(a, b))
+        << a << " " << b;
+  }
+}
+
 TEST(SpaceFillingDesignTest, IsALatinHypercubeWithoutRepeats) {
   kernels::Space space = OpenSpace();
   SearchSpace search(space);

@@ -273,6 +273,9 @@ class AutoStrategy final : public SpaceStrategy {
 
   Options options_;
   DesignMetric metric_;
+  // The ranks (DesignMetric::AppendRanks) of history()'s points, in order, for ExploreUnseen;
+  // extended as results arrive.
+  std::vector<int> history_ranks_;
   std::vector<Arm> arms_;
   absl::flat_hash_map<uint64_t, int> owner_;  // pending point -> arm
   std::vector<double> sorted_times_;          // ok times seen, ascending
