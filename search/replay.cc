@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "nlohmann/json.hpp"
+#include "schema/measurement.h"
 #include "schema/strings.h"
 #include "sim/enum_names.h"
 
@@ -374,16 +375,6 @@ absl::StatusOr<std::vector<ReplayRun>> RunReplay(const ReplayCache& cache,
   }
   return runs;
 }
-
-namespace {
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-}  // namespace
 
 ReplaySummary Summarize(const ReplayCache& cache, const std::vector<ReplayRun>& runs, int budget) {
   ReplaySummary summary;

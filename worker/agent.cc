@@ -20,6 +20,7 @@
 #include "kernels/kernel.h"
 #include "kernels/workload.h"
 #include "schema/key.h"
+#include "schema/measurement.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "schema/tessel.grpc.pb.h"

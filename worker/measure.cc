@@ -48,16 +48,6 @@ absl::StatusOr<bool> ShouldVerify(std::string_view policy, int64_t trial_id, uin
                                            "'; expected always, never or sample:P with 0<=P<=1"));
 }
 
-double Median(std::vector<double> samples) {
-  if (samples.empty()) return 0;
-  size_t mid = samples.size() / 2;
-  std::nth_element(samples.begin(), samples.begin() + mid, samples.end());
-  double upper = samples[mid];
-  if (samples.size() % 2 == 1) return upper;
-  double lower = *std::max_element(samples.begin(), samples.begin() + mid);
-  return (lower + upper) / 2;
-}
-
 std::string StatsJson(const sim::SimResult& result) { return sim::ResultJson(result).dump(); }
 
 }  // namespace tessel::worker

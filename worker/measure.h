@@ -21,9 +21,6 @@ uint64_t RunSeed(uint64_t trial_seed, int run_index);
 // InvalidArgument for any other policy.
 absl::StatusOr<bool> ShouldVerify(std::string_view policy, int64_t trial_id, uint64_t seed);
 
-// Median of `samples` (mean of the middle two for an even count); 0 for none.
-double Median(std::vector<double> samples);
-
 // The simulator statistics stored with a trial, as a JSON object: ticks, tensor_cycles,
 // engines.<name>.{busy_frac,busy_ticks,instructions}, hbm_bytes, sbuf_peak_bytes,
 // psum_peak_bytes, roofline_ns, bound.

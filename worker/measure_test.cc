@@ -7,10 +7,6 @@
 namespace tessel::worker {
 namespace {
 
-TEST(MedianTest, OddCountIsTheMiddleSample) { EXPECT_EQ(Median({5, 1, 3}), 3); }
-TEST(MedianTest, EvenCountIsTheMeanOfTheMiddleTwo) { EXPECT_EQ(Median({4, 1, 3, 2}), 2.5); }
-TEST(MedianTest, NoSamplesIsZero) { EXPECT_EQ(Median({}), 0); }
-
 TEST(RunSeedTest, IsDeterministicAndDiffersPerRun) {
   EXPECT_EQ(RunSeed(7, 2), RunSeed(7, 2));
   EXPECT_NE(RunSeed(7, 1), RunSeed(7, 2));

@@ -1,0 +1,25 @@
+// The statistics of the measurement protocol, in one place for the worker that measures a trial
+// and the server that checks what a worker reports (DESIGN.md "Trial status").
+#ifndef TESSEL_SCHEMA_MEASUREMENT_H_
+#define TESSEL_SCHEMA_MEASUREMENT_H_
+
+#include <vector>
+
+namespace tessel {
+
+// Median of `samples` (the mean of the middle two for an even count); 0 for none.
+double Median(std::vector<double> samples);
+
+// How many standard deviations of simulated run-to-run noise a sample may fall below its
+// noiseless time before it is implausible (a Gaussian tail beyond 6 sigma has probability
+// ~1e-9).
+inline constexpr double kPlausibleNoiseSigmas = 6;
+
+// The lowest plausible ratio of a measured sample to the noiseless time of the same run, with
+// relative noise `noise_sigma` (the simulator's time * max(0.5, 1 + sigma * N(0, 1))): 1 without
+// noise, else max(0.5, 1 - kPlausibleNoiseSigmas * noise_sigma).
+double PlausibleNoiseFloor(double noise_sigma);
+
+}  // namespace tessel
+
+#endif  // TESSEL_SCHEMA_MEASUREMENT_H_
