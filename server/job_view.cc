@@ -40,8 +40,7 @@ v1::Job JobView(const JobRecord& record, const JobProgress& progress) {
   view.set_strategy(record.strategy);
   view.set_budget(record.budget);
   view.set_seed(record.seed);
-  view.set_kernel_version(record.kernel_version);
-  view.set_target_version(record.target_version);
+  SetVersions(record, view);
   view.set_roofline_ns(record.roofline_ns);
   view.set_created_unix_ms(record.created_ms);
   view.set_finished_unix_ms(record.finished_ms.value_or(0));

@@ -131,6 +131,39 @@ class SchedulerTest : public ::testing::Test {
     });
   }
 
+  // RunToEnd, expecting (not asserting) that the job completed.
+  v1::Job RunToCompletion(int64_t job_id, const std::string& worker,
+                          const std::set<std::string>& wrong = {}) {
+    v1::Job done = RunToEnd(job_id, worker, wrong);
+    EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+    return done;
+  }
+
+  // The scheduler's answer to a lookup of `workload`.
+  absl::StatusOr<v1::LookupResponse> LookupWorkload(const v1::Workload& workload) {
+    v1::LookupRequest lookup;
+    *lookup.mutable_workload() = workload;
+    return scheduler_->Lookup(lookup);
+  }
+
+  // Submits `request` and runs it to the end on `worker`, setting `tuned` to the final job; a
+  // fatal failure (use ASSERT_NO_FATAL_FAILURE) unless it was accepted and completed.
+  void TuneToCompletion(const v1::SubmitJobRequest& request, const std::string& worker,
+                        v1::Job& tuned) {
+    auto job = scheduler_->Submit(request);
+    ASSERT_TRUE(job.ok());
+    tuned = RunToEnd(job->id(), worker);
+    ASSERT_EQ(tuned.state(), v1::JOB_COMPLETED);
+  }
+
+  // Sets `out` to the job's trials as the store holds them; a fatal failure (use
+  // ASSERT_NO_FATAL_FAILURE) when the store cannot read them.
+  void StoredTrials(int64_t job_id, std::vector<TrialRecord>& out) {
+    auto trials = store_->TrialsForJob(job_id);
+    ASSERT_TRUE(trials.ok());
+    out = *std::move(trials);
+  }
+
   // Calls `step` (false: nothing was ready) until the job is final.
   v1::Job DriveToEnd(int64_t job_id, const std::function<bool()>& step) {
     for (int round = 0; round < 10000; ++round) {
@@ -204,8 +237,7 @@ TEST_F(SchedulerTest, AJobSpendsExactlyItsBudgetAndPublishesTheFastestVerifiedCo
   auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 20));
   ASSERT_TRUE(job.ok());
   const std::string worker = RegisterWorker();
-  v1::Job done = RunToEnd(job->id(), worker);
-  EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+  v1::Job done = RunToCompletion(job->id(), worker);
   EXPECT_EQ(done.trials().total(), 20);
   EXPECT_EQ(done.trials().ok(), 20);
 
@@ -223,9 +255,7 @@ TEST_F(SchedulerTest, AJobSpendsExactlyItsBudgetAndPublishesTheFastestVerifiedCo
   EXPECT_EQ(charged, 20) << "20 distinct configs measured";
   EXPECT_DOUBLE_EQ(done.best().time_ns(), fastest);
 
-  v1::LookupRequest lookup;
-  *lookup.mutable_workload() = Gemm(1024, 1024, 1024);
-  auto found = scheduler_->Lookup(lookup);
+  auto found = LookupWorkload(Gemm(1024, 1024, 1024));
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(found->match(), "exact");
   EXPECT_EQ(found->config(), done.best().config());
@@ -247,14 +277,11 @@ TEST_F(SchedulerTest, AConfigThatFailsVerificationIsNeverPublished) {
   repeat.set_cold_start(true);
   auto again = scheduler_->Submit(repeat);
   ASSERT_TRUE(again.ok());
-  v1::Job done = RunToEnd(again->id(), worker, {winner});
-  EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+  v1::Job done = RunToCompletion(again->id(), worker, {winner});
   EXPECT_NE(done.best().config(), winner);
   EXPECT_GT(done.best().time_ns(), honest.best().time_ns());
   EXPECT_THAT(done.message(), HasSubstr("failed verification"));
-  v1::LookupRequest lookup;
-  *lookup.mutable_workload() = Gemm(1024, 1024, 1024);
-  auto found = scheduler_->Lookup(lookup);
+  auto found = LookupWorkload(Gemm(1024, 1024, 1024));
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(found->config(), done.best().config()) << "the newest publication wins";
 }
@@ -280,15 +307,14 @@ TEST_F(SchedulerTest, AnExpiredLeaseIsRecordedAsWorkerLostAndRetriedWithoutCharg
   EXPECT_EQ(late.accepted(), 0);
   EXPECT_EQ(late.ignored(), 1);
 
-  v1::Job done = RunToEnd(job->id(), worker);
-  EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+  v1::Job done = RunToCompletion(job->id(), worker);
   EXPECT_EQ(done.trials().total(), 6);
   EXPECT_GE(done.trials().retried(), 2);
-  auto trials = store_->TrialsForJob(job->id());
-  ASSERT_TRUE(trials.ok());
+  std::vector<TrialRecord> trials;
+  ASSERT_NO_FATAL_FAILURE(StoredTrials(job->id(), trials));
   int lost = 0;
   std::set<std::string> measured;
-  for (const auto& t : *trials) {
+  for (const auto& t : trials) {
     if (t.status == TrialStatus::kWorkerLost) ++lost;
     if (t.status == TrialStatus::kOk) measured.insert(t.config);
   }
@@ -322,15 +348,11 @@ TEST_F(SchedulerTest, CancellingStopsTheJobAndTellsTheWorkerByHeartbeat) {
 
 TEST_F(SchedulerTest, LookupFallsBackFromExactToNearestToOtherTargetToDefault) {
   const std::string worker = RegisterWorker();
-  auto a = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 6));
-  ASSERT_TRUE(a.ok());
-  v1::Job tuned = RunToEnd(a->id(), worker);
-  ASSERT_EQ(tuned.state(), v1::JOB_COMPLETED);
+  v1::Job tuned;
+  ASSERT_NO_FATAL_FAILURE(TuneToCompletion(Job(Gemm(1024, 1024, 1024), 6), worker, tuned));
 
   auto lookup = [&](const v1::Workload& w) {
-    v1::LookupRequest r;
-    *r.mutable_workload() = w;
-    auto found = scheduler_->Lookup(r);
+    auto found = LookupWorkload(w);
     EXPECT_TRUE(found.ok()) << found.status();
     return found.ok() ? *found : v1::LookupResponse();
   };
@@ -377,13 +399,12 @@ TEST_F(SchedulerTest, ARestartedSchedulerResumesAJobWithoutRepeatingConfigs) {
   ASSERT_TRUE(resumed.ok());
   EXPECT_EQ(resumed->trials().total(), 5);
   worker = RegisterWorker();
-  v1::Job done = RunToEnd(job->id(), worker);
-  EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+  v1::Job done = RunToCompletion(job->id(), worker);
   EXPECT_EQ(done.trials().total(), 16);
-  auto trials = store_->TrialsForJob(job->id());
-  ASSERT_TRUE(trials.ok());
+  std::vector<TrialRecord> trials;
+  ASSERT_NO_FATAL_FAILURE(StoredTrials(job->id(), trials));
   std::set<std::string> configs;
-  for (const auto& t : *trials) {
+  for (const auto& t : trials) {
     if (t.is_verify) continue;
     EXPECT_TRUE(configs.insert(t.config).second) << "measured twice: " << t.config;
   }
@@ -438,18 +459,10 @@ TEST_F(SchedulerTest, WorkerCallsFromUnknownWorkersAreRejected) {
   EXPECT_EQ(bad.get_future().get().status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-}  // namespace
-}  // namespace tessel::server
-
-namespace tessel::server {
-namespace {
-
 TEST_F(SchedulerTest, ANewJobIsWarmStartedFromCompletedNeighboursUnlessAskedNotTo) {
   const std::string worker = RegisterWorker();
-  auto first = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 12));
-  ASSERT_TRUE(first.ok());
-  v1::Job tuned = RunToEnd(first->id(), worker);
-  ASSERT_EQ(tuned.state(), v1::JOB_COMPLETED);
+  v1::Job tuned;
+  ASSERT_NO_FATAL_FAILURE(TuneToCompletion(Job(Gemm(1024, 1024, 1024), 12), worker, tuned));
   // The earlier job's best config is among the first proposals of a warm job. (A neighbour's best
   // need not be valid for another shape, e.g. 1024^3's best can overflow SBUF at 2048.)
   auto first_proposals = [&](bool cold) {
@@ -466,12 +479,6 @@ TEST_F(SchedulerTest, ANewJobIsWarmStartedFromCompletedNeighboursUnlessAskedNotT
   EXPECT_FALSE(first_proposals(/*cold=*/true).count(tuned.best().config()));
 }
 
-}  // namespace
-}  // namespace tessel::server
-
-namespace tessel::server {
-namespace {
-
 TEST_F(SchedulerTest, EarlyStopRulesEndTheSearchBeforeTheBudgetAndSaySo) {
   const std::string worker = RegisterWorker();
   v1::SubmitJobRequest patient = Job(Gemm(1024, 1024, 1024), 200);
@@ -479,8 +486,7 @@ TEST_F(SchedulerTest, EarlyStopRulesEndTheSearchBeforeTheBudgetAndSaySo) {
   patient.set_cold_start(true);
   auto job = scheduler_->Submit(patient);
   ASSERT_TRUE(job.ok()) << job.status();
-  v1::Job done = RunToEnd(job->id(), worker);
-  EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+  v1::Job done = RunToCompletion(job->id(), worker);
   EXPECT_LT(done.trials().total(), 200);
   EXPECT_GE(done.trials().total(), 6);
   EXPECT_THAT(done.message(), HasSubstr("stopped early"));
@@ -490,20 +496,13 @@ TEST_F(SchedulerTest, EarlyStopRulesEndTheSearchBeforeTheBudgetAndSaySo) {
   easy.set_cold_start(true);
   auto second = scheduler_->Submit(easy);
   ASSERT_TRUE(second.ok());
-  v1::Job reached = RunToEnd(second->id(), worker);
-  EXPECT_EQ(reached.state(), v1::JOB_COMPLETED);
+  v1::Job reached = RunToCompletion(second->id(), worker);
   EXPECT_LE(reached.trials().total(), 9) << "stops after the first lease batch";
 
   v1::SubmitJobRequest bad = Job(Gemm(1024, 1024, 1024), 10);
   bad.set_time_limit_s(-1);
   EXPECT_EQ(scheduler_->Submit(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
-
-}  // namespace
-}  // namespace tessel::server
-
-namespace tessel::server {
-namespace {
 
 // Early stops are stored with the job: a scheduler restarted on the same store resumes them.
 class SchedulerEarlyStopTest : public SchedulerTest {
@@ -620,12 +619,6 @@ TEST_F(SchedulerEarlyStopTest, ATimeLimitCountsTheDowntimeSinceSubmission) {
   EXPECT_THAT(done.message(), HasSubstr("stopped early: time_limit"));
 }
 
-}  // namespace
-}  // namespace tessel::server
-
-namespace tessel::server {
-namespace {
-
 // Effort presets and the time limit as the server applies them.
 TEST_F(SchedulerTest, AnEffortFillsTheBudgetAndStopsTheRequestLeftZeroAndNothingElse) {
   for (const search::EffortPreset& preset : search::kEffortPresets) {
@@ -717,9 +710,7 @@ TEST_F(SchedulerTest, ATimeLimitEndsAJobFarFromItsBudgetOnTimeWithItsBestPublish
   EXPECT_LT(elapsed, std::chrono::milliseconds(kLimitS * 1000 + 500));
   EXPECT_GT(done.trials().total(), 8) << "it searched until the limit";
   EXPECT_LT(done.trials().total(), kBudget);
-  v1::LookupRequest lookup;
-  *lookup.mutable_workload() = Gemm(1024, 1024, 1024);
-  auto found = scheduler_->Lookup(lookup);
+  auto found = LookupWorkload(Gemm(1024, 1024, 1024));
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(found->match(), "exact");
   EXPECT_EQ(found->config(), done.best().config());

@@ -20,8 +20,8 @@ class Server::Impl {
  public:
   std::unique_ptr<Store> store;
   std::unique_ptr<Scheduler> scheduler;
-  std::unique_ptr<TesselServiceImpl> client_service;
-  std::unique_ptr<WorkerServiceImpl> worker_service;
+  std::unique_ptr<grpc::Service> client_service;
+  std::unique_ptr<grpc::Service> worker_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int port = 0;
 
@@ -52,8 +52,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   if (!scheduler.ok()) return scheduler.status();
   impl->scheduler = std::move(*scheduler);
 
-  impl->client_service = std::make_unique<TesselServiceImpl>(impl->scheduler.get());
-  impl->worker_service = std::make_unique<WorkerServiceImpl>(impl->scheduler.get());
+  impl->client_service = MakeTesselService(impl->scheduler.get());
+  impl->worker_service = MakeWorkerService(impl->scheduler.get());
   grpc::ServerBuilder builder;
   if (!options.listen.empty()) {
     builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &impl->port);

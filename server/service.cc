@@ -3,10 +3,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "kernels/kernel.h"
 #include "kernels/workload.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "schema/tessel.grpc.pb.h"
 #include "server/catalog.h"
 #include "server/wire.h"
 #include "sim/target.h"
@@ -18,12 +22,11 @@ namespace {
 constexpr int kMaxListedJobs = 10'000;
 constexpr int kDefaultListedJobs = 100;
 
-template <typename T>
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
-                                 const absl::StatusOr<T>& result, T* response) {
+// Answers the call at once with `status` (the response as it stands when OK).
+grpc::ServerUnaryReactor* AnswerNow(grpc::CallbackServerContext* context,
+                                    const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (result.ok()) *response = *result;
-  reactor->Finish(ToGrpcStatus(result.status()));
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
@@ -40,22 +43,108 @@ grpc::ServerUnaryReactor* AnswerLater(grpc::CallbackServerContext* context, T* r
   return reactor;
 }
 
-grpc::ServerUnaryReactor* Reject(grpc::CallbackServerContext* context, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+// Moves `result`'s value into `response`; returns its status.
+template <typename T>
+absl::Status Set(absl::StatusOr<T> result, T* response) {
+  if (result.ok()) *response = std::move(*result);
+  return result.status();
 }
 
-// Answers with every item of `result` moved into `items`, or with its error.
+// Moves every item of `result` into `items`; returns its status.
 template <typename T>
-grpc::ServerUnaryReactor* AnswerEach(grpc::CallbackServerContext* context,
-                                     absl::StatusOr<std::vector<T>> result,
-                                     google::protobuf::RepeatedPtrField<T>* items) {
+absl::Status AddEach(absl::StatusOr<std::vector<T>> result,
+                     google::protobuf::RepeatedPtrField<T>* items) {
   if (result.ok()) {
     for (T& item : *result) *items->Add() = std::move(item);
   }
-  return Reject(context, result.status());
+  return result.status();
 }
+
+// InvalidArgument unless `job_id` is positive.
+absl::Status CheckJobId(int64_t job_id) {
+  if (job_id <= 0) return absl::InvalidArgumentError("job_id must be positive");
+  return absl::OkStatus();
+}
+
+// The rule of every unary method of both services, one overload per request type: check the
+// request's shape (an error answers the call without asking the scheduler), ask the scheduler,
+// fill the response. Run answers at once; Start answers through `done`, later, from any thread.
+class Rules {
+ public:
+  explicit Rules(Scheduler* scheduler) : scheduler_(scheduler) {}
+
+  // ---- TesselService ----
+  absl::Status Run(const v1::SubmitJobRequest& request, v1::Job* response) {
+    return Set(scheduler_->Submit(request), response);
+  }
+  absl::Status Run(const v1::GetJobRequest& request, v1::Job* response) {
+    TESSEL_RETURN_IF_ERROR(CheckJobId(request.job_id()));
+    return Set(scheduler_->GetJob(request.job_id()), response);
+  }
+  absl::Status Run(const v1::ListJobsRequest& request, v1::ListJobsResponse* response) {
+    if (request.limit() < 0 || request.limit() > kMaxListedJobs) {
+      return absl::InvalidArgumentError(StrCat("limit must be between 0 and ", kMaxListedJobs));
+    }
+    const int limit = request.limit() == 0 ? kDefaultListedJobs : request.limit();
+    return AddEach(scheduler_->ListJobs(limit), response->mutable_jobs());
+  }
+  absl::Status Run(const v1::CancelJobRequest& request, v1::Job* response) {
+    TESSEL_RETURN_IF_ERROR(CheckJobId(request.job_id()));
+    return Set(scheduler_->Cancel(request.job_id()), response);
+  }
+  absl::Status Run(const v1::ListTrialsRequest& request, v1::ListTrialsResponse* response) {
+    TESSEL_RETURN_IF_ERROR(CheckJobId(request.job_id()));
+    return AddEach(scheduler_->ListTrials(request.job_id()), response->mutable_trials());
+  }
+  absl::Status Run(const v1::LookupRequest& request, v1::LookupResponse* response) {
+    return Set(scheduler_->Lookup(request), response);
+  }
+  absl::Status Run(const v1::ListKernelsRequest& /*request*/, v1::ListKernelsResponse* response) {
+    *response = Catalog::ListKernels();
+    return absl::OkStatus();
+  }
+  absl::Status Run(const v1::ListTargetsRequest& /*request*/, v1::ListTargetsResponse* response) {
+    for (const std::string& name : sim::TargetNames()) {
+      auto target = kernels::CachedTarget(name);
+      if (!target.ok()) continue;
+      v1::TargetInfo* info = response->add_targets();
+      info->set_name(target->name);
+      info->set_version(target->version);
+      info->set_description(target->description);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Run(const v1::ListWorkersRequest& /*request*/, v1::ListWorkersResponse* response) {
+    return AddEach<v1::WorkerInfo>(scheduler_->ListWorkers(), response->mutable_workers());
+  }
+  absl::Status Run(const v1::ExportRequest& request, v1::ExportResponse* response) {
+    return Set(scheduler_->Export(request), response);
+  }
+  absl::Status Run(const v1::ImportRequest& request, v1::ImportResponse* response) {
+    return Set(scheduler_->Import(request), response);
+  }
+
+  // ---- WorkerService ----
+  absl::Status Run(const v1::RegisterRequest& request, v1::RegisterResponse* response) {
+    return Set(scheduler_->Register(request), response);
+  }
+  void Start(const v1::LeaseRequest& request, LeaseCallback done) {
+    scheduler_->Lease(request, std::move(done));
+  }
+  void Start(const v1::ReportRequest& request, ReportCallback done) {
+    if (request.worker_id().empty()) {
+      done(absl::InvalidArgumentError("worker_id is required"));
+      return;
+    }
+    scheduler_->Report(request, std::move(done));
+  }
+  absl::Status Run(const v1::HeartbeatRequest& request, v1::HeartbeatResponse* response) {
+    return Set(scheduler_->Heartbeat(request), response);
+  }
+
+ private:
+  Scheduler* const scheduler_;
+};
 
 // Streams job events to one client. Scheduler callbacks reach the reactor through a shared
 // state that outlives it, so a late event after the call ended is dropped, not a use-after-free.
@@ -141,131 +230,70 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
   int64_t watch_id_ = 0;
 };
 
+// The override of unary method `Method` (Request -> Response), answered at once by rules_.Run
+// or later by rules_.Start: each method's signature is written once, in its service's table below.
+#define TESSEL_UNARY_METHOD(Method, Request, Response)                                            \
+  grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* context,                          \
+                                   const v1::Request* request, v1::Response* response) override { \
+    return AnswerNow(context, rules_.Run(*request, response));                                    \
+  }
+#define TESSEL_UNARY_METHOD_LATER(Method, Request, Response)                                      \
+  grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* context,                          \
+                                   const v1::Request* request, v1::Response* response) override { \
+    return AnswerLater(context, response,                                                         \
+                       [&](auto done) { rules_.Start(*request, std::move(done)); });              \
+  }
+
+class TesselServiceImpl final : public v1::TesselService::CallbackService {
+ public:
+  explicit TesselServiceImpl(Scheduler* scheduler) : scheduler_(scheduler), rules_(scheduler) {}
+
+  TESSEL_UNARY_METHOD(SubmitJob, SubmitJobRequest, Job)
+  TESSEL_UNARY_METHOD(GetJob, GetJobRequest, Job)
+  TESSEL_UNARY_METHOD(ListJobs, ListJobsRequest, ListJobsResponse)
+  TESSEL_UNARY_METHOD(CancelJob, CancelJobRequest, Job)
+  TESSEL_UNARY_METHOD(ListTrials, ListTrialsRequest, ListTrialsResponse)
+  TESSEL_UNARY_METHOD(Lookup, LookupRequest, LookupResponse)
+  TESSEL_UNARY_METHOD(ListKernels, ListKernelsRequest, ListKernelsResponse)
+  TESSEL_UNARY_METHOD(ListTargets, ListTargetsRequest, ListTargetsResponse)
+  TESSEL_UNARY_METHOD(ListWorkers, ListWorkersRequest, ListWorkersResponse)
+  TESSEL_UNARY_METHOD(Export, ExportRequest, ExportResponse)
+  TESSEL_UNARY_METHOD(Import, ImportRequest, ImportResponse)
+
+  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* /*context*/,
+                                                   const v1::WatchJobRequest* request) override {
+    return new WatchReactor(scheduler_, request->job_id());
+  }
+
+ private:
+  Scheduler* const scheduler_;
+  Rules rules_;
+};
+
+class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
+ public:
+  explicit WorkerServiceImpl(Scheduler* scheduler) : rules_(scheduler) {}
+
+  TESSEL_UNARY_METHOD(Register, RegisterRequest, RegisterResponse)
+  TESSEL_UNARY_METHOD_LATER(Lease, LeaseRequest, LeaseResponse)
+  TESSEL_UNARY_METHOD_LATER(Report, ReportRequest, ReportResponse)
+  TESSEL_UNARY_METHOD(Heartbeat, HeartbeatRequest, HeartbeatResponse)
+
+ private:
+  Rules rules_;
+};
+
+#undef TESSEL_UNARY_METHOD
+#undef TESSEL_UNARY_METHOD_LATER
+
 }  // namespace
 
-grpc::ServerUnaryReactor* TesselServiceImpl::SubmitJob(grpc::CallbackServerContext* context,
-                                                       const v1::SubmitJobRequest* request,
-                                                       v1::Job* response) {
-  return Answer(context, scheduler_->Submit(*request), response);
+std::unique_ptr<grpc::Service> MakeTesselService(Scheduler* scheduler) {
+  return std::make_unique<TesselServiceImpl>(scheduler);
 }
 
-grpc::ServerUnaryReactor* TesselServiceImpl::GetJob(grpc::CallbackServerContext* context,
-                                                    const v1::GetJobRequest* request,
-                                                    v1::Job* response) {
-  if (request->job_id() <= 0) {
-    return Reject(context, absl::InvalidArgumentError("job_id must be positive"));
-  }
-  return Answer(context, scheduler_->GetJob(request->job_id()), response);
-}
-
-grpc::ServerUnaryReactor* TesselServiceImpl::ListJobs(grpc::CallbackServerContext* context,
-                                                      const v1::ListJobsRequest* request,
-                                                      v1::ListJobsResponse* response) {
-  if (request->limit() < 0 || request->limit() > kMaxListedJobs) {
-    return Reject(context, absl::InvalidArgumentError(
-                               StrCat("limit must be between 0 and ", kMaxListedJobs)));
-  }
-  return AnswerEach(
-      context, scheduler_->ListJobs(request->limit() == 0 ? kDefaultListedJobs : request->limit()),
-      response->mutable_jobs());
-}
-
-grpc::ServerUnaryReactor* TesselServiceImpl::CancelJob(grpc::CallbackServerContext* context,
-                                                       const v1::CancelJobRequest* request,
-                                                       v1::Job* response) {
-  if (request->job_id() <= 0) {
-    return Reject(context, absl::InvalidArgumentError("job_id must be positive"));
-  }
-  return Answer(context, scheduler_->Cancel(request->job_id()), response);
-}
-
-grpc::ServerWriteReactor<v1::JobEvent>* TesselServiceImpl::WatchJob(
-    grpc::CallbackServerContext* /*context*/, const v1::WatchJobRequest* request) {
-  return new WatchReactor(scheduler_, request->job_id());
-}
-
-grpc::ServerUnaryReactor* TesselServiceImpl::ListTrials(grpc::CallbackServerContext* context,
-                                                        const v1::ListTrialsRequest* request,
-                                                        v1::ListTrialsResponse* response) {
-  if (request->job_id() <= 0) {
-    return Reject(context, absl::InvalidArgumentError("job_id must be positive"));
-  }
-  return AnswerEach(context, scheduler_->ListTrials(request->job_id()), response->mutable_trials());
-}
-
-grpc::ServerUnaryReactor* TesselServiceImpl::Lookup(grpc::CallbackServerContext* context,
-                                                    const v1::LookupRequest* request,
-                                                    v1::LookupResponse* response) {
-  return Answer(context, scheduler_->Lookup(*request), response);
-}
-
-grpc::ServerUnaryReactor* TesselServiceImpl::ListKernels(grpc::CallbackServerContext* context,
-                                                         const v1::ListKernelsRequest* /*request*/,
-                                                         v1::ListKernelsResponse* response) {
-  *response = Catalog::ListKernels();
-  return Reject(context, absl::OkStatus());
-}
-
-grpc::ServerUnaryReactor* TesselServiceImpl::ListTargets(grpc::CallbackServerContext* context,
-                                                         const v1::ListTargetsRequest* /*request*/,
-                                                         v1::ListTargetsResponse* response) {
-  for (const std::string& name : sim::TargetNames()) {
-    auto target = kernels::CachedTarget(name);
-    if (!target.ok()) continue;
-    v1::TargetInfo* info = response->add_targets();
-    info->set_name(target->name);
-    info->set_version(target->version);
-    info->set_description(target->description);
-  }
-  return Reject(context, absl::OkStatus());
-}
-
-grpc::ServerUnaryReactor* TesselServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
-                                                         const v1::ListWorkersRequest* /*request*/,
-                                                         v1::ListWorkersResponse* response) {
-  return AnswerEach<v1::WorkerInfo>(context, scheduler_->ListWorkers(),
-                                    response->mutable_workers());
-}
-
-grpc::ServerUnaryReactor* TesselServiceImpl::Export(grpc::CallbackServerContext* context,
-                                                    const v1::ExportRequest* request,
-                                                    v1::ExportResponse* response) {
-  return Answer(context, scheduler_->Export(*request), response);
-}
-
-grpc::ServerUnaryReactor* TesselServiceImpl::Import(grpc::CallbackServerContext* context,
-                                                    const v1::ImportRequest* request,
-                                                    v1::ImportResponse* response) {
-  return Answer(context, scheduler_->Import(*request), response);
-}
-
-grpc::ServerUnaryReactor* WorkerServiceImpl::Register(grpc::CallbackServerContext* context,
-                                                      const v1::RegisterRequest* request,
-                                                      v1::RegisterResponse* response) {
-  return Answer(context, scheduler_->Register(*request), response);
-}
-
-grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* context,
-                                                   const v1::LeaseRequest* request,
-                                                   v1::LeaseResponse* response) {
-  return AnswerLater(context, response,
-                     [&](auto done) { scheduler_->Lease(*request, std::move(done)); });
-}
-
-grpc::ServerUnaryReactor* WorkerServiceImpl::Report(grpc::CallbackServerContext* context,
-                                                    const v1::ReportRequest* request,
-                                                    v1::ReportResponse* response) {
-  if (request->worker_id().empty()) {
-    return Reject(context, absl::InvalidArgumentError("worker_id is required"));
-  }
-  return AnswerLater(context, response,
-                     [&](auto done) { scheduler_->Report(*request, std::move(done)); });
-}
-
-grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(grpc::CallbackServerContext* context,
-                                                       const v1::HeartbeatRequest* request,
-                                                       v1::HeartbeatResponse* response) {
-  return Answer(context, scheduler_->Heartbeat(*request), response);
+std::unique_ptr<grpc::Service> MakeWorkerService(Scheduler* scheduler) {
+  return std::make_unique<WorkerServiceImpl>(scheduler);
 }
 
 }  // namespace tessel::server

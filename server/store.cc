@@ -62,6 +62,15 @@ std::vector<double> SamplesFromJson(const std::string& text) {
   return samples;
 }
 
+// Binds the workload's four key columns (kernel, dims, dtype, target), in that order, to the
+// statement's next parameters. Returns `statement` for chaining.
+Statement& BindWorkload(Statement& statement, const WorkloadRecord& workload) {
+  return statement.BindText(workload.kernel)
+      .BindText(workload.dims)
+      .BindText(workload.dtype)
+      .BindText(workload.target);
+}
+
 // Returns the id of the workloads row for `workload`, inserting it when absent.
 absl::StatusOr<int64_t> WorkloadId(Database& db, const WorkloadRecord& workload) {
   {
@@ -69,20 +78,14 @@ absl::StatusOr<int64_t> WorkloadId(Database& db, const WorkloadRecord& workload)
         Statement insert,
         db.Prepare("INSERT INTO workloads (kernel, dims, dtype, target) VALUES (?, ?, ?, ?) "
                    "ON CONFLICT (kernel, dims, dtype, target) DO NOTHING"));
-    insert.BindText(workload.kernel)
-        .BindText(workload.dims)
-        .BindText(workload.dtype)
-        .BindText(workload.target);
+    BindWorkload(insert, workload);
     TESSEL_RETURN_IF_ERROR(insert.Run());
   }
   TESSEL_ASSIGN_OR_RETURN(
       Statement select,
       db.Prepare("SELECT id FROM workloads WHERE kernel = ? AND dims = ? AND dtype = ? AND "
                  "target = ?"));
-  select.BindText(workload.kernel)
-      .BindText(workload.dims)
-      .BindText(workload.dtype)
-      .BindText(workload.target);
+  BindWorkload(select, workload);
   absl::StatusOr<bool> row = select.Step();
   if (!row.ok()) return row.status();
   if (!*row) return absl::InternalError("workload row vanished right after its insert");
@@ -488,39 +491,31 @@ absl::StatusOr<int64_t> Store::MaxTrialId() {
 
 absl::StatusOr<std::optional<BestRecord>> Store::LatestBest(const WorkloadRecord& workload,
                                                             int64_t max_snapshot) {
-  using MaybeBest = std::optional<BestRecord>;
-  return impl_->Read<MaybeBest>([&](Database& db) -> absl::StatusOr<MaybeBest> {
-    static const std::string kSql =
-        std::string(kBestSelect) +
-        "WHERE w.kernel = ?1 AND w.dims = ?2 AND w.dtype = ?3 AND w.target = ?4 AND "
-        "(?5 = 0 OR b.snapshot_id <= ?5) ORDER BY b.snapshot_id DESC, b.id DESC LIMIT 1";
-    TESSEL_ASSIGN_OR_RETURN(Statement select, db.Prepare(kSql));
-    select.BindText(workload.kernel)
-        .BindText(workload.dims)
-        .BindText(workload.dtype)
-        .BindText(workload.target)
-        .BindInt(max_snapshot);
-    absl::StatusOr<bool> row = select.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return MaybeBest();
-    return MaybeBest(BestFromRow(select));
-  });
+  static const std::string kSql =
+      std::string(kBestSelect) +
+      "WHERE w.kernel = ?1 AND w.dims = ?2 AND w.dtype = ?3 AND w.target = ?4 AND "
+      "(?5 = 0 OR b.snapshot_id <= ?5) ORDER BY b.snapshot_id DESC, b.id DESC LIMIT 1";
+  TESSEL_ASSIGN_OR_RETURN(
+      std::vector<BestRecord> newest,
+      ReadAllRows<BestRecord>(
+          *impl_, kSql,
+          [&](Statement& select) { BindWorkload(select, workload).BindInt(max_snapshot); },
+          BestFromRow));
+  if (newest.empty()) return std::optional<BestRecord>();
+  return std::optional<BestRecord>(std::move(newest.front()));
 }
 
 absl::StatusOr<std::vector<BestRecord>> Store::BestForKernel(const std::string& kernel,
                                                              int64_t max_snapshot) {
-  using Bests = std::vector<BestRecord>;
-  return impl_->Read<Bests>([&](Database& db) -> absl::StatusOr<Bests> {
-    // The newest row per workload; sorted by workload so the output is deterministic.
-    static const std::string kSql =
-        std::string(kBestSelect) +
-        "WHERE w.kernel = ?1 AND b.id = (SELECT b2.id FROM best b2 WHERE b2.workload_id = "
-        "b.workload_id AND (?2 = 0 OR b2.snapshot_id <= ?2) ORDER BY b2.snapshot_id DESC, "
-        "b2.id DESC LIMIT 1) ORDER BY w.dims, w.dtype, w.target";
-    TESSEL_ASSIGN_OR_RETURN(Statement select, db.Prepare(kSql));
-    select.BindText(kernel).BindInt(max_snapshot);
-    return AllRows<BestRecord>(select, BestFromRow);
-  });
+  // The newest row per workload; sorted by workload so the output is deterministic.
+  static const std::string kSql =
+      std::string(kBestSelect) +
+      "WHERE w.kernel = ?1 AND b.id = (SELECT b2.id FROM best b2 WHERE b2.workload_id = "
+      "b.workload_id AND (?2 = 0 OR b2.snapshot_id <= ?2) ORDER BY b2.snapshot_id DESC, "
+      "b2.id DESC LIMIT 1) ORDER BY w.dims, w.dtype, w.target";
+  return ReadAllRows<BestRecord>(
+      *impl_, kSql, [&](Statement& select) { select.BindText(kernel).BindInt(max_snapshot); },
+      BestFromRow);
 }
 
 absl::StatusOr<std::vector<WorkerRecord>> Store::ListWorkers() {

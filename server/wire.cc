@@ -14,9 +14,7 @@ WorkloadRecord WorkloadRecordFor(const kernels::ResolvedWorkload& workload) {
 
 v1::Workload WorkloadProto(const JobRecord& job) {
   v1::Workload out;
-  out.set_kernel(job.workload.kernel);
-  out.set_dtype(job.workload.dtype);
-  out.set_target(job.workload.target);
+  SetWorkloadNames(job.workload, out);
   auto dims = Dims::Parse(job.dims_display.empty() ? job.workload.dims : job.dims_display);
   if (dims.ok()) {
     for (const auto& [name, value] : dims->items()) {
@@ -37,27 +35,22 @@ v1::TrialResult TrialResultFromRecord(const TrialRecord& record) {
   v1::TrialResult out;
   out.set_trial_id(record.id);
   out.set_status(ToProto(record.status));
-  out.set_time_ns(record.time_ns.value_or(0));
+  SetMeasuredConfig(record.config, record.time_ns.value_or(0), out);
   for (double s : record.samples_ns) out.add_samples_ns(s);
   out.set_message(record.message);
   out.set_bound(record.bound);
   out.set_stats_json(record.stats_json);
   out.set_verified(record.verified);
-  out.set_config(record.config);
   out.set_worker_id(record.worker_id);
   return out;
 }
 
 v1::BestConfig BestProto(const BestRecord& best) {
   v1::BestConfig out;
-  out.set_kernel(best.workload.kernel);
+  SetWorkloadNames(best.workload, out);
   out.set_dims(best.workload.dims);
-  out.set_dtype(best.workload.dtype);
-  out.set_target(best.workload.target);
-  out.set_kernel_version(best.kernel_version);
-  out.set_target_version(best.target_version);
-  out.set_config(best.config);
-  out.set_time_ns(best.time_ns);
+  SetVersions(best, out);
+  SetMeasuredConfig(best.config, best.time_ns, out);
   out.set_job_id(best.job_id);
   out.set_snapshot_id(best.snapshot_id);
   out.set_published_unix_ms(best.published_ms);

@@ -25,6 +25,31 @@ WorkloadRecord WorkloadRecordFor(const kernels::ResolvedWorkload& workload);
 // The job's workload with dims in the order the job shows them.
 v1::Workload WorkloadProto(const JobRecord& job);
 
+// Sets `out`'s kernel, dtype and target (strings in every message that has them) from
+// `workload`. Dims are left to the caller: a string in some messages, repeated v1::Dim in others.
+template <typename Proto>
+void SetWorkloadNames(const WorkloadRecord& workload, Proto& out) {
+  out.set_kernel(workload.kernel);
+  out.set_dtype(workload.dtype);
+  out.set_target(workload.target);
+}
+
+// Sets `out`'s kernel_version and target_version from a record that has both (a JobRecord or
+// a BestRecord).
+template <typename Record, typename Proto>
+void SetVersions(const Record& record, Proto& out) {
+  out.set_kernel_version(record.kernel_version);
+  out.set_target_version(record.target_version);
+}
+
+// Sets `out`'s config and time_ns (a v1::TrialResult or a v1::BestConfig: a config and its
+// measured time).
+template <typename Proto>
+void SetMeasuredConfig(const std::string& config, double time_ns, Proto& out) {
+  out.set_config(config);
+  out.set_time_ns(time_ns);
+}
+
 // schema/vocab.h's IsFinal for the proto enum: completed, cancelled and failed.
 bool IsFinal(v1::JobState state);
 

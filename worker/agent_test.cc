@@ -7,11 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -126,27 +128,30 @@ TEST(MeasureTrialTest, ConfigTheConstraintsRejectIsInvalidWithTheReason) {
   EXPECT_EQ(result.time_ns(), 0);
 }
 
+// Measures `spec` and expects `status` with a message that contains each of `words`.
+void ExpectFailureMentioning(const v1::TrialSpec& spec, v1::TrialStatus status,
+                             std::initializer_list<std::string_view> words) {
+  v1::TrialResult result = MeasureTrial(spec);
+  EXPECT_EQ(result.status(), status);
+  for (std::string_view word : words) {
+    EXPECT_NE(result.message().find(word), std::string::npos) << result.message();
+  }
+}
+
 TEST(MeasureTrialTest, MalformedConfigIsInvalidConfig) {
-  v1::TrialResult result = MeasureTrial(Spec("tile_m"));
-  EXPECT_EQ(result.status(), v1::TRIAL_INVALID_CONFIG);
-  EXPECT_NE(result.message().find("tile_m"), std::string::npos) << result.message();
+  ExpectFailureMentioning(Spec("tile_m"), v1::TRIAL_INVALID_CONFIG, {"tile_m"});
 }
 
 TEST(MeasureTrialTest, UnknownKernelIsARuntimeErrorNamingTheKernel) {
   v1::TrialSpec spec = Spec(DefaultConfig());
   spec.mutable_workload()->set_kernel("nosuchkernel");
-  v1::TrialResult result = MeasureTrial(spec);
-  EXPECT_EQ(result.status(), v1::TRIAL_RUNTIME_ERROR);
-  EXPECT_NE(result.message().find("nosuchkernel"), std::string::npos) << result.message();
-  EXPECT_NE(result.message().find("matmul"), std::string::npos) << result.message();
+  ExpectFailureMentioning(spec, v1::TRIAL_RUNTIME_ERROR, {"nosuchkernel", "matmul"});
 }
 
 TEST(MeasureTrialTest, UnknownTargetIsARuntimeError) {
   v1::TrialSpec spec = Spec(DefaultConfig());
   spec.mutable_workload()->set_target("nosuchtarget");
-  v1::TrialResult result = MeasureTrial(spec);
-  EXPECT_EQ(result.status(), v1::TRIAL_RUNTIME_ERROR);
-  EXPECT_NE(result.message().find("nosuchtarget"), std::string::npos) << result.message();
+  ExpectFailureMentioning(spec, v1::TRIAL_RUNTIME_ERROR, {"nosuchtarget"});
 }
 
 TEST(MeasureTrialTest, WithoutNoiseEverySampleIsTheSame) {
@@ -275,50 +280,59 @@ class RunningAgent {
   std::thread runner_;
 };
 
+// A FakeWorkerService(total, failing_reports) served in process, and an agent running against it
+// with `lease_wait_ms` and `threads` (AgentOptions' default when not given).
+struct AgentOnFakeServer {
+  AgentOnFakeServer(int total, int failing_reports, int lease_wait_ms,
+                    int threads = AgentOptions().threads)
+      : service(total, failing_reports),
+        server({&service}),
+        agent(server.InProcessChannel(), Options(lease_wait_ms, threads)) {}
+
+  static AgentOptions Options(int lease_wait_ms, int threads) {
+    AgentOptions options;
+    options.threads = threads;
+    options.lease_wait_ms = lease_wait_ms;
+    return options;
+  }
+
+  FakeWorkerService service;
+  testing::ServiceHost server;
+  RunningAgent agent;
+};
+
 TEST(AgentTest, MeasuresAndReportsEveryLeasedTrialThenStops) {
-  FakeWorkerService service(/*total=*/12, /*failing_reports=*/0);
-  testing::ServiceHost server({&service});
-  AgentOptions options;
-  options.threads = 3;
-  options.lease_wait_ms = 50;
-  RunningAgent agent(server.InProcessChannel(), options);
-  ASSERT_TRUE(agent.created().ok()) << agent.created();
-  EXPECT_TRUE(WaitFor([&] { return service.reported() == 12; }, std::chrono::seconds(30)));
-  absl::Status run_status = agent.Stop();
+  AgentOnFakeServer setup(/*total=*/12, /*failing_reports=*/0, /*lease_wait_ms=*/50,
+                          /*threads=*/3);
+  ASSERT_TRUE(setup.agent.created().ok()) << setup.agent.created();
+  EXPECT_TRUE(WaitFor([&] { return setup.service.reported() == 12; }, std::chrono::seconds(30)));
+  absl::Status run_status = setup.agent.Stop();
   EXPECT_TRUE(run_status.ok()) << run_status;
-  std::lock_guard lock(service.mu_);
-  EXPECT_EQ(service.slots_, 3);
-  EXPECT_LE(service.max_lease_request_, 3);
-  EXPECT_EQ(service.not_ok_, 0);
-  EXPECT_EQ(service.bad_worker_id_, 0);
+  std::lock_guard lock(setup.service.mu_);
+  EXPECT_EQ(setup.service.slots_, 3);
+  EXPECT_LE(setup.service.max_lease_request_, 3);
+  EXPECT_EQ(setup.service.not_ok_, 0);
+  EXPECT_EQ(setup.service.bad_worker_id_, 0);
 }
 
 TEST(AgentTest, ResultsSurviveAnUnavailableServerAndAreReportedLater) {
-  FakeWorkerService service(/*total=*/4, /*failing_reports=*/3);
-  testing::ServiceHost server({&service});
-  AgentOptions options;
-  options.threads = 2;
-  options.lease_wait_ms = 50;
-  RunningAgent agent(server.InProcessChannel(), options);
-  ASSERT_TRUE(agent.created().ok()) << agent.created();
-  EXPECT_TRUE(WaitFor([&] { return service.reported() == 4; }, std::chrono::seconds(30)));
-  agent.Stop().IgnoreError();
+  AgentOnFakeServer setup(/*total=*/4, /*failing_reports=*/3, /*lease_wait_ms=*/50,
+                          /*threads=*/2);
+  ASSERT_TRUE(setup.agent.created().ok()) << setup.agent.created();
+  EXPECT_TRUE(WaitFor([&] { return setup.service.reported() == 4; }, std::chrono::seconds(30)));
+  setup.agent.Stop().IgnoreError();
 }
 
 TEST(AgentTest, HeartbeatsWhileRunning) {
-  FakeWorkerService service(/*total=*/0, /*failing_reports=*/0);
-  testing::ServiceHost server({&service});
-  AgentOptions options;
-  options.lease_wait_ms = 20;
-  RunningAgent agent(server.InProcessChannel(), options);
-  ASSERT_TRUE(agent.created().ok());
+  AgentOnFakeServer setup(/*total=*/0, /*failing_reports=*/0, /*lease_wait_ms=*/20);
+  ASSERT_TRUE(setup.agent.created().ok());
   EXPECT_TRUE(WaitFor(
       [&] {
-        std::lock_guard lock(service.mu_);
-        return service.heartbeats_ >= 2;
+        std::lock_guard lock(setup.service.mu_);
+        return setup.service.heartbeats_ >= 2;
       },
       std::chrono::seconds(10)));
-  agent.Stop().IgnoreError();
+  setup.agent.Stop().IgnoreError();
 }
 
 TEST(AgentTest, RunGivesUpWithUnavailableWhenNoServerAnswers) {
