@@ -11,6 +11,7 @@
 #include "schema/strings.h"
 #include "schema/vocab.h"
 #include "server/job_view.h"
+#include "server/report_check.h"
 
 namespace tessel::server {
 namespace {
@@ -456,9 +457,17 @@ std::optional<TrialRecord> JobManager::ResultRecord(int64_t job_id, int64_t tria
   if (job == nullptr) return std::nullopt;
   auto trial = job->leased.find(trial_id);
   if (trial == job->leased.end()) return std::nullopt;
-  // A result without a status (or with one this build does not know) is a runtime error.
-  const TrialStatus status =
-      TrialStatusFromProto(result.status()).value_or(TrialStatus::kRuntimeError);
+  // A report no honest measurement could produce (report_check.h) is a runtime error with the
+  // reason; its time and its claim of verification are dropped.
+  if (std::optional<std::string> why =
+          ImplausibleReport(result, job->record.roofline_ns, options_.noise_sigma)) {
+    spdlog::warn("job {} trial {}: report rejected: {}", job_id, trial_id, *why);
+    TrialRecord row = RecordFor(*job, trial->second, TrialStatus::kRuntimeError,
+                                StrCat("report rejected: ", *why));
+    row.worker_id = worker_id;
+    return row;
+  }
+  const TrialStatus status = *TrialStatusFromProto(result.status());
   TrialRecord row = RecordFor(*job, trial->second, status, result.message());
   row.time_ns = status == TrialStatus::kOk ? std::optional<double>(result.time_ns()) : std::nullopt;
   row.samples_ns.assign(result.samples_ns().begin(), result.samples_ns().end());

@@ -40,9 +40,20 @@ v1::SubmitJobRequest Job(const v1::Workload& w, int budget, uint64_t seed = 1) {
   return r;
 }
 
+// Fake measurements are at least this slow: well above the roofline of every workload these
+// tests tune (1024^3 bf16 on snc2: ~23 us), which the server checks reports against.
+constexpr double kFastNs = 1e6;
+
 // A deterministic stand-in for a measurement: a time derived from the config text.
 double FakeTime(const std::string& config) {
-  return 1000.0 + static_cast<double>(std::hash<std::string>{}(config) % 100000);
+  return kFastNs + static_cast<double>(std::hash<std::string>{}(config) % 100000);
+}
+
+// Sets a fake measurement's time and its one sample, as an honest worker reports them.
+void SetTime(v1::TrialResult& result, double time_ns) {
+  result.set_time_ns(time_ns);
+  result.clear_samples_ns();
+  result.add_samples_ns(time_ns);
 }
 
 class SchedulerTest : public ::testing::Test {
@@ -108,7 +119,7 @@ class SchedulerTest : public ::testing::Test {
     v1::TrialResult result;
     result.set_trial_id(spec.trial_id());
     result.set_status(v1::TRIAL_OK);
-    result.set_time_ns(FakeTime(spec.config()));
+    SetTime(result, FakeTime(spec.config()));
     if (spec.protocol().verify() == "always") {
       if (wrong.count(spec.config())) {
         result.set_status(v1::TRIAL_WRONG_ANSWER);
@@ -284,6 +295,47 @@ TEST_F(SchedulerTest, AConfigThatFailsVerificationIsNeverPublished) {
   auto found = LookupWorkload(Gemm(1024, 1024, 1024));
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(found->config(), done.best().config()) << "the newest publication wins";
+}
+
+TEST_F(SchedulerTest, ImplausibleReportsAreRuntimeErrorsWithTheirReasonAndNeverPublished) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 8));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker();
+  // The first batch lies in every way a report can: a time below the roofline, an impossible
+  // number, a time that is not its samples' median, and a claim of verification without samples.
+  std::vector<v1::TrialSpec> specs = Lease(worker, 4);
+  ASSERT_EQ(specs.size(), 4u);
+  std::vector<v1::TrialResult> lies;
+  for (const v1::TrialSpec& spec : specs) lies.push_back(Measure(spec));
+  SetTime(lies[0], 1.0);
+  SetTime(lies[1], -100.0);
+  lies[2].set_time_ns(FakeTime(specs[2].config()) / 2);
+  lies[3].clear_samples_ns();
+  lies[3].set_verified(true);
+  EXPECT_EQ(Report(worker, lies).accepted(), 4);
+  v1::Job done = RunToCompletion(job->id(), worker);
+
+  std::vector<TrialRecord> stored;
+  ASSERT_NO_FATAL_FAILURE(StoredTrials(job->id(), stored));
+  std::map<int64_t, TrialRecord> by_id;
+  for (const TrialRecord& t : stored) by_id[t.id] = t;
+  const char* const reasons[] = {"beats the workload's roofline", "not a finite positive number",
+                                 "is not the median of its samples", "without samples"};
+  for (int i = 0; i < 4; ++i) {
+    const TrialRecord& t = by_id.at(specs[i].trial_id());
+    EXPECT_EQ(t.status, TrialStatus::kRuntimeError) << i;
+    EXPECT_THAT(t.message, HasSubstr("report rejected: ")) << i;
+    EXPECT_THAT(t.message, HasSubstr(reasons[i])) << i;
+    EXPECT_FALSE(t.time_ns.has_value()) << i;
+    EXPECT_FALSE(t.verified) << i;
+  }
+  EXPECT_EQ(done.trials().total(), 8);
+  EXPECT_EQ(done.trials().failed(), 4);
+  EXPECT_GE(done.best().time_ns(), kFastNs);
+  auto found = LookupWorkload(Gemm(1024, 1024, 1024));
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->config(), done.best().config());
+  EXPECT_GE(found->time_ns(), kFastNs);
 }
 
 TEST_F(SchedulerTest, AnExpiredLeaseIsRecordedAsWorkerLostAndRetriedWithoutCharge) {
@@ -528,10 +580,10 @@ class SchedulerEarlyStopTest : public SchedulerTest {
     if (specs[0].protocol().verify() == "always") {
       ++verifications_;
     } else {
-      times_[specs[0].config()] = charged_ < kImproving ? 1000.0 - charged_ : 2000.0;
+      times_[specs[0].config()] = charged_ < kImproving ? kFastNs - charged_ : 2 * kFastNs;
       ++charged_;
     }
-    result.set_time_ns(times_.at(specs[0].config()));
+    SetTime(result, times_.at(specs[0].config()));
     EXPECT_EQ(Report(worker, {result}).accepted(), 1);
     return true;
   }
@@ -575,20 +627,20 @@ TEST_F(SchedulerEarlyStopTest, ANoImprovementStopInterruptedByARestartStopsAtThe
   EXPECT_EQ(done.trials().total(), reference.trials().total());
   EXPECT_LT(done.trials().total(), kBudget);
   EXPECT_THAT(done.message(), HasSubstr("stopped early: no_improvement"));
-  EXPECT_DOUBLE_EQ(done.best().time_ns(), 1000.0 - (kImproving - 1));
+  EXPECT_DOUBLE_EQ(done.best().time_ns(), kFastNs - (kImproving - 1));
 }
 
 TEST_F(SchedulerEarlyStopTest, AJobWhoseTargetWasReachedBeforeARestartOnlyVerifiesAfterIt) {
   const int64_t job_id =
-      SubmitWith(50, [](v1::SubmitJobRequest& r) { r.set_target_time_ns(1500); });
-  ASSERT_TRUE(Step(RegisterWorker()));  // the default: 1000 ns, the target is reached
+      SubmitWith(50, [](v1::SubmitJobRequest& r) { r.set_target_time_ns(1.5 * kFastNs); });
+  ASSERT_TRUE(Step(RegisterWorker()));  // the default: kFastNs, the target is reached
   Open();                               // before its verification ran
   const std::string worker = RegisterWorker();
   std::vector<v1::TrialSpec> next = Lease(worker, 8);
   ASSERT_EQ(next.size(), 1u) << "only the best's verification, no new proposals";
   EXPECT_EQ(next[0].protocol().verify(), "always");
   v1::TrialResult verified = Measure(next[0]);
-  verified.set_time_ns(times_.at(next[0].config()));
+  SetTime(verified, times_.at(next[0].config()));
   Report(worker, {verified});
   v1::Job done = StepToEnd(job_id, worker);
   ASSERT_EQ(done.state(), v1::JOB_COMPLETED) << done.message();
