@@ -704,12 +704,9 @@ void EmitProgram(const Plan& plan, const sim::Target& target, sim::Program* prog
   Generate(plan, emitter);
 }
 
-std::optional<double> Estimate(const Problem& problem, const Config& config,
-                               const sim::Target& target) {
-  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
-  if (!plan.ok()) return std::nullopt;
-  const int64_t pairs = CeilDiv(plan->bh, plan->shards);
-  Plan one = *plan;
+std::optional<double> Estimate(const Plan& plan, const Problem&, const sim::Target& target) {
+  const int64_t pairs = CeilDiv(plan.bh, plan.shards);
+  Plan one = plan;
   one.bh = 1;
   one.shards = 1;
   const int64_t groups = CeilDiv(one.q_tiles, one.q_group);
@@ -728,7 +725,7 @@ std::optional<double> Estimate(const Problem& problem, const Config& config,
       emitter.LoadKv(t, t * one.kv_tile, std::min(one.kv_tile, one.sk - t * one.kv_tile));
     }
   }
-  return double(pairs) * core.BoundNs(plan->shards);
+  return double(pairs) * core.BoundNs(plan.shards);
 }
 
 }  // namespace tessel::kernels::attention_internal

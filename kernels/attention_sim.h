@@ -20,8 +20,7 @@ void EmitProgram(const Plan& plan, const sim::Target& target, sim::Program* prog
 // Of a head's query groups only about kSampledGroups, evenly spread, are generated, each standing
 // for group_stride groups (a causal head's groups grow linearly in work, so evenly spread samples
 // keep the sum).
-std::optional<double> Estimate(const Problem& problem, const Config& config,
-                               const sim::Target& target);
+std::optional<double> Estimate(const Plan& plan, const Problem& problem, const sim::Target& target);
 
 }  // namespace tessel::kernels::attention_internal
 

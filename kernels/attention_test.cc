@@ -17,19 +17,13 @@ using test_support::Parse;
 
 using ::testing::HasSubstr;
 
+const Kernel& Attention() { return *FindKernel("attention"); }
+
 // causal: 1 = causal mask, 2 = none.
 Problem Attn(int64_t batch, int64_t heads, int64_t sq, int64_t sk, int64_t d, int64_t causal,
              std::string dtype = "bf16") {
-  return Problem{Dims{{"batch", batch},
-                      {"heads", heads},
-                      {"seq_q", sq},
-                      {"seq_k", sk},
-                      {"head_dim", d},
-                      {"causal", causal}},
-                 std::move(dtype)};
+  return test_support::ProblemOf(Attention(), {batch, heads, sq, sk, d, causal}, std::move(dtype));
 }
-
-const Kernel& Attention() { return *FindKernel("attention"); }
 
 // (Tiny problems make most of the space redundant: many draws may be needed.)
 std::optional<Config> RandomValid(const Space& space, std::mt19937_64& rng) {

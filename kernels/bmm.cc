@@ -18,10 +18,8 @@
 namespace tessel::kernels {
 namespace {
 
-using sim::DType;
 using sim::EngineKind;
 using sim::Mem;
-using sim::Op;
 
 BmmFault g_fault = BmmFault::kNone;
 
@@ -343,57 +341,36 @@ class CpuEmitter {
  public:
   CpuEmitter(const Plan& plan, const std::vector<float>& a, const std::vector<float>& b,
              std::vector<float>* c)
-      : p_(plan), a_(a), b_(b), c_(c) {
-    psum_.assign(std::max(p_.psum_slots, 1), std::vector<float>(p_.tile_m * p_.tile_n, 0));
-    stage_.assign(kGemmStagingBufs, std::vector<float>(p_.tile_m * p_.tile_n, 0));
-  }
+      : p_(plan), gemm_(plan, plan, plan.psum_slots, a, b, c) {}
 
   void BeginCore(int) {}
   int32_t Load(bool, int64_t, int64_t, int64_t, int32_t) { return -1; }
 
   int32_t Matmul(const GemmMatmul& mm) {
-    std::vector<float>& acc = psum_[mm.slot];
-    if (mm.start) std::fill(acc.begin(), acc.end(), 0.0f);
-    const float* a = &a_[mm.batch * p_.m * p_.k];
-    const float* b = &b_[mm.batch * p_.k * p_.n];
-    for (int64_t i = 0; i < mm.m; ++i) {
-      float* row = &acc[i * p_.tile_n];
-      for (int64_t kk = 0; kk < mm.k; ++kk) {
-        const float av = a[(mm.m0 + i) * p_.k + mm.k0 + kk];
-        const float* brow = &b[(mm.k0 + kk) * p_.n + mm.n0];
-        for (int64_t j = 0; j < mm.n; ++j) row[j] += av * brow[j];
-      }
-    }
+    gemm_.Matmul(mm.slot, mm.start, mm.batch, mm.m0, mm.m, mm.n0, mm.n, mm.k0, mm.k);
     return -1;
   }
 
   int32_t Evict(EngineKind, const GemmOutputTile& out, int32_t, int32_t) {
+    const std::vector<float>& psum = gemm_.psum(out.slot);
+    std::vector<float>& stage = gemm_.stage(out.stage);
     for (int64_t i = 0; i < out.m; ++i) {
       for (int64_t j = 0; j < out.n; ++j) {
-        const int64_t at = i * p_.tile_n + j;
-        stage_[out.stage][at] = RoundToOutput(psum_[out.slot][at], p_.dtype);
+        const int64_t at = i * gemm_.stride() + j;
+        stage[at] = RoundToOutput(psum[at], p_.dtype);
       }
     }
     return -1;
   }
 
   int32_t Store(const GemmOutputTile& out, int32_t) {
-    for (int64_t i = 0; i < out.m; ++i) {
-      for (int64_t j = 0; j < out.n; ++j) {
-        (*c_)[(out.batch * p_.m + out.m0 + i) * p_.n + out.n0 + j] =
-            stage_[out.stage][i * p_.tile_n + j];
-      }
-    }
+    gemm_.Store(out.stage, out.batch, out.m0, out.m, out.n0, out.n);
     return -1;
   }
 
  private:
   const Plan& p_;
-  const std::vector<float>& a_;
-  const std::vector<float>& b_;
-  std::vector<float>* c_;
-  std::vector<std::vector<float>> psum_;
-  std::vector<std::vector<float>> stage_;
+  CpuGemm gemm_;
 };
 
 }  // namespace
@@ -416,11 +393,7 @@ namespace {
 // one batch's GEMM as bmm runs it (M, N, then the K blocks innermost with the whole reduction in
 // PSUM, an operand block kept while its indices do not change), for the batches of the busiest
 // core, loaded batch_group at a time.
-std::optional<double> EstimateBmm(const Problem& problem, const Config& config,
-                                  const sim::Target& target) {
-  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
-  if (!plan.ok()) return std::nullopt;
-  const Plan& b = *plan;
+std::optional<double> EstimateBmm(const Plan& b, const Problem&, const sim::Target& target) {
   matmul_internal::Plan m;
   static_cast<GemmOperands&>(m) = b;
   static_cast<GemmTiling&>(m) = b;
@@ -493,22 +466,12 @@ absl::Status RunReduced(const Plan& full, const Config& config, const sim::Targe
   const Dims reduced{{"B", plan.b}, {"M", plan.m}, {"N", plan.n}, {"K", plan.k}};
 
   std::mt19937_64 rng = VerifyRng(config, uint64_t(plan.m * 31 + plan.n * 7 + plan.b));
-  const std::vector<float> a = RandomInputs(plan.b * plan.m * plan.k, rng, plan.dtype);
-  const std::vector<float> b = RandomInputs(plan.b * plan.k * plan.n, rng, plan.dtype);
-  std::vector<float> c = Unwritten(plan.b * plan.m * plan.n);
-  CpuEmitter emitter(plan, a, b, &c);
-  Generate(plan, emitter);
-  return CheckGemm({.kernel = "bmm",
-                    .reduced = reduced.ToString(),
-                    .batched = true,
-                    .batches = plan.b,
-                    .m = plan.m,
-                    .n = plan.n,
-                    .k = plan.k,
-                    .dtype = plan.dtype,
-                    .a = &a,
-                    .b = &b,
-                    .c = &c});
+  return VerifyGemm(
+      "bmm", reduced.ToString(), plan, plan.b, /*batched=*/true, rng,
+      [&](const std::vector<float>& a, const std::vector<float>& b, std::vector<float>* c) {
+        CpuEmitter emitter(plan, a, b, c);
+        Generate(plan, emitter);
+      });
 }
 
 void Emit(const Plan& plan, const Problem&, const sim::Target& target, sim::Program* program) {

@@ -622,11 +622,7 @@ namespace {
 // pixel tiles (each kind emitted once into a CountingProgram and weighted by how often the
 // busiest core issues it: its share of the images and K blocks, R x S matmuls per channel and K
 // tile), bounded by the slowest resource. No program, no simulation.
-std::optional<double> EstimateConv2d(const Problem& problem, const Config& config,
-                                     const sim::Target& target) {
-  absl::StatusOr<Plan> plan = MakePlan(problem, config, target, /*strict=*/true);
-  if (!plan.ok()) return std::nullopt;
-  const Plan& p = *plan;
+std::optional<double> EstimateConv2d(const Plan& p, const Problem&, const sim::Target& target) {
   CountingProgram program(target);
   SimEmitter emitter(target, &program);
   emitter.BeginCore(0, p);

@@ -15,21 +15,13 @@ using test_support::Parse;
 
 using ::testing::HasSubstr;
 
+const Kernel& Conv2d() { return *FindKernel("conv2d"); }
+
+// A square r x r filter.
 Problem Conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t stride,
              int64_t pad, std::string dtype = "bf16") {
-  return Problem{Dims{{"N", n},
-                      {"C", c},
-                      {"H", h},
-                      {"W", w},
-                      {"K", k},
-                      {"R", r},
-                      {"S", r},
-                      {"stride", stride},
-                      {"padding", pad}},
-                 std::move(dtype)};
+  return test_support::ProblemOf(Conv2d(), {n, c, h, w, k, r, r, stride, pad}, std::move(dtype));
 }
-
-const Kernel& Conv2d() { return *FindKernel("conv2d"); }
 
 using FaultGuard = test_support::FaultGuard<Conv2dFault, SetConv2dFaultForTesting>;
 

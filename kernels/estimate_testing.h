@@ -5,15 +5,18 @@
 #define TESSEL_KERNELS_ESTIMATE_TESTING_H_
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
+#include "kernels/kernel_testing.h"
 #include "kernels/rank_correlation.h"
 #include "sim/target.h"
 
@@ -83,6 +86,45 @@ inline void ExpectRanksAbove(const EstimateSample& s, double min_spearman) {
   for (double& x : random) x = double(rng() % 1000000);
   EXPECT_LE(Spearman(constant, s.sim_ns), min_spearman);
   EXPECT_LE(Spearman(random, s.sim_ns), min_spearman);
+}
+
+// One kernel's ranking check: `samples` random valid configs (seed 13) of `dims` (bf16) on
+// `target`, whose estimates must rank as the simulator does with Spearman's rho >= min_spearman
+// (measured, see the tests' comments, with a margin).
+struct RankCase {
+  const Kernel* kernel;
+  const char* target;
+  Dims dims;
+  int samples;
+  double min_spearman;
+};
+
+// Runs `c` (ExpectRanksAbove on its sample), printing the estimate's cost per call, rho and the
+// top-10% overlap.
+inline void ExpectEstimateRanks(const RankCase& c) {
+  const sim::Target t = Load(c.target);
+  const Problem p{c.dims, "bf16"};
+  absl::StatusOr<Space> space = c.kernel->SpaceFor(p, t);
+  ASSERT_TRUE(space.ok()) << space.status();
+  ASSERT_TRUE(space->has_estimate());
+  const auto t0 = std::chrono::steady_clock::now();
+  const EstimateSample s = SampleEstimates(*c.kernel, p, t, *space, c.samples, 13);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(int(s.configs.size()), c.samples);
+  {
+    const auto e0 = std::chrono::steady_clock::now();
+    for (const Config& config : s.configs) (void)space->EstimateNs(config);
+    const double us = 1e6 *
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count() /
+                      double(s.configs.size());
+    std::printf("  estimate: %.1f us per call\n", us);
+  }
+  const double rho = Spearman(s.estimate_ns, s.sim_ns);
+  std::printf("%s %s %s: spearman %.3f, top-10%% overlap %.2f (%.1f s)\n", c.kernel->name().data(),
+              c.target, c.dims.ToString().c_str(), rho, TopKOverlap(s, size_t(c.samples / 10)),
+              secs);
+  SCOPED_TRACE(std::string(c.kernel->name()) + " " + c.target);
+  ExpectRanksAbove(s, c.min_spearman);
 }
 
 }  // namespace tessel::kernels::test_support

@@ -10,8 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
+#include "kernels/rowwise_kernel.h"
 #include "sim/simulate.h"
 #include "sim/target.h"
 
@@ -45,11 +47,27 @@ inline Problem RandomRows(const std::string& /*target*/, std::mt19937_64& rng) {
 // Param changes a test applies to a base config, e.g. {{"evict", "gpsimd"}}.
 using Changes = std::initializer_list<std::pair<const char*, const char*>>;
 
-// Why `space` rejects `base` with `changes` applied ("" when it accepts the result).
-inline std::string Reason(const Space& space, const Config& base, Changes changes) {
+// `base` with `changes` applied.
+inline Config With(const Config& base, Changes changes) {
   Config c = base;
   for (auto [k, v] : changes) c.Set(k, v);
-  return std::string(space.Validate(c).message());
+  return c;
+}
+
+// Why `space` rejects `base` with `changes` applied ("" when it accepts the result).
+inline std::string Reason(const Space& space, const Config& base, Changes changes) {
+  return std::string(space.Validate(With(base, changes)).message());
+}
+
+// A problem of `kernel` in `dtype`: its dims, in the order of kernel.dims(), set to `values`
+// (a failed expectation when the counts differ).
+inline Problem ProblemOf(const Kernel& kernel, const std::vector<int64_t>& values,
+                         std::string dtype) {
+  Problem p{Dims{}, std::move(dtype)};
+  const std::vector<std::string> names = kernel.dims();
+  EXPECT_EQ(names.size(), values.size()) << kernel.name();
+  for (size_t i = 0; i < names.size() && i < values.size(); ++i) p.dims.Set(names[i], values[i]);
+  return p;
 }
 
 // A random valid config of `space`, or nullopt after `attempts` misses.
@@ -83,6 +101,15 @@ inline void ForSnc2AndSnc3(const Kernel& kernel, const Problem& problem,
     const Space space = *kernel.SpaceFor(problem, Load(target));
     check(target, space);
   }
+}
+
+// Expects at least `at_least` valid configs in the kernel's space for `problem` on snc2 and on
+// snc3 (every config decoded).
+inline void ExpectValidConfigsOnSnc2AndSnc3(const Kernel& kernel, const Problem& problem,
+                                            int64_t at_least) {
+  ForSnc2AndSnc3(kernel, problem, [&](const char* target, const Space& space) {
+    EXPECT_GE(CountValid(space), at_least) << target;
+  });
 }
 
 // A problem and a valid config of its space.
@@ -126,6 +153,44 @@ inline std::optional<ShardedRuns> RunSharded(const Kernel& kernel, const Problem
   return ShardedRuns{*a, *b};
 }
 
+// Simulates each of `configs` for `problem` on `target`, in order; nullopt when one failed
+// (reported).
+inline std::optional<std::vector<sim::SimResult>> EvaluateEach(const Kernel& kernel,
+                                                               const Problem& problem,
+                                                               const std::vector<Config>& configs,
+                                                               const sim::Target& target) {
+  std::vector<sim::SimResult> results;
+  for (const Config& c : configs) {
+    absl::StatusOr<sim::SimResult> r = Evaluate(kernel, problem, c, target);
+    EXPECT_TRUE(r.ok()) << c.ToString() << ": " << r.status();
+    if (!r.ok()) return std::nullopt;
+    results.push_back(*r);
+  }
+  return results;
+}
+
+// A config and the times a run of it should move a tensor through HBM (reads plus writes).
+struct HbmPasses {
+  Config config;
+  int passes = 0;
+};
+// Simulates each case's config for `problem` on `target`, in order, and expects its HBM bytes to
+// be passes x `tensor_bytes` + `other_bytes`. Returns the simulations (nullopt when one failed,
+// reported).
+inline std::optional<std::vector<sim::SimResult>> ExpectHbmPasses(
+    const Kernel& kernel, const Problem& problem, const sim::Target& target, int64_t tensor_bytes,
+    int64_t other_bytes, const std::vector<HbmPasses>& cases) {
+  std::vector<Config> configs;
+  for (const HbmPasses& c : cases) configs.push_back(c.config);
+  std::optional<std::vector<sim::SimResult>> runs = EvaluateEach(kernel, problem, configs, target);
+  if (!runs) return std::nullopt;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ((*runs)[i].hbm_bytes, cases[i].passes * tensor_bytes + other_bytes)
+        << cases[i].config.ToString();
+  }
+  return runs;
+}
+
 // Sets a kernel's test fault (with `set`, e.g. SetBmmFaultForTesting) for the guard's lifetime,
 // then back to Fault::kNone.
 template <typename Fault, void (*kSet)(Fault)>
@@ -155,6 +220,20 @@ inline std::optional<sim::SimResult> ExpectDefaultWorks(const Kernel& kernel,
   const absl::Status verified = kernel.Verify(problem, def, target);
   EXPECT_TRUE(verified.ok()) << problem.dims.ToString() << ": " << verified;
   return *r;
+}
+
+// ExpectDefaultWorks for each of `problems` on snc2, then on snc3, also expecting a positive
+// roofline; stops at the first problem whose space or simulation failed.
+inline void ExpectDefaultsWorkOnSnc2AndSnc3(const Kernel& kernel,
+                                            const std::vector<Problem>& problems) {
+  for (const char* target : {"snc2", "snc3"}) {
+    sim::Target t = Load(target);
+    for (const Problem& p : problems) {
+      const std::optional<sim::SimResult> r = ExpectDefaultWorks(kernel, p, t);
+      ASSERT_TRUE(r.has_value());
+      EXPECT_GT(RooflineNs(kernel, p, t), 0);
+    }
+  }
 }
 
 struct SweepCounts {
@@ -199,6 +278,60 @@ inline SweepCounts VerifyRandomValidConfigs(
     }
   }
   return n;
+}
+
+// The row tiling rules every row-wise kernel (softmax, norm) reports on snc2: from the default
+// config of [4096, 8192], SBUF capacity, a redundant chunk and resident=0 with one chunk; from the
+// default of [100, 8192], shards beyond the single row tile.
+inline void ExpectRowTilingRulesSayWhy(const Kernel& kernel) {
+  const sim::Target t = Load("snc2");
+  const Problem p = Rows(4096, 8192);
+  const Space space = *kernel.SpaceFor(p, t);
+  const Config base = kernel.Default(p, t);
+  EXPECT_THAT(
+      Reason(space, base, {{"chunk", "8192"}, {"rows_per_partition", "8"}, {"resident", "1"}}),
+      ::testing::HasSubstr("SBUF capacity"));
+  EXPECT_THAT(Reason(space, base, {{"chunk", "16384"}}),
+              ::testing::HasSubstr("chunk=16384 is redundant"));
+  EXPECT_THAT(Reason(space, base, {{"chunk", "8192"}, {"resident", "0"}}),
+              ::testing::HasSubstr("resident=0 needs more than one chunk"));
+  const Space small = *kernel.SpaceFor(Rows(100, 8192), t);
+  EXPECT_THAT(Reason(small, kernel.Default(Rows(100, 8192), t), {{"shards", "2"}}),
+              ::testing::HasSubstr("shards=2 exceeds the 1 row"));
+}
+
+// The row-wise kernels' random sweep (VerifyRandomValidConfigs over RandomRows): expects at least
+// 200 configs verified, 40 simulated, 40 sharded and 100 with a ragged last chunk. `tally` sees
+// every verified config (for the kernel's own coverage counts).
+inline void ExpectRowwiseSweep(const Kernel& kernel, std::mt19937_64& rng,
+                               const std::function<void(const Problem&, const Config&)>& tally) {
+  int sharded = 0, ragged = 0;
+  const SweepCounts n =
+      VerifyRandomValidConfigs(kernel, rng, RandomRows, [&](const Problem& p, const Config& c) {
+        sharded += *c.GetInt("shards") > 1;
+        ragged += *p.dims.Get("cols") % *c.GetInt("chunk") != 0;
+        tally(p, c);
+      });
+  EXPECT_GE(n.verified, 200);
+  EXPECT_GE(n.simulated, 40);
+  EXPECT_GE(sharded, 40);
+  EXPECT_GE(ragged, 100);
+}
+
+// A row-wise config of 128-row tiles with one row per partition, 1024-column chunks, two buffers
+// and one core, with the kernel's `own` values in order (rowwise::PlainConfig's order).
+inline Config RowwiseConfig(std::vector<std::pair<std::string, std::string>> own) {
+  rowwise::RowTiling tiling;
+  tiling.chunk = 1024;
+  return rowwise::PlainConfig(tiling, std::move(own));
+}
+
+// ExpectHbmPasses for a row-wise kernel on a [1024, 4096] bf16 problem on snc2 (8 MiB a pass),
+// `vector_bytes` besides.
+inline std::optional<std::vector<sim::SimResult>> ExpectRowwiseHbmPasses(
+    const Kernel& kernel, int64_t vector_bytes, const std::vector<HbmPasses>& cases) {
+  return ExpectHbmPasses(kernel, Rows(1024, 4096), Load("snc2"), /*tensor_bytes=*/1024 * 4096 * 2,
+                         vector_bytes, cases);
 }
 
 }  // namespace tessel::kernels::test_support

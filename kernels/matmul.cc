@@ -359,26 +359,23 @@ class Generator {
     const int64_t m0 = tm_lo * p.tile_m, m1 = std::min(p.m, tm_hi * p.tile_m);
     const int64_t n0 = tn_lo * p.tile_n, n1 = std::min(p.n, tn_hi * p.tile_n);
 
-    if (p.hoist == 0 || s.a_key != std::pair{bm, bk}) {
-      s.a_key = {bm, bk};
-      s.a_cur = int(s.a_count++ % p.bufs);
-      s.a_loads[s.a_cur].clear();
+    // Loads the block's K tiles of an operand (A rows or B columns [x0, x1)) into its next buffer,
+    // unless hoisting keeps the block it already holds (`held` == `key`).
+    auto load_block = [&](bool is_a, std::pair<int64_t, int64_t> key,
+                          std::pair<int64_t, int64_t>& held, int64_t& count, int& cur,
+                          std::vector<std::vector<int64_t>>& loads,
+                          const std::vector<int64_t>& reader, int64_t x0, int64_t x1) {
+      if (p.hoist != 0 && held == key) return;
+      held = key;
+      cur = int(count++ % p.bufs);
+      loads[cur].clear();
       for (int64_t tk = tk_lo; tk < tk_hi; ++tk) {
-        s.a_loads[s.a_cur].push_back(e_.Load(core, /*is_a=*/true, tk * p.tile_k,
-                                             SizeOf(tk, p.tile_k, p.k), m0, m1 - m0,
-                                             s.a_reader[s.a_cur]));
+        loads[cur].push_back(e_.Load(core, is_a, tk * p.tile_k, SizeOf(tk, p.tile_k, p.k), x0,
+                                     x1 - x0, reader[cur]));
       }
-    }
-    if (p.hoist == 0 || s.b_key != std::pair{bk, bn}) {
-      s.b_key = {bk, bn};
-      s.b_cur = int(s.b_count++ % p.bufs);
-      s.b_loads[s.b_cur].clear();
-      for (int64_t tk = tk_lo; tk < tk_hi; ++tk) {
-        s.b_loads[s.b_cur].push_back(e_.Load(core, /*is_a=*/false, tk * p.tile_k,
-                                             SizeOf(tk, p.tile_k, p.k), n0, n1 - n0,
-                                             s.b_reader[s.b_cur]));
-      }
-    }
+    };
+    load_block(true, {bm, bk}, s.a_key, s.a_count, s.a_cur, s.a_loads, s.a_reader, m0, m1);
+    load_block(false, {bk, bn}, s.b_key, s.b_count, s.b_cur, s.b_loads, s.b_reader, n0, n1);
 
     // The output tiles ("groups"), row by row; a run of regular ones compresses like the block
     // loops (level 3).
@@ -596,11 +593,7 @@ class CpuEmitter {
  public:
   CpuEmitter(const Plan& plan, const std::vector<float>& a, const std::vector<float>& b,
              std::vector<float>* c)
-      : p_(plan), a_(a), b_(b), c_(c) {
-    stride_ = std::max(p_.tile_n, int64_t(1));
-    psum_.assign(std::max(p_.psum_slots, 1), std::vector<float>(p_.tile_m * p_.tile_n, 0));
-    stage_.assign(kGemmStagingBufs, std::vector<float>(p_.tile_m * p_.tile_n, 0));
-  }
+      : p_(plan), gemm_(plan, plan, plan.psum_slots, a, b, c) {}
 
   static constexpr bool kCompress = false;
   void BeginCore(int) {}
@@ -608,27 +601,19 @@ class CpuEmitter {
 
   int64_t Matmul(int, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int64_t k0, int64_t ksz,
                  int slot, bool start, bool, int64_t, int64_t, int64_t) {
-    std::vector<float>& acc = psum_[slot];
-    if (start) std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t i = 0; i < msz; ++i) {
-      float* row = &acc[i * stride_];
-      for (int64_t kk = 0; kk < ksz; ++kk) {
-        const float av = a_[(m0 + i) * p_.k + k0 + kk];
-        const float* brow = &b_[(k0 + kk) * p_.n + n0];
-        for (int64_t j = 0; j < nsz; ++j) row[j] += av * brow[j];
-      }
-    }
+    gemm_.Matmul(slot, start, /*batch=*/0, m0, msz, n0, nsz, k0, ksz);
     return -1;
   }
 
   int64_t Evict(int, EvictKind kind, EngineKind, int slot, int64_t m0, int64_t msz, int64_t n0,
                 int64_t nsz, int stage, int64_t, int64_t, int64_t) {
-    const std::vector<float>& ps = psum_[slot];
+    const std::vector<float>& ps = gemm_.psum(slot);
+    std::vector<float>& staged = gemm_.stage(stage);
     std::vector<float>& acc = acc_[{m0, n0}];
     if (acc.empty()) acc.assign(p_.tile_m * p_.tile_n, 0.0f);
     for (int64_t i = 0; i < msz; ++i) {
       for (int64_t j = 0; j < nsz; ++j) {
-        const int64_t at = i * stride_ + j;
+        const int64_t at = i * gemm_.stride() + j;
         switch (kind) {
           case EvictKind::kCopyToAcc:
             acc[at] = ps[at];
@@ -637,10 +622,10 @@ class CpuEmitter {
             acc[at] += ps[at];
             break;
           case EvictKind::kFinal:
-            stage_[stage][at] = RoundToOutput(ps[at], p_.dtype);
+            staged[at] = RoundToOutput(ps[at], p_.dtype);
             break;
           case EvictKind::kFinalAdd:
-            stage_[stage][at] = RoundToOutput(acc[at] + ps[at], p_.dtype);
+            staged[at] = RoundToOutput(acc[at] + ps[at], p_.dtype);
             break;
         }
       }
@@ -649,21 +634,13 @@ class CpuEmitter {
   }
 
   int64_t Store(int, int64_t m0, int64_t msz, int64_t n0, int64_t nsz, int stage, int64_t) {
-    for (int64_t i = 0; i < msz; ++i) {
-      for (int64_t j = 0; j < nsz; ++j)
-        (*c_)[(m0 + i) * p_.n + n0 + j] = stage_[stage][i * stride_ + j];
-    }
+    gemm_.Store(stage, /*batch=*/0, m0, msz, n0, nsz);
     return -1;
   }
 
  private:
   const Plan& p_;
-  const std::vector<float>& a_;
-  const std::vector<float>& b_;
-  std::vector<float>* c_;
-  int64_t stride_ = 1;
-  std::vector<std::vector<float>> psum_;
-  std::vector<std::vector<float>> stage_;
+  CpuGemm gemm_;
   std::map<std::pair<int64_t, int64_t>, std::vector<float>> acc_;
 };
 
@@ -780,20 +757,12 @@ absl::Status MatmulKernel::Verify(const Problem& problem, const Config& config,
 
   // Inputs in [-1, 1), rounded to the input dtype, seeded by the config so reruns agree.
   std::mt19937_64 rng = VerifyRng(config, uint64_t(plan.m * 31 + plan.n));
-  const std::vector<float> a = RandomInputs(plan.m * plan.k, rng, plan.dtype);
-  const std::vector<float> b = RandomInputs(plan.k * plan.n, rng, plan.dtype);
-  std::vector<float> c = Unwritten(plan.m * plan.n);
-  CpuEmitter emitter(plan, a, b, &c);
-  Generate(plan, emitter);
-  return CheckGemm({.kernel = "matmul",
-                    .reduced = reduced.dims.ToString(),
-                    .m = plan.m,
-                    .n = plan.n,
-                    .k = plan.k,
-                    .dtype = plan.dtype,
-                    .a = &a,
-                    .b = &b,
-                    .c = &c});
+  return VerifyGemm(
+      "matmul", reduced.dims.ToString(), plan, /*batches=*/1, /*batched=*/false, rng,
+      [&](const std::vector<float>& a, const std::vector<float>& b, std::vector<float>* c) {
+        CpuEmitter emitter(plan, a, b, c);
+        Generate(plan, emitter);
+      });
 }
 
 Kernel::Work MatmulKernel::MinimumWork(const Problem& problem) const {

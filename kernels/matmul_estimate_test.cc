@@ -14,34 +14,15 @@ namespace tessel::kernels {
 namespace {
 
 using test_support::Load;
-using test_support::SampleEstimates;
-using test_support::Spearman;
-
-struct Case {
-  const char* target;
-  Dims dims;
-  double min_spearman;  // measured (see the test's comment), with a margin
-};
 
 // 300 random valid configs of a large matmul per target: the estimate must rank them as the
 // simulator does (Spearman's rho above the threshold), and a constant or random estimate of the
 // same sample must not pass the same threshold.
 TEST(MatmulEstimateTest, RanksRandomConfigsAsTheSimulatorDoes) {
   const MatmulKernel kernel;
-  for (const Case& c : {Case{"snc2", Dims{{"M", 4096}, {"N", 4096}, {"K", 4096}}, 0.95},
-                        Case{"snc3", Dims{{"M", 4096}, {"N", 4096}, {"K", 4096}}, 0.95}}) {
-    const sim::Target t = Load(c.target);
-    const Problem p{c.dims, "bf16"};
-    absl::StatusOr<Space> space = kernel.SpaceFor(p, t);
-    ASSERT_TRUE(space.ok()) << space.status();
-    ASSERT_TRUE(space->has_estimate());
-    const test_support::EstimateSample s = SampleEstimates(kernel, p, t, *space, 300, 13);
-    ASSERT_EQ(s.configs.size(), 300u);
-    const double rho = Spearman(s.estimate_ns, s.sim_ns);
-    std::printf("%s %s: spearman %.3f, top-30 overlap %.2f\n", c.target, c.dims.ToString().c_str(),
-                rho, test_support::TopKOverlap(s, 30));
-    SCOPED_TRACE(c.target);
-    test_support::ExpectRanksAbove(s, c.min_spearman);
+  for (const char* target : {"snc2", "snc3"}) {
+    test_support::ExpectEstimateRanks(
+        {&kernel, target, Dims{{"M", 4096}, {"N", 4096}, {"K", 4096}}, 300, 0.95});
   }
 }
 

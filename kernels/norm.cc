@@ -9,32 +9,25 @@
 #include "kernels/rowwise.h"
 #include "kernels/rowwise_kernel.h"
 #include "kernels/schedule_util.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "sim/program.h"
 #include "sim/target.h"
 
-namespace tessel::kernels {
+// The schedule is written in the row-wise step IR, so it lives in its namespace.
+namespace tessel::kernels::rowwise {
 namespace {
 
-using rowwise::Fn;
-using rowwise::Kind;
-using rowwise::Ref;
-using rowwise::Step;
 using sim::DType;
 using sim::EngineKind;
 
 NormFault g_fault = NormFault::kNone;
 
 constexpr float kEps = 1e-5f;
-constexpr int kQueueLoad = 0, kQueueStore = 1, kQueueVector = 2;
+constexpr int kQueueVector = 2;
 constexpr int kBnStatsMaxFree = 512;  // fallback when the target sets no cap
-constexpr int kStatSlots = 2;
-constexpr int kStatsPerSlot = 16;
-constexpr int32_t kGamma = 900, kBeta = 901, kSquares = 910, kDataBase = 1000;
+constexpr int32_t kGamma = 900, kBeta = 901, kSquares = 910;
 
-using rowwise::kChunks;
-using rowwise::kRowsPerPartition;
-using rowwise::kTileRows;
 const std::vector<std::string> kStats = {"bn_stats", "sum_scalar_sq", "sum_vector_sq"};
 
 enum Stat : int32_t {
@@ -49,10 +42,8 @@ enum Stat : int32_t {
   kNegMeanRstd
 };
 
-struct Plan : rowwise::RowTiling {
+struct Plan : RowTiling {
   bool rms = false;
-  DType dtype = DType::kBf16;
-  int in_bytes = 2;
   bool bn_stats = true, square_on_scalar = false, apply_on_scalar = false;
   bool affine_fused = true;
   int bn_max = kBnStatsMaxFree;
@@ -61,7 +52,7 @@ struct Plan : rowwise::RowTiling {
 };
 
 void Derive(Plan& p) {
-  rowwise::DeriveTiling(p);
+  DeriveTiling(p);
   p.bn_groups = 0;
   for (int64_t j = 0; j < p.chunks; ++j) {
     p.bn_groups += CeilDiv(std::min(p.chunk, p.cols - j * p.chunk), p.bn_max);
@@ -70,63 +61,41 @@ void Derive(Plan& p) {
 
 std::vector<sim::Allocation> Allocations(const Plan& p) {
   const int parts = int(p.tile_rows);
-  std::vector<sim::Allocation> a;
-  if (p.resident) {
-    a.push_back(
-        {"row_tiles", sim::Mem::kSbuf, 0, parts, p.g * p.chunks * p.chunk * p.in_bytes, p.bufs});
-  } else {
-    a.push_back({"chunks", sim::Mem::kSbuf, 0, parts, p.g * p.chunk * p.in_bytes, p.bufs});
-  }
+  std::vector<sim::Allocation> a = {DataAllocation(p, p.in_bytes)};
   if (!p.bn_stats) a.push_back({"squares", sim::Mem::kSbuf, 0, parts, p.g * p.chunk * 4, 2});
   a.push_back(
       {"gamma_beta", sim::Mem::kSbuf, 0, parts, p.chunks * p.chunk * p.in_bytes, p.rms ? 1 : 2});
   a.push_back({"row_stats", sim::Mem::kSbuf, 0, parts,
-               p.g * (kStatsPerSlot + p.bn_groups * rowwise::kBnStatsWidth) * 4, kStatSlots});
+               p.g * (kStatsPerSlot + p.bn_groups * kBnStatsWidth) * 4, kStatSlots});
   return a;
 }
-
-int64_t SbufBytes(const Plan& p) { return rowwise::SbufBytes(Allocations(p)); }
 
 absl::StatusOr<Plan> MakePlan(bool rms, const Problem& problem, const Config& config,
                               const sim::Target& target, bool strict) {
   Plan p;
   p.rms = rms;
-  absl::StatusOr<DType> dtype = sim::ParseDType(problem.dtype);
-  if (!dtype.ok()) return dtype.status();
-  p.dtype = *dtype;
-  p.in_bytes = sim::DTypeBytes(p.dtype);
   if (target.max_bn_stats_free > 0) p.bn_max = target.max_bn_stats_free;
-  if (absl::Status s = rowwise::ParseRowTiling(problem, config, p); !s.ok()) return s;
-  absl::StatusOr<std::string> stats = ChoiceParam(config, "stats", kStats);
-  if (!stats.ok()) return stats.status();
-  absl::StatusOr<std::string> apply = ChoiceParam(config, "apply", {"vector", "scalar"});
-  if (!apply.ok()) return apply.status();
-  absl::StatusOr<std::string> affine = ChoiceParam(config, "affine", {"fused", "separate"});
-  if (!affine.ok()) return affine.status();
-  p.bn_stats = *stats == "bn_stats";
-  p.square_on_scalar = *stats == "sum_scalar_sq";
-  p.apply_on_scalar = *apply == "scalar";
-  p.affine_fused = *affine == "fused";
+  TESSEL_RETURN_IF_ERROR(ParseRowTiling(problem, config, p));
+  std::string stats, apply, affine;
+  TESSEL_RETURN_IF_ERROR(ChoiceParams(config, {{"stats", kStats, &stats},
+                                               {"apply", {"vector", "scalar"}, &apply},
+                                               {"affine", {"fused", "separate"}, &affine}}));
+  p.bn_stats = stats == "bn_stats";
+  p.square_on_scalar = stats == "sum_scalar_sq";
+  p.apply_on_scalar = apply == "scalar";
+  p.affine_fused = affine == "fused";
   Derive(p);
-  if (absl::Status s = rowwise::CheckRowTiling(p, target, strict); !s.ok()) return s;
-  const int64_t sbuf = SbufBytes(p);
-  if (sbuf > target.UsableSbufPerPartition()) {
-    return absl::InvalidArgumentError(
-        StrCat("SBUF capacity: ", p.resident ? "resident row tiles " : "chunk buffers ",
-               p.g * (p.resident ? p.chunks * p.chunk : p.chunk) * p.in_bytes, " x ", p.bufs,
-               " bufs + ", p.rms ? "gamma" : "gamma/beta", " + squares + row statistics = ", sbuf,
-               " bytes per partition exceed the usable ", target.UsableSbufPerPartition()));
-  }
+  TESSEL_RETURN_IF_ERROR(CheckRowTiling(p, target, strict));
+  TESSEL_RETURN_IF_ERROR(CheckSbufCapacity(p, p.in_bytes,
+                                           p.rms ? "gamma + squares + " : "gamma/beta + squares + ",
+                                           Allocations(p), target));
   return p;
 }
 
 template <typename Sink>
 void Generate(const Plan& p, Sink& sink) {
   const int64_t nc = p.chunks;
-  for (int core = 0; core < p.shards; ++core) {
-    const int64_t tb = ShardBegin(p.tiles, p.shards, core);
-    const int64_t te = ShardBegin(p.tiles, p.shards, core + 1);
-    sink.BeginCore(core, Allocations(p));
+  ForEachCore(p, Allocations(p), sink, [&](int core, int64_t tb, int64_t te) {
     // gamma (and beta) broadcast to the tile's partitions once per core.
     for (int v = 0; v < (p.rms ? 1 : 2); ++v) {
       Step s;
@@ -143,66 +112,36 @@ void Generate(const Plan& p, Sink& sink) {
     }
     int64_t stream = 0, squares = 0;
     auto tile_steps = [&](int64_t t, bool second_pass) {
-      const int64_t row0 = t * p.rows_per_tile;
-      const int64_t rows = std::min(p.rows_per_tile, p.rows - row0);
-      const int32_t stat_base = int32_t((t % kStatSlots) * kStatsPerSlot);
-      auto stat = [&](Stat s, int32_t col = 0) { return Ref{stat_base + s, col}; };
-      auto width = [&](int64_t j) { return std::min(p.chunk, p.cols - j * p.chunk); };
-      auto step = [&](Kind kind, EngineKind engine) {
-        Step s;
-        s.kind = kind;
-        s.engine = engine;
-        s.core = core;
-        s.row0 = row0;
-        s.rows = rows;
-        return s;
-      };
-      auto data = [&](int64_t j) {
-        return p.resident && !second_pass ? Ref{int32_t(kDataBase + (t % p.bufs) * nc + j), 0}
-                                          : Ref{int32_t(kDataBase + (stream++ % p.bufs)), 0};
-      };
+      RowTile tile(p, core, t, &stream);
+      auto stat = [&](Stat s, int32_t col = 0) { return tile.Stat(s, col); };
+      auto width = [&](int64_t j) { return tile.Width(j); };
+      auto data = [&](int64_t j) { return second_pass ? tile.Streamed() : tile.Data(j); };
       auto dma = [&](Kind kind, Ref buf, int64_t j, bool from_output) {
-        Step s = step(kind, EngineKind::kDma);
-        (kind == Kind::kLoad ? s.dst : s.src) = buf;
-        s.col0 = j * p.chunk;
-        s.width = width(j);
-        s.in_dtype = p.dtype;
-        s.out_dtype = p.dtype;
-        s.queue = kind == Kind::kLoad ? kQueueLoad : kQueueStore;
-        s.chunk_bytes = nc > 1 ? int32_t(s.width * p.in_bytes) : 0;
+        Step s = tile.Dma(kind, buf, j);
         s.from_output = from_output;
         s.hbm_region = int32_t(t * nc + j);
         sink(s);
       };
+      // dst = a fn b on Vector (b a broadcast [width] vector when `vec`).
       auto tt = [&](Fn fn, Ref a, Ref b, Ref dst, int64_t w, DType in, DType out, bool vec) {
-        Step s = step(Kind::kTensorTensor, EngineKind::kVector);
-        s.fn = fn;
-        s.src = a;
+        Step s = tile.Compute(Kind::kTensorTensor, EngineKind::kVector, fn, a, dst, w, in, out);
         s.src1 = b;
         s.src1_vector = vec;
-        s.dst = dst;
-        s.width = w;
-        s.in_dtype = in;
-        s.out_dtype = out;
         sink(s);
       };
       auto stat_tt = [&](Fn fn, Ref a, Ref b, Ref dst) {
         tt(fn, a, b, dst, 1, DType::kFp32, DType::kFp32, false);
       };
+      // dst = (src fn a) fn1 b on Vector, reading and writing `dtype`.
       auto ts = [&](Ref src, Fn fn, Ref a, float ia, Fn fn1, Ref b, float ib, Ref dst, int64_t w,
-                    DType in, DType out, EngineKind engine) {
-        Step s = step(Kind::kTensorScalar, engine);
-        s.src = src;
-        s.fn = fn;
+                    DType dtype) {
+        Step s =
+            tile.Compute(Kind::kTensorScalar, EngineKind::kVector, fn, src, dst, w, dtype, dtype);
         s.scalar0 = a;
         s.imm0 = ia;
         s.fn1 = fn1;
         s.scalar1 = b;
         s.imm1 = ib;
-        s.dst = dst;
-        s.width = w;
-        s.in_dtype = in;
-        s.out_dtype = out;
         sink(s);
       };
       auto affine = [&](Ref buf, int64_t j) {
@@ -236,35 +175,23 @@ void Generate(const Plan& p, Sink& sink) {
         const int64_t w = width(j);
         if (p.bn_stats) {
           for (int64_t c0 = 0; c0 < w; c0 += p.bn_max) {
-            Step s = step(Kind::kBnStats, EngineKind::kVector);
-            s.src = Ref{bufs[j].buf, int32_t(c0)};
-            s.dst = stat(kBn, group++ * rowwise::kBnStatsWidth);
-            s.width = std::min<int64_t>(p.bn_max, w - c0);
-            s.in_dtype = p.dtype;
-            sink(s);
+            sink(tile.Compute(Kind::kBnStats, EngineKind::kVector, Fn::kNone,
+                              Ref{bufs[j].buf, int32_t(c0)}, stat(kBn, group++ * kBnStatsWidth),
+                              std::min<int64_t>(p.bn_max, w - c0), p.dtype));
           }
           continue;
         }
         auto accumulate = [&](Ref src, DType in, Stat total, Stat partial) {
-          Step s = step(Kind::kReduce, EngineKind::kVector);
-          s.fn = Fn::kAdd;
-          s.src = src;
-          s.dst = stat(j == 0 ? total : partial);
-          s.width = w;
-          s.in_dtype = in;
-          sink(s);
+          sink(tile.Compute(Kind::kReduce, EngineKind::kVector, Fn::kAdd, src,
+                            stat(j == 0 ? total : partial), w, in));
           if (j > 0) stat_tt(Fn::kAdd, stat(total), stat(partial), stat(total));
         };
         if (!p.rms) accumulate(bufs[j], p.dtype, kSum, kPartial);
         const Ref sq{int32_t(kSquares + squares++ % 2), 0};
         if (p.square_on_scalar) {
-          Step s = step(Kind::kActivation, EngineKind::kScalar);
-          s.fn = Fn::kSquare;
+          Step s = tile.Compute(Kind::kActivation, EngineKind::kScalar, Fn::kSquare, bufs[j], sq, w,
+                                p.dtype);
           s.imm0 = 1;
-          s.src = bufs[j];
-          s.dst = sq;
-          s.width = w;
-          s.in_dtype = p.dtype;
           sink(s);
         } else {
           tt(Fn::kMul, bufs[j], bufs[j], sq, w, p.dtype, DType::kFp32, false);
@@ -275,33 +202,24 @@ void Generate(const Plan& p, Sink& sink) {
       const Ref mean = stat(kMeanVar, 0), second = stat(kMeanVar, 1);
       const float inv_n = 1.0f / float(p.cols);
       if (p.bn_stats) {
-        Step s = step(Kind::kBnAggr, EngineKind::kVector);
-        s.src = stat(kBn);
-        s.dst = mean;
-        s.width = group;
-        sink(s);
+        sink(tile.Compute(Kind::kBnAggr, EngineKind::kVector, Fn::kNone, stat(kBn), mean, group));
         if (p.rms) {  // mean(x^2) = var + mean^2
           stat_tt(Fn::kMul, mean, mean, stat(kTmp));
           stat_tt(Fn::kAdd, second, stat(kTmp), second);
         }
       } else {
-        if (!p.rms) {
-          ts(stat(kSum), Fn::kMul, {}, inv_n, Fn::kNone, {}, 0, mean, 1, DType::kFp32, DType::kFp32,
-             EngineKind::kVector);
-        }
-        ts(stat(kSumSq), Fn::kMul, {}, inv_n, Fn::kNone, {}, 0, second, 1, DType::kFp32,
-           DType::kFp32, EngineKind::kVector);
+        if (!p.rms) ts(stat(kSum), Fn::kMul, {}, inv_n, Fn::kNone, {}, 0, mean, 1, DType::kFp32);
+        ts(stat(kSumSq), Fn::kMul, {}, inv_n, Fn::kNone, {}, 0, second, 1, DType::kFp32);
         if (!p.rms) {  // var = mean(x^2) - mean^2
           stat_tt(Fn::kMul, mean, mean, stat(kTmp));
           stat_tt(Fn::kSub, second, stat(kTmp), second);
         }
       }
       // rstd = (second + eps)^-0.5 on Vector.
-      ts(second, Fn::kAdd, {}, kEps, Fn::kPow, {}, -0.5f, stat(kRstd), 1, DType::kFp32,
-         DType::kFp32, EngineKind::kVector);
+      ts(second, Fn::kAdd, {}, kEps, Fn::kPow, {}, -0.5f, stat(kRstd), 1, DType::kFp32);
       if (!p.rms && p.apply_on_scalar) {
-        ts(mean, Fn::kMul, stat(kRstd), 0, Fn::kMul, {}, -1.0f, stat(kNegMeanRstd), 1, DType::kFp32,
-           DType::kFp32, EngineKind::kVector);
+        ts(mean, Fn::kMul, stat(kRstd), 0, Fn::kMul, {}, -1.0f, stat(kNegMeanRstd), 1,
+           DType::kFp32);
       }
 
       // Pass 2: normalise (and scale/shift when fused), store.
@@ -309,22 +227,15 @@ void Generate(const Plan& p, Sink& sink) {
         Ref buf = p.resident ? bufs[j] : data(j);
         if (!p.resident) dma(Kind::kLoad, buf, j, false);
         if (p.apply_on_scalar) {
-          Step s = step(Kind::kActivation, EngineKind::kScalar);
-          s.fn = Fn::kCopy;
-          s.src = buf;
-          s.dst = buf;
-          s.width = width(j);
+          Step s = tile.Compute(Kind::kActivation, EngineKind::kScalar, Fn::kCopy, buf, buf,
+                                width(j), p.dtype, p.dtype);
           s.scalar0 = stat(kRstd);
           if (!p.rms) s.scalar1 = stat(kNegMeanRstd);
-          s.in_dtype = p.dtype;
-          s.out_dtype = p.dtype;
           sink(s);
         } else if (p.rms) {
-          ts(buf, Fn::kMul, stat(kRstd), 0, Fn::kNone, {}, 0, buf, width(j), p.dtype, p.dtype,
-             EngineKind::kVector);
+          ts(buf, Fn::kMul, stat(kRstd), 0, Fn::kNone, {}, 0, buf, width(j), p.dtype);
         } else {
-          ts(buf, Fn::kSub, mean, 0, Fn::kMul, stat(kRstd), 0, buf, width(j), p.dtype, p.dtype,
-             EngineKind::kVector);
+          ts(buf, Fn::kSub, mean, 0, Fn::kMul, stat(kRstd), 0, buf, width(j), p.dtype);
         }
         if (p.affine_fused) affine(buf, j);
         dma(Kind::kStore, buf, j, false);
@@ -334,15 +245,15 @@ void Generate(const Plan& p, Sink& sink) {
     if (!p.affine_fused) {
       for (int64_t t = tb; t < te; ++t) tile_steps(t, true);
     }
-  }
+  });
 }
 
-// Verify's run on the reduced problem (rowwise::ReduceForVerify): inputs with a per-row offset
+// Verify's run on the reduced problem (ReduceForVerify): inputs with a per-row offset
 // and a trend along the row (so every chunk matters to the statistics); gamma around 1, beta
 // around 0.
 absl::Status RunReduced(const Plan& full, const Config& config, const sim::Target&) {
   Plan plan = full;
-  rowwise::ReduceForVerify(plan);
+  ReduceForVerify(plan);
   Derive(plan);
   const std::string_view kernel = plan.rms ? "rmsnorm" : "layernorm";
   std::mt19937_64 rng = VerifyRng(config, uint64_t(plan.cols * 977));
@@ -354,46 +265,46 @@ absl::Status RunReduced(const Plan& full, const Config& config, const sim::Targe
     beta[c] = RoundToDType(0.5f * uniform(rng), plan.dtype);
   }
   std::vector<float> y = Unwritten(x.size());
-  rowwise::CpuSink sink(plan.cols, x, &y, {gamma, beta});
+  CpuSink sink(plan.cols, x, &y, {gamma, beta});
   Generate(plan, sink);
 
   // bf16: a few output roundings (2^-8 each) on values of size ~|y| + 1; fp32: fp32 sums over
   // the row.
-  const double rel = plan.dtype == DType::kFp32
-                         ? 1e-5 + 4.0 * double(plan.cols) * std::ldexp(1.0, -24)
-                         : std::ldexp(1.0, -6);
-  for (int64_t r = 0; r < plan.rows; ++r) {
-    double mean = 0, sq = 0;
-    for (int64_t c = 0; c < plan.cols; ++c) {
-      const double v = x[r * plan.cols + c];
-      mean += v;
-      sq += v * v;
-    }
-    mean /= double(plan.cols);
-    sq /= double(plan.cols);
-    const double var = sq - mean * mean;
-    const double rstd = 1.0 / std::sqrt((plan.rms ? sq : var) + double(kEps));
-    for (int64_t c = 0; c < plan.cols; ++c) {
-      const double v = x[r * plan.cols + c];
-      const double want =
-          plan.rms ? v * rstd * gamma[c] : (v - mean) * rstd * gamma[c] + double(beta[c]);
-      const double got = y[r * plan.cols + c];
-      const double tol = rel * (1.0 + std::abs(want));
-      if (!Within(got, want, tol)) {
-        return WrongAnswer(kernel, StrCat("Y[", r, ",", c, "]"),
-                           StrCat("rows=", plan.rows, ",cols=", plan.cols), got, want, tol);
-      }
-    }
-  }
-  return absl::OkStatus();
+  const double rel = RowTolerance(plan, 1e-5, 4.0);
+  return CompareRows(
+      kernel, plan, y,
+      [&](int64_t r, std::vector<double>& want) {
+        double mean = 0, sq = 0;
+        for (int64_t c = 0; c < plan.cols; ++c) {
+          const double v = x[r * plan.cols + c];
+          mean += v;
+          sq += v * v;
+        }
+        mean /= double(plan.cols);
+        sq /= double(plan.cols);
+        const double var = sq - mean * mean;
+        const double rstd = 1.0 / std::sqrt((plan.rms ? sq : var) + double(kEps));
+        for (int64_t c = 0; c < plan.cols; ++c) {
+          const double v = x[r * plan.cols + c];
+          want[c] = plan.rms ? v * rstd * gamma[c] : (v - mean) * rstd * gamma[c] + double(beta[c]);
+        }
+      },
+      [&](double want) { return rel * (1.0 + std::abs(want)); });
 }
 
-rowwise::RowwiseKernel::Steps NormSteps(bool rms) {
+constexpr char kRmsDescription[] =
+    "rmsnorm of X[rows,cols] with gamma: row tiles, chunks, residency, statistics method, "
+    "normalise engine, fused or separate scale, buffers, sharding";
+constexpr char kLayerDescription[] =
+    "layernorm of X[rows,cols] with gamma/beta: row tiles, chunks, residency, bn_stats vs explicit "
+    "sums, normalise engine, fused or separate affine, buffers, sharding";
+
+RowwiseKernel::Steps NormSteps(bool rms) {
   return PlannedKernel::Erase(PlanSteps<Plan>{
       .params =
           [rms](const Problem&, const sim::Target& target) {
-            return rowwise::TilingParams(
-                {rowwise::ResidentParam(),
+            return TilingParams(
+                {ResidentParam(),
                  {"stats", kStats,
                   "bn_stats/bn_aggr or explicit sums (squares on Scalar or Vector)"},
                  {"apply", {"vector", "scalar"}, "engine of the normalisation"},
@@ -408,32 +319,25 @@ rowwise::RowwiseKernel::Steps NormSteps(bool rms) {
           },
       .emit =
           [](const Plan& plan, const Problem&, const sim::Target& target, sim::Program* program) {
-            rowwise::SimSink sink(target, int(plan.g), program);
+            SimSink sink(target, int(plan.g), program);
             Generate(plan, sink);
           },
       .verify = RunReduced,
       .estimate = nullptr});
 }
 
-constexpr char kRmsDescription[] =
-    "rmsnorm of X[rows,cols] with gamma: row tiles, chunks, residency, statistics method, "
-    "normalise engine, fused or separate scale, buffers, sharding";
-constexpr char kLayerDescription[] =
-    "layernorm of X[rows,cols] with gamma/beta: row tiles, chunks, residency, bn_stats vs explicit "
-    "sums, normalise engine, fused or separate affine, buffers, sharding";
-
 }  // namespace
+}  // namespace tessel::kernels::rowwise
 
-void SetNormFaultForTesting(NormFault fault) { g_fault = fault; }
+namespace tessel::kernels {
 
-// Version 1: initial lowering. (Spec: name, version, description, dims, dtypes.)
+void SetNormFaultForTesting(NormFault fault) { rowwise::g_fault = fault; }
+
+// Version 1: initial lowering. (Spec: name, version, description.)
 NormKernel::NormKernel(bool rms)
-    : RowwiseKernel({rms ? "rmsnorm" : "layernorm",
-                     1,
-                     rms ? kRmsDescription : kLayerDescription,
-                     {"rows", "cols"},
-                     {"bf16", "fp32"}},
-                    NormSteps(rms), /*vectors=*/rms ? 1 : 2),
+    : RowwiseKernel(rms ? "rmsnorm" : "layernorm", 1,
+                    rms ? rowwise::kRmsDescription : rowwise::kLayerDescription,
+                    rowwise::NormSteps(rms), /*vectors=*/rms ? 1 : 2),
       rms_(rms) {}
 
 Config NormKernel::Default(const Problem& problem, const sim::Target&) const {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "kernels/schedule_util.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel::kernels::rowwise {
@@ -46,6 +48,12 @@ float Apply(Fn fn, float a, float b) {
       return a;
   }
 }
+
+// The engine instruction of each Kind, in Kind's order (the DMA kinds have their own).
+constexpr Op kEngineOps[] = {
+    Op::kDmaLoad,      Op::kDmaLoad,      Op::kDmaStore,   Op::kTensorReduce, Op::kActivation,
+    Op::kTensorScalar, Op::kTensorTensor, Op::kReciprocal, Op::kBnStats,      Op::kBnAggr};
+static_assert(std::size(kEngineOps) == size_t(Kind::kBnAggr) + 1);
 
 }  // namespace
 
@@ -96,32 +104,7 @@ void SimSink::operator()(const Step& s) {
       break;
     }
     default: {
-      Op op = Op::kTensorCopy;
-      switch (s.kind) {
-        case Kind::kReduce:
-          op = Op::kTensorReduce;
-          break;
-        case Kind::kActivation:
-          op = Op::kActivation;
-          break;
-        case Kind::kTensorScalar:
-          op = Op::kTensorScalar;
-          break;
-        case Kind::kTensorTensor:
-          op = Op::kTensorTensor;
-          break;
-        case Kind::kReciprocal:
-          op = Op::kReciprocal;
-          break;
-        case Kind::kBnStats:
-          op = Op::kBnStats;
-          break;
-        case Kind::kBnAggr:
-          op = Op::kBnAggr;
-          break;
-        default:
-          break;
-      }
+      const Op op = kEngineOps[size_t(s.kind)];
       const bool per_row = PerRow(s) && g_ > 1;
       int64_t free = s.kind == Kind::kBnAggr ? s.width * kBnStatsWidth : s.width;
       if (!per_row && s.kind != Kind::kBnStats && s.kind != Kind::kBnAggr) free *= g_;
@@ -270,32 +253,77 @@ void CpuSink::operator()(const Step& s) {
   }
 }
 
+RowTile::RowTile(const RowTiling& tiling, int core, int64_t t, int64_t* stream)
+    : tiling_(tiling),
+      core_(core),
+      t_(t),
+      row0_(t * tiling.rows_per_tile),
+      rows_(std::min(tiling.rows_per_tile, tiling.rows - row0_)),
+      stat_base_(int32_t((t % kStatSlots) * kStatsPerSlot)),
+      stream_(stream) {}
+
+int64_t RowTile::Width(int64_t j) const {
+  return std::min(tiling_.chunk, tiling_.cols - j * tiling_.chunk);
+}
+
+Ref RowTile::Data(int64_t j) {
+  if (!tiling_.resident) return Streamed();
+  return Ref{int32_t(kDataBase + (t_ % tiling_.bufs) * tiling_.chunks + j), 0};
+}
+
+Ref RowTile::Streamed() { return Ref{int32_t(kDataBase + ((*stream_)++ % tiling_.bufs)), 0}; }
+
+Step RowTile::Dma(Kind kind, Ref buf, int64_t j) const {
+  Step s =
+      Compute(kind, EngineKind::kDma, Fn::kNone, {}, {}, Width(j), tiling_.dtype, tiling_.dtype);
+  (kind == Kind::kLoad ? s.dst : s.src) = buf;
+  s.col0 = j * tiling_.chunk;
+  s.queue = kind == Kind::kLoad ? kQueueLoad : kQueueStore;
+  // Rows are contiguous in HBM only when a chunk holds the whole row.
+  s.chunk_bytes = tiling_.chunks > 1 ? int32_t(s.width * tiling_.in_bytes) : 0;
+  return s;
+}
+
+Step RowTile::Compute(Kind kind, EngineKind engine, Fn fn, Ref src, Ref dst, int64_t width,
+                      sim::DType in, sim::DType out) const {
+  Step s;
+  s.kind = kind;
+  s.engine = engine;
+  s.core = core_;
+  s.row0 = row0_;
+  s.rows = rows_;
+  s.width = width;
+  s.dst = dst;
+  s.src = src;
+  s.fn = fn;
+  s.in_dtype = in;
+  s.out_dtype = out;
+  return s;
+}
+
 const std::vector<std::string> kTileRows = {"32", "64", "128"};
 const std::vector<std::string> kRowsPerPartition = {"1", "2", "4", "8"};
 const std::vector<std::string> kChunks = {"128",  "256",  "512",  "1024",
                                           "2048", "4096", "8192", "16384"};
 
 absl::Status ParseRowTiling(const Problem& problem, const Config& config, RowTiling& tiling) {
+  TESSEL_ASSIGN_OR_RETURN(tiling.dtype, sim::ParseDType(problem.dtype));
+  tiling.in_bytes = sim::DTypeBytes(tiling.dtype);
   tiling.rows = *problem.dims.Get("rows");
   tiling.cols = *problem.dims.Get("cols");
-  absl::StatusOr<std::string> tile_rows = ChoiceParam(config, "tile_rows", kTileRows);
-  if (!tile_rows.ok()) return tile_rows.status();
-  absl::StatusOr<std::string> g = ChoiceParam(config, "rows_per_partition", kRowsPerPartition);
-  if (!g.ok()) return g.status();
-  absl::StatusOr<std::string> chunk = ChoiceParam(config, "chunk", kChunks);
-  if (!chunk.ok()) return chunk.status();
-  absl::StatusOr<std::string> resident = ChoiceParam(config, "resident", {"0", "1"});
-  if (!resident.ok()) return resident.status();
-  absl::StatusOr<int64_t> bufs = IntParam(config, "bufs");
-  if (!bufs.ok()) return bufs.status();
-  absl::StatusOr<int64_t> shards = IntParam(config, "shards");
-  if (!shards.ok()) return shards.status();
-  tiling.tile_rows = std::stoll(*tile_rows);
-  tiling.g = std::stoll(*g);
-  tiling.chunk = std::stoll(*chunk);
-  tiling.resident = *resident == "1";
-  tiling.bufs = int(*bufs);
-  tiling.shards = int(*shards);
+  std::string tile_rows, g, chunk, resident;
+  TESSEL_RETURN_IF_ERROR(ChoiceParams(config, {{"tile_rows", kTileRows, &tile_rows},
+                                               {"rows_per_partition", kRowsPerPartition, &g},
+                                               {"chunk", kChunks, &chunk},
+                                               {"resident", {"0", "1"}, &resident}}));
+  int64_t bufs = 0, shards = 0;
+  TESSEL_RETURN_IF_ERROR(IntParams(config, {{"bufs", &bufs}, {"shards", &shards}}));
+  tiling.tile_rows = std::stoll(tile_rows);
+  tiling.g = std::stoll(g);
+  tiling.chunk = std::stoll(chunk);
+  tiling.resident = resident == "1";
+  tiling.bufs = int(bufs);
+  tiling.shards = int(shards);
   DeriveTiling(tiling);
   return absl::OkStatus();
 }

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/kernel.h"
+#include "kernels/schedule_util.h"
 #include "sim/program.h"
 #include "sim/target.h"
 
@@ -38,6 +39,8 @@ extern const std::vector<std::string> kChunks;  // "chunk": columns per chunk
 // buffers, and row tiles split over `shards` cores. Kernels extend it with their own choices.
 struct RowTiling {
   int64_t rows = 0, cols = 0;
+  sim::DType dtype = sim::DType::kBf16;  // of X, Y and the parameter vectors
+  int in_bytes = 2;                      // bytes of one element of dtype
   int64_t tile_rows = 128, g = 1, chunk = 512;
   bool resident = true;
   int bufs = 2, shards = 1;
@@ -45,8 +48,8 @@ struct RowTiling {
   int64_t rows_per_tile = 0, tiles = 0, chunks = 0;
 };
 
-// Reads rows and cols from `problem` and tile_rows, rows_per_partition, chunk, resident, bufs and
-// shards from `config`, then derives. InvalidArgument naming a missing or bad parameter.
+// Reads rows, cols and dtype from `problem` and tile_rows, rows_per_partition, chunk, resident,
+// bufs and shards from `config`, then derives. InvalidArgument naming a missing or bad parameter.
 absl::Status ParseRowTiling(const Problem& problem, const Config& config, RowTiling& tiling);
 // Sets rows_per_tile, tiles and chunks from the other fields.
 void DeriveTiling(RowTiling& tiling);
@@ -106,6 +109,61 @@ struct Step {
   int32_t hbm_region = -1;   // store writes / output load reads this region (for dependencies)
   int vector_id = 0;         // load_vector: which vector (0 = gamma, 1 = beta)
   int partitions = 0;        // load_vector: partitions to broadcast to
+};
+
+// DMA queues, statistic slots and data buffer ids of every row-wise schedule.
+inline constexpr int kQueueLoad = 0, kQueueStore = 1;
+inline constexpr int kStatSlots = 2;        // row tiles whose statistics are live at once
+inline constexpr int kStatsPerSlot = 16;    // statistic buffers per slot
+inline constexpr int32_t kDataBase = 1000;  // first data buffer id
+
+// Calls `per_core(core, first_tile, end_tile)` for each of `tiling`'s shards in core order, after
+// starting the core on `sink` with `allocations`; the row tiles are split evenly (ShardBegin).
+template <typename Sink, typename PerCore>
+void ForEachCore(const RowTiling& tiling, const std::vector<sim::Allocation>& allocations,
+                 Sink& sink, PerCore per_core) {
+  for (int core = 0; core < tiling.shards; ++core) {
+    sink.BeginCore(core, allocations);
+    per_core(core, ShardBegin(tiling.tiles, tiling.shards, core),
+             ShardBegin(tiling.tiles, tiling.shards, core + 1));
+  }
+}
+
+// Row tile `t` of a row-wise schedule as core `core` walks it: its rows, its statistic buffers
+// (slot t % kStatSlots), its chunks' widths and data buffers, and the steps every row-wise kernel
+// builds. The builders return the step, which the caller completes and hands to its sink.
+class RowTile {
+ public:
+  // `stream` counts the core's streamed chunk buffers so far (shared by its tiles); `tiling`
+  // must outlive the tile.
+  RowTile(const RowTiling& tiling, int core, int64_t t, int64_t* stream);
+
+  int64_t index() const { return t_; }
+  int64_t row0() const { return row0_; }
+  int64_t rows() const { return rows_; }
+  // Statistic buffer `id` (< kStatsPerSlot) of the tile's slot, column `col`.
+  Ref Stat(int32_t id, int32_t col = 0) const { return Ref{stat_base_ + id, col}; }
+  // Columns of chunk j (the last one may be ragged).
+  int64_t Width(int64_t j) const;
+  // Chunk j's buffer: the tile's own (rotating over bufs row tiles) when the tiling is resident,
+  // else Streamed().
+  Ref Data(int64_t j);
+  // The next streaming chunk buffer (rotating over bufs).
+  Ref Streamed();
+  // A load of chunk j into `buf` (kLoad) or a store of `buf` to chunk j (kStore) in the tiling's
+  // dtype, on kQueueLoad or kQueueStore, with one descriptor per row when rows are chunked.
+  Step Dma(Kind kind, Ref buf, int64_t j) const;
+  // `kind` on `engine` with function `fn` from `src` to `dst` over `width` columns, reading `in`
+  // and writing `out`; the caller adds the other operands.
+  Step Compute(Kind kind, sim::EngineKind engine, Fn fn, Ref src, Ref dst, int64_t width = 1,
+               sim::DType in = sim::DType::kFp32, sim::DType out = sim::DType::kFp32) const;
+
+ private:
+  const RowTiling& tiling_;
+  int core_;
+  int64_t t_, row0_, rows_;
+  int32_t stat_base_;
+  int64_t* stream_;
 };
 
 // Turns steps into instructions of `program`; one CoreProgram per BeginCore.

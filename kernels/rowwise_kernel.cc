@@ -1,7 +1,9 @@
 #include "kernels/rowwise_kernel.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "kernels/lowering/verify_util.h"
 #include "kernels/schedule_util.h"
 #include "schema/strings.h"
 
@@ -37,6 +39,51 @@ int64_t SbufBytes(const std::vector<sim::Allocation>& allocations) {
   int64_t total = 0;
   for (const sim::Allocation& a : allocations) total += a.bytes_per_partition * a.bufs;
   return total;
+}
+
+sim::Allocation DataAllocation(const RowTiling& t, int64_t elem_bytes) {
+  const int parts = int(t.tile_rows);
+  if (t.resident) {
+    return {"row_tiles", sim::Mem::kSbuf, 0, parts, t.g * t.chunks * t.chunk * elem_bytes, t.bufs};
+  }
+  return {"chunks", sim::Mem::kSbuf, 0, parts, t.g * t.chunk * elem_bytes, t.bufs};
+}
+
+absl::Status CheckSbufCapacity(const RowTiling& t, int64_t elem_bytes, std::string_view others,
+                               const std::vector<sim::Allocation>& allocations,
+                               const sim::Target& target) {
+  const int64_t sbuf = SbufBytes(allocations);
+  if (sbuf <= target.UsableSbufPerPartition()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat("SBUF capacity: ", t.resident ? "resident row tiles " : "chunk buffers ",
+             DataAllocation(t, elem_bytes).bytes_per_partition, " x ", t.bufs, " bufs + ", others,
+             "row statistics = ", sbuf, " bytes per partition exceed the usable ",
+             target.UsableSbufPerPartition()));
+}
+
+double RowTolerance(const RowTiling& reduced, double fp32_floor, double fp32_ulps_per_col) {
+  if (reduced.dtype != sim::DType::kFp32) return std::ldexp(1.0, -6);
+  return fp32_floor + fp32_ulps_per_col * double(reduced.cols) * std::ldexp(1.0, -24);
+}
+
+absl::Status CompareRows(std::string_view kernel, const RowTiling& reduced,
+                         const std::vector<float>& y,
+                         const std::function<void(int64_t, std::vector<double>&)>& reference,
+                         const std::function<double(double)>& tolerance) {
+  std::vector<double> want(reduced.cols);
+  for (int64_t r = 0; r < reduced.rows; ++r) {
+    reference(r, want);
+    for (int64_t c = 0; c < reduced.cols; ++c) {
+      const double got = y[r * reduced.cols + c];
+      const double tol = tolerance(want[c]);
+      if (!Within(got, want[c], tol)) {
+        return WrongAnswer(kernel, StrCat("Y[", r, ",", c, "]"),
+                           StrCat("rows=", reduced.rows, ",cols=", reduced.cols), got, want[c],
+                           tol);
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 void ReduceForVerify(RowTiling& t) {

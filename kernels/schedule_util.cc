@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "schema/strings.h"
 
@@ -67,6 +68,15 @@ absl::StatusOr<std::string> ChoiceParam(const Config& config, std::string_view n
         StrCat(name, " must be one of ", StrJoin(allowed, ","), ", not '", std::string(*v), "'"));
   }
   return std::string(*v);
+}
+
+absl::Status ChoiceParams(const Config& config, std::initializer_list<ChoiceField> fields) {
+  for (const ChoiceField& f : fields) {
+    absl::StatusOr<std::string> v = ChoiceParam(config, f.name, f.allowed);
+    if (!v.ok()) return v.status();
+    *f.out = *std::move(v);
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::string> ShardValues(const sim::Target& target) {

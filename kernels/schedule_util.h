@@ -40,6 +40,14 @@ absl::Status IntParams(const Config& config, std::initializer_list<IntField> fie
 // The value of `name` when it is one of `allowed`; InvalidArgument listing them otherwise.
 absl::StatusOr<std::string> ChoiceParam(const Config& config, std::string_view name,
                                         const std::vector<std::string>& allowed);
+// One choice param for ChoiceParams: its allowed values and where its value goes.
+struct ChoiceField {
+  std::string_view name;
+  std::vector<std::string> allowed;
+  std::string* out;
+};
+// Reads every field with ChoiceParam, in order; the first error.
+absl::Status ChoiceParams(const Config& config, std::initializer_list<ChoiceField> fields);
 
 // The TensorE rules for one matmul tile on `target`: the contraction `k` (shown as `k_name`)
 // within the K limit for `dtype` (shown as `dtype_name`), the stationary free size within the

@@ -12,7 +12,6 @@ namespace {
 
 using test_support::Load;
 using test_support::Parse;
-using test_support::RandomRows;
 using test_support::Rows;
 using test_support::RunSharded;
 using test_support::ShardedRuns;
@@ -24,14 +23,8 @@ const Kernel& Softmax() { return *FindKernel("softmax"); }
 using FaultGuard = test_support::FaultGuard<SoftmaxFault, SetSoftmaxFaultForTesting>;
 
 TEST(SoftmaxTest, DefaultIsValidAndVerifiesForAlignedAndRaggedShapesOnBothTargets) {
-  for (const char* target : {"snc2", "snc3"}) {
-    sim::Target t = Load(target);
-    for (Problem p : {Rows(4096, 4096), Rows(1000, 300), Rows(1, 1), Rows(77, 5000, "fp32")}) {
-      const std::optional<sim::SimResult> r = test_support::ExpectDefaultWorks(Softmax(), p, t);
-      ASSERT_TRUE(r.has_value());
-      EXPECT_GT(RooflineNs(Softmax(), p, t), 0);
-    }
-  }
+  test_support::ExpectDefaultsWorkOnSnc2AndSnc3(
+      Softmax(), {Rows(4096, 4096), Rows(1000, 300), Rows(1, 1), Rows(77, 5000, "fp32")});
 }
 
 TEST(SoftmaxTest, InvalidConfigsSayWhy) {
@@ -42,11 +35,7 @@ TEST(SoftmaxTest, InvalidConfigsSayWhy) {
   auto reason = [&](test_support::Changes changes) {
     return test_support::Reason(space, base, changes);
   };
-  EXPECT_THAT(reason({{"chunk", "8192"}, {"rows_per_partition", "8"}, {"resident", "1"}}),
-              HasSubstr("SBUF capacity"));
-  EXPECT_THAT(reason({{"chunk", "16384"}}), HasSubstr("chunk=16384 is redundant"));
-  EXPECT_THAT(reason({{"chunk", "8192"}, {"resident", "0"}}),
-              HasSubstr("resident=0 needs more than one chunk"));
+  test_support::ExpectRowTilingRulesSayWhy(Softmax());
   EXPECT_THAT(reason({{"chunk", "8192"}, {"resident", "1"}, {"algorithm", "online"}}),
               HasSubstr("algorithm=online needs more than one chunk"));
   EXPECT_THAT(reason({{"shards", "4"}}), HasSubstr("shards=4 is not one of 1|2"));
@@ -59,10 +48,6 @@ TEST(SoftmaxTest, InvalidConfigsSayWhy) {
   Config c = base;
   c.Set("exp_dtype", "bf16");
   EXPECT_THAT(std::string(fp32.Validate(c).message()), HasSubstr("exp_dtype=bf16"));
-  Space small = *Softmax().SpaceFor(Rows(100, 8192), t);
-  c = Softmax().Default(Rows(100, 8192), t);
-  c.Set("shards", "2");
-  EXPECT_THAT(std::string(small.Validate(c).message()), HasSubstr("shards=2 exceeds the 1 row"));
   EXPECT_THAT(Softmax().ValidateProblem(Rows(8, 8, "fp8"), t).message(), HasSubstr("dtype"));
   EXPECT_THAT(Softmax().ValidateProblem(Rows(8, 8), Load("systolic-128x128-ws")).message(),
               HasSubstr("runs GEMMs only"));
@@ -73,19 +58,11 @@ TEST(SoftmaxTest, InvalidConfigsSayWhy) {
 // Random valid configs on random shapes (ragged included, sharded ones on snc3's 8 cores).
 TEST(SoftmaxTest, TwoHundredRandomValidConfigsMatchTheReference) {
   std::mt19937_64 rng(7);
-  int sharded = 0, ragged = 0, online = 0;
-  const test_support::SweepCounts n = test_support::VerifyRandomValidConfigs(
-      Softmax(), rng, RandomRows, [&](const Problem& p, const Config& c) {
-        sharded += *c.GetInt("shards") > 1;
-        online += c.Get("algorithm") == "online";
-        ragged += *p.dims.Get("cols") % *c.GetInt("chunk") != 0;
-      });
-  const int verified = n.verified, simulated = n.simulated;
-  EXPECT_GE(verified, 200);
-  EXPECT_GE(simulated, 40);
-  EXPECT_GE(sharded, 40);
+  int online = 0;
+  test_support::ExpectRowwiseSweep(Softmax(), rng, [&](const Problem&, const Config& c) {
+    online += c.Get("algorithm") == "online";
+  });
   EXPECT_GE(online, 40);
-  EXPECT_GE(ragged, 100);
 }
 
 TEST(SoftmaxTest, BrokenSchedulesAreCaught) {
@@ -113,31 +90,23 @@ TEST(SoftmaxTest, BrokenSchedulesAreCaught) {
 }
 
 TEST(SoftmaxTest, LargeShapesHaveThousandsOfValidConfigs) {
-  test_support::ForSnc2AndSnc3(Softmax(), Rows(8192, 8192),
-                               [](const char* target, const Space& space) {
-                                 EXPECT_GE(test_support::CountValid(space), 2000) << target;
-                               });
+  test_support::ExpectValidConfigsOnSnc2AndSnc3(Softmax(), Rows(8192, 8192), 2000);
 }
 
 TEST(SoftmaxTest, ResidencyReadsXOnceAndStreamingReadsItThreeTimes) {
-  sim::Target t = Load("snc2");
-  Problem p = Rows(1024, 4096);
-  Config streaming = Parse(
-      "tile_rows=128,rows_per_partition=1,chunk=1024,algorithm=multi_pass,resident=0,"
-      "scale_engine=vector,exp_dtype=fp32,bufs=2,shards=1");
-  Config resident = streaming;
-  resident.Set("resident", "1");
-  Config online = streaming;
-  online.Set("algorithm", "online");
-  absl::StatusOr<sim::SimResult> s = Evaluate(Softmax(), p, streaming, t);
-  absl::StatusOr<sim::SimResult> r = Evaluate(Softmax(), p, resident, t);
-  absl::StatusOr<sim::SimResult> o = Evaluate(Softmax(), p, online, t);
-  ASSERT_TRUE(s.ok() && r.ok() && o.ok());
-  const int64_t tensor_bytes = 1024 * 4096 * 2;
-  EXPECT_EQ(r->hbm_bytes, 2 * tensor_bytes);
-  EXPECT_EQ(o->hbm_bytes, 3 * tensor_bytes);
-  EXPECT_EQ(s->hbm_bytes, 4 * tensor_bytes);
-  EXPECT_LT(r->time_ns, s->time_ns);
+  // tile_rows=128,rows_per_partition=1,chunk=1024,algorithm=multi_pass,resident=0,
+  // scale_engine=vector,exp_dtype=fp32,bufs=2,shards=1
+  const Config streaming = test_support::RowwiseConfig({{"algorithm", "multi_pass"},
+                                                        {"resident", "0"},
+                                                        {"scale_engine", "vector"},
+                                                        {"exp_dtype", "fp32"}});
+  const std::optional<std::vector<sim::SimResult>> runs = test_support::ExpectRowwiseHbmPasses(
+      Softmax(), /*vector_bytes=*/0,
+      {{streaming, 4},
+       {test_support::With(streaming, {{"resident", "1"}}), 2},
+       {test_support::With(streaming, {{"algorithm", "online"}}), 3}});
+  ASSERT_TRUE(runs.has_value());
+  EXPECT_LT((*runs)[1].time_ns, (*runs)[0].time_ns);  // resident beats streaming
 }
 
 TEST(SoftmaxTest, ShardingSplitsRowTilesOverCores) {

@@ -1,7 +1,10 @@
 #include "kernels/lowering/gemm_plan.h"
 
+#include <algorithm>
 #include <optional>
+#include <utility>
 
+#include "kernels/lowering/verify_util.h"
 #include "kernels/schedule_util.h"
 
 namespace tessel::kernels {
@@ -83,6 +86,67 @@ Param StationaryParam() { return {"stationary", {"a", "b"}, "operand held in the
 
 Param EvictParam() {
   return {"evict", {"vector", "scalar", "split", "gpsimd"}, "engine evicting PSUM"};
+}
+
+CpuGemm::CpuGemm(const GemmOperands& operands, const GemmTiling& tiling, int psum_slots,
+                 const std::vector<float>& a, const std::vector<float>& b, std::vector<float>* c)
+    : a_(a),
+      b_(b),
+      c_(c),
+      m_(operands.m),
+      n_(operands.n),
+      k_(operands.k),
+      stride_(std::max<int64_t>(tiling.tile_n, 1)),
+      psum_(std::max(psum_slots, 1), std::vector<float>(tiling.tile_m * tiling.tile_n, 0)),
+      stage_(kGemmStagingBufs, std::vector<float>(tiling.tile_m * tiling.tile_n, 0)) {}
+
+void CpuGemm::Matmul(int slot, bool start, int64_t batch, int64_t m0, int64_t rows, int64_t n0,
+                     int64_t cols, int64_t k0, int64_t depth) {
+  std::vector<float>& acc = psum_[slot];
+  if (start) std::fill(acc.begin(), acc.end(), 0.0f);
+  const float* a = &a_[batch * m_ * k_];
+  const float* b = &b_[batch * k_ * n_];
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = &acc[i * stride_];
+    for (int64_t kk = 0; kk < depth; ++kk) {
+      const float av = a[(m0 + i) * k_ + k0 + kk];
+      const float* brow = &b[(k0 + kk) * n_ + n0];
+      for (int64_t j = 0; j < cols; ++j) row[j] += av * brow[j];
+    }
+  }
+}
+
+void CpuGemm::Store(int stage, int64_t batch, int64_t m0, int64_t rows, int64_t n0, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      (*c_)[(batch * m_ + m0 + i) * n_ + n0 + j] = stage_[stage][i * stride_ + j];
+    }
+  }
+}
+
+absl::Status VerifyGemm(
+    std::string_view kernel, std::string reduced, const GemmOperands& operands, int64_t batches,
+    bool batched, std::mt19937_64& rng,
+    const std::function<void(const std::vector<float>&, const std::vector<float>&,
+                             std::vector<float>*)>& run) {
+  const GemmOperands& o = operands;
+  const std::vector<float> a = RandomInputs(batches * o.m * o.k, rng, o.dtype);
+  const std::vector<float> b = RandomInputs(batches * o.k * o.n, rng, o.dtype);
+  std::vector<float> c = Unwritten(batches * o.m * o.n);
+  run(a, b, &c);
+  GemmResult result;
+  result.kernel = kernel;
+  result.reduced = std::move(reduced);
+  result.batched = batched;
+  result.batches = batches;
+  result.m = o.m;
+  result.n = o.n;
+  result.k = o.k;
+  result.dtype = o.dtype;
+  result.a = &a;
+  result.b = &b;
+  result.c = &c;
+  return CheckGemm(result);
 }
 
 }  // namespace tessel::kernels

@@ -1,11 +1,13 @@
 // What the GEMM plans (matmul, bmm) share, written once: the operands and tiling read from the
 // problem and config, the stationary and eviction choices, the tile and block counts derived from
 // them, the TensorE check of one tile, the params they offer alike, and the staging buffers and
-// DMA queues of their lowerings.
+// DMA queues of their lowerings, and the CPU side of their Verify runs (CpuGemm, VerifyGemm).
 #ifndef TESSEL_KERNELS_LOWERING_GEMM_PLAN_H_
 #define TESSEL_KERNELS_LOWERING_GEMM_PLAN_H_
 
 #include <cstdint>
+#include <functional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +73,47 @@ std::vector<Param> GemmTileParams(const Problem& problem, const sim::Target& tar
 // The params stationary and evict (GemmChoices).
 Param StationaryParam();
 Param EvictParam();
+
+// The CPU side of a GEMM-family schedule (matmul, bmm) computing C[b] = A[b] x B[b] (A[b] m x k,
+// B[b] k x n, C[b] m x n, all row-major and batches contiguous): fp32 PSUM accumulation groups
+// and output staging buffers, each a [tile_m, tile_n] tile (row stride tile_n), as the CPU
+// emitters run the matmul steps and the stores. The operands must outlive it.
+class CpuGemm {
+ public:
+  // M, N, K from `operands`, tiles from `tiling`, `psum_slots` accumulation groups and
+  // kGemmStagingBufs staging buffers.
+  CpuGemm(const GemmOperands& operands, const GemmTiling& tiling, int psum_slots,
+          const std::vector<float>& a, const std::vector<float>& b, std::vector<float>* c);
+
+  // PSUM group `slot` += A[batch] x B[batch] over output rows [m0, m0 + rows), columns
+  // [n0, n0 + cols) and contraction [k0, k0 + depth); `start` zeroes the group first.
+  void Matmul(int slot, bool start, int64_t batch, int64_t m0, int64_t rows, int64_t n0,
+              int64_t cols, int64_t k0, int64_t depth);
+  // Copies the rows x cols tile of staging buffer `stage` into C[batch] at (m0, n0).
+  void Store(int stage, int64_t batch, int64_t m0, int64_t rows, int64_t n0, int64_t cols);
+
+  std::vector<float>& psum(int slot) { return psum_[slot]; }
+  std::vector<float>& stage(int stage) { return stage_[stage]; }
+  int64_t stride() const { return stride_; }
+
+ private:
+  const std::vector<float>& a_;
+  const std::vector<float>& b_;
+  std::vector<float>* c_;
+  int64_t m_, n_, k_, stride_;
+  std::vector<std::vector<float>> psum_;
+  std::vector<std::vector<float>> stage_;
+};
+
+// A GEMM schedule's Verify on `operands` (its reduced problem, `batches` of them): draws A, then
+// B (RandomInputs in the operands' dtype) from `rng`, lets `run(a, b, &c)` execute the schedule on
+// the CPU into an Unwritten C, and checks C with CheckGemm (the message names `kernel` and
+// `reduced`, and shows C[b,i,j] when `batched`).
+absl::Status VerifyGemm(
+    std::string_view kernel, std::string reduced, const GemmOperands& operands, int64_t batches,
+    bool batched, std::mt19937_64& rng,
+    const std::function<void(const std::vector<float>&, const std::vector<float>&,
+                             std::vector<float>*)>& run);
 
 }  // namespace tessel::kernels
 

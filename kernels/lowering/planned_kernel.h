@@ -57,8 +57,9 @@ struct PlanSteps {
   // Runs the plan's schedule on the CPU for a reduced problem against a reference, as
   // Kernel::Verify: OK on a match, DataLoss describing the first mismatch otherwise.
   std::function<absl::Status(const Plan&, const Config&, const sim::Target&)> verify;
-  // The analytic estimate, or empty for none.
-  ConfigEstimate estimate;
+  // The analytic estimate of the plan (see Space::Estimate), or empty for none; nullopt when it
+  // cannot judge it.
+  std::function<std::optional<double>(const Plan&, const Problem&, const sim::Target&)> estimate;
 };
 
 // The plan step of a kernel whose MakePlan takes a `strict` flag (the redundancy rules that prune
@@ -133,7 +134,15 @@ PlannedKernel::Steps PlannedKernel::Erase(PlanSteps<Plan> steps) {
     if (!p.ok()) return p.status();
     return verify(*p, config, target);
   };
-  erased.estimate = std::move(steps.estimate);
+  if (steps.estimate) {  // a config without a plan has no estimate
+    erased.estimate = [plan, estimate = std::move(steps.estimate)](
+                          const Problem& problem, const Config& config,
+                          const sim::Target& target) -> std::optional<double> {
+      absl::StatusOr<Plan> p = plan(problem, config, target);
+      if (!p.ok()) return std::nullopt;
+      return estimate(*p, problem, target);
+    };
+  }
   return erased;
 }
 
