@@ -1,6 +1,7 @@
 #include "server/catalog.h"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 #include <vector>
 
@@ -148,31 +149,57 @@ absl::StatusOr<v1::ExportResponse> Catalog::Export(const v1::ExportRequest& requ
   return response;
 }
 
-absl::StatusOr<v1::ImportResponse> Catalog::Import(const v1::ImportRequest& request) {
-  std::vector<BestRecord> records;
-  for (const v1::BestConfig& b : request.best()) {
-    const std::string where = StrCat(b.kernel(), " ", b.dims(), " ", b.dtype(), " ", b.target());
-    if (kernels::FindKernel(b.kernel()) == nullptr) {
-      return absl::InvalidArgumentError(StrCat("import: unknown kernel in ", where));
-    }
-    if (!kernels::CachedTarget(b.target()).ok()) {
-      return absl::InvalidArgumentError(StrCat("import: unknown target in ", where));
-    }
-    if (!Dims::Parse(b.dims()).ok() || b.config().empty() || !Config::Parse(b.config()).ok() ||
-        !(b.time_ns() > 0)) {
-      return absl::InvalidArgumentError(
-          StrCat("import: record for ", where, " needs dims, a config and a positive time"));
-    }
-    BestRecord record;
-    record.workload = WorkloadRecord{b.kernel(), Dims::Parse(b.dims())->Canonical(),
-                                     b.dtype().empty() ? kDefaultDtype : b.dtype(), b.target()};
-    record.kernel_version = b.kernel_version();
-    record.target_version = b.target_version();
-    record.config = b.config();
-    record.time_ns = b.time_ns();
-    records.push_back(std::move(record));
+namespace {
+
+// The record `b` as it would be published, or InvalidArgument saying why it cannot be.
+absl::StatusOr<BestRecord> CheckedImport(const v1::BestConfig& b) {
+  TESSEL_ASSIGN_OR_RETURN(const Dims dims, Dims::Parse(b.dims()));
+  const std::string dtype = b.dtype().empty() ? kDefaultDtype : b.dtype();
+  TESSEL_ASSIGN_OR_RETURN(
+      const kernels::ResolvedWorkload resolved,
+      kernels::Resolve({.kernel = b.kernel(), .dims = dims, .dtype = dtype, .target = b.target()}));
+  absl::StatusOr<Config> config = Config::Parse(b.config());
+  if (!config.ok() || b.config().empty()) {
+    return absl::InvalidArgumentError(StrCat("bad config '", b.config(), "'"));
   }
+  TESSEL_ASSIGN_OR_RETURN(const kernels::Space space,
+                          resolved.kernel->SpaceFor(resolved.problem, resolved.target));
+  if (absl::Status valid = space.Validate(*config); !valid.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("config ", b.config(), " is invalid here: ", std::string(valid.message())));
+  }
+  const double roofline_ns =
+      kernels::RooflineNs(*resolved.kernel, resolved.problem, resolved.target);
+  if (!std::isfinite(b.time_ns()) || !(b.time_ns() > 0) || b.time_ns() < roofline_ns) {
+    return absl::InvalidArgumentError(
+        StrCat("time_ns ", b.time_ns(), " is impossible (the roofline is ", roofline_ns, " ns)"));
+  }
+  BestRecord record;
+  record.workload = WorkloadRecord{b.kernel(), dims.Canonical(), dtype, b.target()};
+  record.kernel_version = b.kernel_version();
+  record.target_version = b.target_version();
+  record.config = b.config();
+  record.time_ns = b.time_ns();
+  return record;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ImportResponse> Catalog::Import(const v1::ImportRequest& request) {
   v1::ImportResponse response;
+  std::vector<BestRecord> records;
+  for (int i = 0; i < request.best_size(); ++i) {
+    const v1::BestConfig& b = request.best(i);
+    absl::StatusOr<BestRecord> record = CheckedImport(b);
+    if (record.ok()) {
+      records.push_back(*std::move(record));
+      continue;
+    }
+    v1::RefusedImport* refused = response.add_refused();
+    refused->set_index(i);
+    refused->set_workload(StrCat(b.kernel(), " ", b.dims(), " ", b.dtype(), " ", b.target()));
+    refused->set_reason(std::string(record.status().message()));
+  }
   for (BestRecord& record : records) {
     auto latest = store_->LatestBest(record.workload);
     if (!latest.ok()) return latest.status();

@@ -38,8 +38,10 @@ class Catalog {
   // unknown kernel name.
   absl::StatusOr<v1::ExportResponse> Export(const v1::ExportRequest& request);
   // Publishes imported results. Idempotent: a record equal (config, versions, time) to the newest
-  // publication of its workload is left alone. InvalidArgument (nothing imported) when any record
-  // names an unknown kernel or target, or has an empty config or a non-positive time.
+  // publication of its workload is left alone. A record is refused, with its reason in the
+  // response, unless its workload resolves (kernels::Resolve), its config is valid in the
+  // kernel's space for that shape and target, and its time is a finite number no faster than
+  // the workload's roofline; the other records are imported. Fails only when the store does.
   absl::StatusOr<v1::ImportResponse> Import(const v1::ImportRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Store::Publish, then drops the cached lookup answers; returns the snapshot id.

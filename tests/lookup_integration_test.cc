@@ -8,12 +8,15 @@
 
 #include "client/client.h"
 #include "client/lookup.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/start_server.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tessel {
 namespace {
+
+using ::testing::HasSubstr;
 
 v1::BestConfig Best(const std::string& dims, const std::string& config, double time_ns) {
   v1::BestConfig b;
@@ -31,9 +34,10 @@ v1::BestConfig Best(const std::string& dims, const std::string& config, double t
 constexpr char kConfigA[] =
     "tile_m=128,tile_n=512,tile_k=128,block_m=4,block_n=2,block_k=4,loop_order=mnk,bufs=2,"
     "hoist=1,stationary=a,evict=vector,shards=1";
+// Valid for 1024^3 and 2048^3, not for 512^3 (block_n=2 is more than its one N tile).
 constexpr char kConfigB[] =
-    "tile_m=128,tile_n=512,tile_k=128,block_m=8,block_n=2,block_k=4,loop_order=mnk,bufs=2,"
-    "hoist=1,stationary=a,evict=vector,shards=2";
+    "tile_m=128,tile_n=512,tile_k=128,block_m=4,block_n=2,block_k=4,loop_order=mnk,bufs=2,"
+    "hoist=1,stationary=a,evict=scalar,shards=2";
 
 class LookupIntegrationTest : public ::testing::Test {
  protected:
@@ -73,7 +77,7 @@ class LookupIntegrationTest : public ::testing::Test {
 };
 
 TEST_F(LookupIntegrationTest, ACachedAnswerIsStillServedAfterTheServerGoesDown) {
-  Publish(kConfigA, 100);
+  Publish(kConfigA, 1e5);
   client::LookupOptions options;
   options.server_address = address_;
   options.cache_path = dir_ + "/lookup-cache.db";
@@ -107,7 +111,7 @@ TEST_F(LookupIntegrationTest, ACachedAnswerIsStillServedAfterTheServerGoesDown) 
 }
 
 TEST_F(LookupIntegrationTest, ProcessesPinnedToOneSnapshotAgreeWhileNewerResultsArePublished) {
-  const int64_t pinned = Publish(kConfigA, 100);
+  const int64_t pinned = Publish(kConfigA, 1e5);
   client::LookupOptions options;
   options.server_address = address_;
   options.pin_snapshot = pinned;
@@ -116,7 +120,7 @@ TEST_F(LookupIntegrationTest, ProcessesPinnedToOneSnapshotAgreeWhileNewerResults
   auto before = (*first)->Find("matmul", gemm_);
   ASSERT_TRUE(before.ok());
 
-  const int64_t newer = Publish(kConfigB, 80);
+  const int64_t newer = Publish(kConfigB, 8e4);
   ASSERT_GT(newer, pinned);
   auto second = client::Lookup::Create(options);  // another "process", started later
   ASSERT_TRUE(second.ok());
@@ -160,8 +164,8 @@ TEST_F(LookupIntegrationTest, AMissAsksTheServerToTuneItOnce) {
 
 TEST_F(LookupIntegrationTest, ImportingTheSameRecordsTwiceChangesNothing) {
   v1::ImportRequest request;
-  *request.add_best() = Best("K=1024,M=1024,N=1024", kConfigA, 100);
-  *request.add_best() = Best("K=2048,M=2048,N=2048", kConfigB, 700);
+  *request.add_best() = Best("K=1024,M=1024,N=1024", kConfigA, 1e5);
+  *request.add_best() = Best("K=2048,M=2048,N=2048", kConfigB, 7e5);
   auto once = client_->Import(request);
   ASSERT_TRUE(once.ok());
   EXPECT_EQ(once->imported(), 2);
@@ -173,11 +177,30 @@ TEST_F(LookupIntegrationTest, ImportingTheSameRecordsTwiceChangesNothing) {
   auto export_twice = client_->Export(v1::ExportRequest());
   ASSERT_TRUE(export_once.ok() && export_twice.ok());
   EXPECT_EQ(export_once->SerializeAsString(), export_twice->SerializeAsString());
+}
 
-  v1::ImportRequest bad;
-  *bad.add_best() = Best("K=1024,M=1024,N=1024", kConfigA, 100);
-  bad.mutable_best(0)->set_kernel("nope");
-  EXPECT_EQ(client_->Import(bad).status().code(), absl::StatusCode::kInvalidArgument);
+TEST_F(LookupIntegrationTest, ImportRefusesInvalidRecordsWithTheirReasonsAndImportsTheRest) {
+  v1::ImportRequest request;
+  *request.add_best() = Best("K=1024,M=1024,N=1024", kConfigA, 100);
+  request.mutable_best(0)->set_kernel("nope");
+  *request.add_best() = Best("K=1024,M=1024,N=1024", "tile_m=7,garbage=yes", 1e6);
+  *request.add_best() = Best("K=1024,M=1024,N=1024", kConfigA, 0.5);  // beats the roofline
+  *request.add_best() = Best("K=512,M=512,N=512", kConfigB, 1e6);     // blocks beyond 512^3
+  *request.add_best() = Best("K=2048,M=2048,N=2048", kConfigB, 7e5);  // valid
+  auto imported = client_->Import(request);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_EQ(imported->imported(), 1);
+  ASSERT_EQ(imported->refused_size(), 4);
+  const char* const reasons[] = {"unknown kernel 'nope'", "parameter tile_m=7 is not one of",
+                                 "is impossible (the roofline is", "block_n=2 is redundant"};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(imported->refused(i).index(), i);
+    EXPECT_THAT(imported->refused(i).reason(), HasSubstr(reasons[i])) << i;
+  }
+  auto exported = client_->Export(v1::ExportRequest());
+  ASSERT_TRUE(exported.ok());
+  ASSERT_EQ(exported->best_size(), 1);
+  EXPECT_EQ(exported->best(0).dims(), "K=2048,M=2048,N=2048");
 }
 
 }  // namespace

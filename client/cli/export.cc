@@ -135,9 +135,10 @@ class ImportCommand final : public Command {
   ImportCommand()
       : Command("import", "publish the configs of a snapshot or JSON export (idempotent)") {}
 
-  // Publishes the file's best configs and prints how many were new (one JSON object with
-  // --json). NotFound for an unreadable file; InvalidArgument for a malformed one.
-  absl::Status Run(int&) override {
+  // Publishes the file's best configs and prints how many were new and which were refused, with
+  // why (one JSON object with --json). NotFound for an unreadable file; InvalidArgument for a
+  // malformed one; exit code 1 when a record was refused.
+  absl::Status Run(int& exit_code) override {
     v1::ImportRequest request;
     if (IsSqliteFile(file_)) {
       TESSEL_ASSIGN_OR_RETURN(auto snapshot, client::Snapshot::Open(file_));
@@ -156,14 +157,23 @@ class ImportCommand final : public Command {
     }
     TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/false));
     TESSEL_ASSIGN_OR_RETURN(const v1::ImportResponse imported, backend->client->Import(request));
+    json refused = json::array();
+    for (const v1::RefusedImport& r : imported.refused()) {
+      refused.push_back({{"index", r.index()}, {"workload", r.workload()}, {"reason", r.reason()}});
+      std::fprintf(stderr, "tessel: error: %s: record %d (%s) refused: %s\n", file_.c_str(),
+                   r.index(), r.workload().c_str(), r.reason().c_str());
+    }
     if (json_) {
       PrintJson({{"file", file_},
                  {"imported", imported.imported()},
-                 {"unchanged", imported.unchanged()}});
+                 {"unchanged", imported.unchanged()},
+                 {"refused", refused}});
     } else {
-      std::cout << fmt::format("{}: {} imported, {} unchanged\n", file_, imported.imported(),
-                               imported.unchanged());
+      std::cout << fmt::format("{}: {} imported, {} unchanged, {} refused\n", file_,
+                               imported.imported(), imported.unchanged(), refused.size());
     }
+    // Some records were not imported: a script must notice.
+    if (!imported.refused().empty()) exit_code = kExitFailure;
     return absl::OkStatus();
   }
 
