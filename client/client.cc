@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "schema/credentials.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "schema/vocab.h"
@@ -62,8 +63,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
                                                         const ClientOptions& options) {
   if (address.empty())
     return absl::InvalidArgumentError("empty server address; expected HOST:PORT");
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                          ChannelCredentials(options.tls_ca_file));
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(address, credentials);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(StrCat("cannot create a channel to '", address, "'"));
   }
@@ -85,6 +87,7 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, std::string description,
 void Client::PrepareContext(grpc::ClientContext& context, int timeout_ms) const {
   if (timeout_ms > 0) context.set_deadline(DeadlineAfter(timeout_ms));
   context.set_wait_for_ready(false);
+  AddBearer(context, options_.token);
 }
 
 template <typename Request, typename Response>

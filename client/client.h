@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ struct ClientOptions {
   int connect_timeout_ms = 3000;
   // Deadline of a whole WatchJob stream; 0 = none (a watch lasts as long as the job).
   int watch_timeout_ms = 0;
+  // Sent as `authorization: Bearer TOKEN` with every call when set (schema/credentials.h).
+  std::optional<std::string> token;
+  // Connect(): a PEM file of root certificates to verify the server's TLS certificate; empty
+  // connects in plaintext.
+  std::string tls_ca_file;
 };
 
 // Converts a failed gRPC status of the call `rpc` to server `target` into an absl::Status of the

@@ -69,4 +69,28 @@ std::optional<std::string_view> ParseBearer(std::string_view value) {
   return token;
 }
 
+void AddBearer(grpc::ClientContext& context, const std::optional<std::string>& token) {
+  if (token) context.AddMetadata(kAuthorizationKey, BearerValue(*token));
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  if (in) content << in.rdbuf();
+  if (!in || content.str().empty()) {
+    return absl::InvalidArgumentError(StrCat(what, " '", path, "' cannot be read or is empty"));
+  }
+  return content.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const std::string& tls_ca_file) {
+  if (tls_ca_file.empty()) return grpc::InsecureChannelCredentials();
+  absl::StatusOr<std::string> roots = ReadSecretFile(tls_ca_file, "--tls-ca");
+  if (!roots.ok()) return roots.status();
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = *std::move(roots);
+  return grpc::SslCredentials(options);
+}
+
 }  // namespace tessel

@@ -6,6 +6,9 @@
 #ifndef TESSEL_SCHEMA_CREDENTIALS_H_
 #define TESSEL_SCHEMA_CREDENTIALS_H_
 
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,6 +43,18 @@ std::string BearerValue(std::string_view token);
 // The token in an `authorization` metadata value: nullopt unless it is "Bearer " followed by a
 // well-formed token (the scheme is matched case-insensitively, as RFC 6750 allows).
 std::optional<std::string_view> ParseBearer(std::string_view value);
+
+// Adds `authorization: Bearer TOKEN` to a call's context when `token` is set.
+void AddBearer(grpc::ClientContext& context, const std::optional<std::string>& token);
+
+// How a client reaches a server: `tls_ca_file` set, TLS verified against that PEM file of root
+// certificates; empty, plaintext. InvalidArgument (naming the file) when it cannot be read.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const std::string& tls_ca_file);
+
+// Reads a whole file (PEM certificates, keys); InvalidArgument naming `what` and the path when
+// it cannot be read or is empty. The content is never part of the message.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::string& what);
 
 }  // namespace tessel
 

@@ -37,6 +37,16 @@ int main(int argc, char** argv) {
                  "verification policy for ordinary trials: always, never or sample:P "
                  "(a job's published best is always verified)")
       ->capture_default_str();
+  app.add_option("--token-file", options.token_file,
+                 "who may call: one 'ROLE TOKEN' per line (roles reader, tuner, worker; '#' "
+                 "comments). Without it the server listens on loopback only");
+  app.add_flag("--open-lookups", options.open_lookups, "Lookup needs no token");
+  app.add_flag("--insecure", options.insecure,
+               "allow listening beyond loopback without --token-file (anyone may call)");
+  app.add_option("--tls-cert", options.tls_cert, "PEM certificate chain: serve TLS");
+  app.add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", options.tls_client_ca,
+                 "PEM CA certificates: require client certificates signed by them (mutual TLS)");
   std::string port_file;
   app.add_option("--port-file", port_file,
                  "write the bound port to this file once listening (useful with port 0)");

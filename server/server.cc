@@ -6,7 +6,10 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "schema/credentials.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "server/auth.h"
 #include "server/scheduler.h"
 #include "server/service.h"
 #include "server/store.h"
@@ -16,9 +19,68 @@ namespace tessel::server {
 // How long Shutdown lets in-flight calls finish before cancelling them.
 constexpr auto kShutdownGrace = std::chrono::milliseconds(1000);
 
+namespace {
+
+// The listening port's credentials: TLS when a certificate is given, else plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(
+    const ServerOptions& options) {
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (options.tls_cert.empty()) {
+    if (!options.tls_client_ca.empty()) {
+      return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  TESSEL_ASSIGN_OR_RETURN(pair.cert_chain, ReadSecretFile(options.tls_cert, "--tls-cert"));
+  TESSEL_ASSIGN_OR_RETURN(pair.private_key, ReadSecretFile(options.tls_key, "--tls-key"));
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!options.tls_client_ca.empty()) {
+    TESSEL_ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                            ReadSecretFile(options.tls_client_ca, "--tls-client-ca"));
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+// Who may call what; refuses to open a network port to everyone by accident.
+absl::StatusOr<Authorizer> MakeAuthorizer(const ServerOptions& options) {
+  if (!options.token_file.empty()) {
+    TESSEL_ASSIGN_OR_RETURN(TokenTable tokens, TokenTable::Load(options.token_file));
+    return Authorizer(std::move(tokens), options.open_lookups);
+  }
+  if (!options.listen.empty() && !IsLoopbackAddress(options.listen)) {
+    if (!options.insecure) {
+      return absl::InvalidArgumentError(
+          StrCat("refusing to listen on ", options.listen,
+                 " without --token-file: anyone who reaches it could submit jobs and publish "
+                 "results. Give --token-file, listen on 127.0.0.1, or pass --insecure"));
+    }
+    spdlog::warn(
+        "listening on {} with no authentication (--insecure): anyone who reaches this "
+        "port may submit jobs, register workers and publish results",
+        options.listen);
+  }
+  return Authorizer();
+}
+
+}  // namespace
+
+bool IsLoopbackAddress(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 class Server::Impl {
  public:
   std::unique_ptr<Store> store;
+  Authorizer auth;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<grpc::Service> client_service;
   std::unique_ptr<grpc::Service> worker_service;
@@ -36,6 +98,15 @@ Server::~Server() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
   auto impl = std::make_unique<Impl>();
+  TESSEL_ASSIGN_OR_RETURN(impl->auth, MakeAuthorizer(options));
+  TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                          ListenCredentials(options));
+  if (!options.listen.empty() && options.tls_cert.empty() && !IsLoopbackAddress(options.listen)) {
+    spdlog::warn(
+        "listening on {} without TLS: tokens and results cross the network in plaintext "
+        "(--tls-cert/--tls-key)",
+        options.listen);
+  }
   auto store = Store::Open(options.db_path);
   if (!store.ok()) return store.status();
   impl->store = std::move(*store);
@@ -52,11 +123,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   if (!scheduler.ok()) return scheduler.status();
   impl->scheduler = std::move(*scheduler);
 
-  impl->client_service = MakeTesselService(impl->scheduler.get());
-  impl->worker_service = MakeWorkerService(impl->scheduler.get());
+  impl->client_service = MakeTesselService(impl->scheduler.get(), &impl->auth);
+  impl->worker_service = MakeWorkerService(impl->scheduler.get(), &impl->auth);
   grpc::ServerBuilder builder;
   if (!options.listen.empty()) {
-    builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &impl->port);
+    builder.AddListeningPort(options.listen, credentials, &impl->port);
   }
   builder.RegisterService(impl->client_service.get());
   builder.RegisterService(impl->worker_service.get());
@@ -67,7 +138,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
         StrCat("cannot listen on ", options.listen, " (address in use or not local?)"));
   }
   if (!options.listen.empty()) {
-    spdlog::info("tessel-server listening on port {} (db {})", impl->port, options.db_path);
+    spdlog::info("tessel-server listening on port {} (db {}; {}, {})", impl->port, options.db_path,
+                 options.tls_cert.empty() ? "plaintext" : "TLS",
+                 impl->auth.enabled() ? "token authentication" : "no authentication");
   }
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }

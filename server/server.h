@@ -30,7 +30,23 @@ struct ServerOptions {
   // Verification policy for ordinary trials: "always", "never" or "sample:P". The config a job
   // publishes as its best is always verified first, whatever this says.
   std::string verify = "never";
+
+  // Who may call: a token file (server/auth.h: `ROLE TOKEN` lines). Empty: no authentication,
+  // and then the server listens only on a loopback address unless `insecure` is set.
+  std::string token_file;
+  // Lookup needs no token even with a token file.
+  bool open_lookups = false;
+  // Listen beyond loopback without a token file (a warning is logged).
+  bool insecure = false;
+  // TLS: the server's PEM certificate chain and private key (both or neither); with
+  // `tls_client_ca`, clients must present a certificate signed by it (mutual TLS).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
 };
+
+// True when `listen` (HOST:PORT) names a loopback host: 127.0.0.0/8, ::1 or localhost.
+bool IsLoopbackAddress(const std::string& listen);
 
 class Server {
  public:

@@ -230,23 +230,38 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
   int64_t watch_id_ = 0;
 };
 
-// The override of unary method `Method` (Request -> Response), answered at once by rules_.Run
-// or later by rules_.Start: each method's signature is written once, in its service's table below.
+// A watch refused before it started, answered at once with its status.
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::JobEvent> {
+ public:
+  explicit RefusedWatch(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+// The override of unary method `Method` (Request -> Response): refused unless auth_ allows the
+// caller, then answered at once by rules_.Run or later by rules_.Start. Each method's signature
+// is written once, in its service's table below.
 #define TESSEL_UNARY_METHOD(Method, Request, Response)                                            \
   grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* context,                          \
                                    const v1::Request* request, v1::Response* response) override { \
+    if (absl::Status allowed = auth_->Check(#Method, *context); !allowed.ok()) {                  \
+      return AnswerNow(context, allowed);                                                         \
+    }                                                                                             \
     return AnswerNow(context, rules_.Run(*request, response));                                    \
   }
 #define TESSEL_UNARY_METHOD_LATER(Method, Request, Response)                                      \
   grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* context,                          \
                                    const v1::Request* request, v1::Response* response) override { \
+    if (absl::Status allowed = auth_->Check(#Method, *context); !allowed.ok()) {                  \
+      return AnswerNow(context, allowed);                                                         \
+    }                                                                                             \
     return AnswerLater(context, response,                                                         \
                        [&](auto done) { rules_.Start(*request, std::move(done)); });              \
   }
 
 class TesselServiceImpl final : public v1::TesselService::CallbackService {
  public:
-  explicit TesselServiceImpl(Scheduler* scheduler) : scheduler_(scheduler), rules_(scheduler) {}
+  TesselServiceImpl(Scheduler* scheduler, const Authorizer* auth)
+      : scheduler_(scheduler), auth_(auth), rules_(scheduler) {}
 
   TESSEL_UNARY_METHOD(SubmitJob, SubmitJobRequest, Job)
   TESSEL_UNARY_METHOD(GetJob, GetJobRequest, Job)
@@ -260,19 +275,24 @@ class TesselServiceImpl final : public v1::TesselService::CallbackService {
   TESSEL_UNARY_METHOD(Export, ExportRequest, ExportResponse)
   TESSEL_UNARY_METHOD(Import, ImportRequest, ImportResponse)
 
-  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* /*context*/,
+  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* context,
                                                    const v1::WatchJobRequest* request) override {
+    if (absl::Status allowed = auth_->Check("WatchJob", *context); !allowed.ok()) {
+      return new RefusedWatch(allowed);
+    }
     return new WatchReactor(scheduler_, request->job_id());
   }
 
  private:
   Scheduler* const scheduler_;
+  const Authorizer* const auth_;
   Rules rules_;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
  public:
-  explicit WorkerServiceImpl(Scheduler* scheduler) : rules_(scheduler) {}
+  WorkerServiceImpl(Scheduler* scheduler, const Authorizer* auth)
+      : auth_(auth), rules_(scheduler) {}
 
   TESSEL_UNARY_METHOD(Register, RegisterRequest, RegisterResponse)
   TESSEL_UNARY_METHOD_LATER(Lease, LeaseRequest, LeaseResponse)
@@ -280,6 +300,7 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   TESSEL_UNARY_METHOD(Heartbeat, HeartbeatRequest, HeartbeatResponse)
 
  private:
+  const Authorizer* const auth_;
   Rules rules_;
 };
 
@@ -288,12 +309,12 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> MakeTesselService(Scheduler* scheduler) {
-  return std::make_unique<TesselServiceImpl>(scheduler);
+std::unique_ptr<grpc::Service> MakeTesselService(Scheduler* scheduler, const Authorizer* auth) {
+  return std::make_unique<TesselServiceImpl>(scheduler, auth);
 }
 
-std::unique_ptr<grpc::Service> MakeWorkerService(Scheduler* scheduler) {
-  return std::make_unique<WorkerServiceImpl>(scheduler);
+std::unique_ptr<grpc::Service> MakeWorkerService(Scheduler* scheduler, const Authorizer* auth) {
+  return std::make_unique<WorkerServiceImpl>(scheduler, auth);
 }
 
 }  // namespace tessel::server

@@ -19,6 +19,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/workload.h"
+#include "schema/credentials.h"
 #include "schema/key.h"
 #include "schema/measurement.h"
 #include "schema/status_macros.h"
@@ -261,6 +262,7 @@ absl::Status Agent::Impl::Register(bool honor_stop) {
     request.set_slots(options_.threads);
     v1::RegisterResponse response;
     grpc::ClientContext context;
+    AddBearer(context, options_.token);
     context.set_deadline(DeadlineAfterMs(kCallTimeoutMs));
     {
       std::lock_guard lock(mu_);
@@ -361,6 +363,7 @@ absl::Status Agent::Impl::LeaseLoop() {
     request.set_wait_ms(options_.lease_wait_ms);
     v1::LeaseResponse response;
     grpc::ClientContext context;
+    AddBearer(context, options_.token);
     context.set_deadline(DeadlineAfterMs(options_.lease_wait_ms + kLeaseMarginMs));
     {
       std::lock_guard lock(mu_);
@@ -429,6 +432,7 @@ void Agent::Impl::ReportLoop() {
     }
     v1::ReportResponse response;
     grpc::ClientContext context;
+    AddBearer(context, options_.token);
     context.set_deadline(DeadlineAfterMs(kCallTimeoutMs));
     grpc::Status status = stub_->Report(&context, request, &response);
     if (status.ok()) {
@@ -484,6 +488,7 @@ void Agent::Impl::HeartbeatLoop() {
     }
     v1::HeartbeatResponse response;
     grpc::ClientContext context;
+    AddBearer(context, options_.token);
     context.set_deadline(DeadlineAfterMs(std::max(interval_ms, kCallTimeoutMs)));
     grpc::Status status = stub_->Heartbeat(&context, request, &response);
     if (!status.ok()) {

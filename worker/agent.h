@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct AgentOptions {
   int lease_wait_ms = 1000;          // long-poll length of one Lease call
   // Give up (Run returns Unavailable) when the server cannot be reached for this long.
   int unreachable_timeout_ms = 30000;
+  // Sent as `authorization: Bearer TOKEN` with every call when set (a `worker` role token).
+  std::optional<std::string> token;
 };
 
 class Agent {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "schema/credentials.h"
 #include "schema/strings.h"
 #include "sim/api.h"
 #include "spdlog/spdlog.h"
@@ -38,6 +39,13 @@ int RealMain(int argc, char** argv) {
                  "seconds without an answer from the server before giving up")
       ->check(CLI::PositiveNumber);
   app.add_flag("-v,--verbose", verbose, "log every trial");
+  std::string token_file;
+  std::string tls_ca;
+  app.add_option("--token-file", token_file,
+                 "file holding this worker's token (a `worker` role token of the server's "
+                 "--token-file); default: $TESSEL_TOKEN_FILE");
+  app.add_option("--tls-ca", tls_ca,
+                 "PEM root certificates to verify a TLS server (default: plaintext)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -56,9 +64,20 @@ int RealMain(int argc, char** argv) {
     }
   }
 
+  absl::StatusOr<std::optional<std::string>> token = tessel::ClientToken(token_file);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      tessel::ChannelCredentials(tls_ca);
+  for (const absl::Status& status : {token.status(), credentials.status()}) {
+    if (!status.ok()) {
+      std::fprintf(stderr, "tessel-worker: error: %s\n", std::string(status.message()).c_str());
+      return 2;
+    }
+  }
+  options.token = *token;
+
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  auto channel = grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(server, *credentials, args);
   absl::StatusOr<std::unique_ptr<tessel::worker::Agent>> agent =
       tessel::worker::Agent::Create(channel, options);
   if (!agent.ok()) {

@@ -115,12 +115,12 @@ Backend::~Backend() {
 
 // `must_exist`: read-only commands refuse to create an empty database.
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const std::string& server_address,
-                                                     const std::string& db_path, bool must_exist) {
+                                                     const std::string& db_path, bool must_exist,
+                                                     client::ClientOptions remote) {
   auto backend = std::make_unique<Backend>();
   if (!server_address.empty()) {
-    client::ClientOptions options;
-    options.connect_timeout_ms = kConnectTimeoutMs;
-    TESSEL_ASSIGN_OR_RETURN(backend->client, client::Client::Connect(server_address, options));
+    remote.connect_timeout_ms = kConnectTimeoutMs;
+    TESSEL_ASSIGN_OR_RETURN(backend->client, client::Client::Connect(server_address, remote));
     return backend;
   }
   if (must_exist && !std::filesystem::exists(db_path)) {

@@ -87,8 +87,10 @@ struct Backend {
 // Connects to `server_address` when set, else opens an embedded server (no network port) on
 // `db_path`. With `must_exist`, a missing database is NotFound instead of being created (read-only
 // commands should not leave empty files behind).
+// `remote` is how to reach a remote server (token, TLS); its connect timeout is the CLI's.
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const std::string& server_address,
-                                                     const std::string& db_path, bool must_exist);
+                                                     const std::string& db_path, bool must_exist,
+                                                     client::ClientOptions remote = {});
 
 // Worker threads in this process, serving an embedded server (nothing for a remote one).
 class EmbeddedWorkers {

@@ -1,5 +1,7 @@
 #include "client/cli/options.h"
 
+#include "schema/credentials.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel::cli {
@@ -14,10 +16,20 @@ void AddServerOptions(CLI::App& command, ServerArgs& args) {
   auto* db = command.add_option(
       "--db", args.db, StrCat("SQLite database of the embedded server (default ", kDefaultDb, ")"));
   server->excludes(db);
+  command.add_option(
+      "--token-file", args.token_file,
+      StrCat("file holding the token sent to --server (default: $", kTokenFileEnv, ")"));
+  command.add_option("--tls-ca", args.tls_ca,
+                     "PEM root certificates to verify a TLS --server (default: plaintext)");
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const ServerArgs& args, bool must_exist) {
-  return OpenBackend(args.server, args.DbPath(), must_exist);
+  client::ClientOptions remote;
+  if (!args.server.empty()) {
+    TESSEL_ASSIGN_OR_RETURN(remote.token, ClientToken(args.token_file));
+    remote.tls_ca_file = args.tls_ca;
+  }
+  return OpenBackend(args.server, args.DbPath(), must_exist, remote);
 }
 
 void AddWorkloadOptions(CLI::App& command, WorkloadArgs& args) {

@@ -16,6 +16,8 @@ namespace tessel::cli {
 struct ServerArgs {
   std::string server;
   std::string db;
+  std::string token_file;  // --token-file (else $TESSEL_TOKEN_FILE), sent to a remote server
+  std::string tls_ca;      // --tls-ca: verify a TLS server against these roots
 
   // The embedded server's database file: --db, or kDefaultDb.
   std::string DbPath() const { return db.empty() ? kDefaultDb : db; }
@@ -25,10 +27,11 @@ struct ServerArgs {
 void AddPositiveOption(CLI::App& command, const std::string& name, int& value,
                        const std::string& help);
 
-// Adds --server and --db to `command`, filling `args`.
+// Adds --server, --db, --token-file and --tls-ca to `command`, filling `args`.
 void AddServerOptions(CLI::App& command, ServerArgs& args);
 
-// Connects to --server when given, else opens an embedded server on DbPath() (OpenBackend).
+// Connects to --server when given (with the token and TLS roots named), else opens an embedded
+// server on DbPath() (OpenBackend). InvalidArgument for an unreadable token or CA file.
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const ServerArgs& args, bool must_exist);
 
 // The workload a per-workload command names: KERNEL --shape DIMS [--dtype D] [--target T].

@@ -1,0 +1,265 @@
+// Authentication and transport security against a real tessel-server process (127.0.0.1, port
+// 0): every RPC's code for no token, a wrong token and a wrong role; tokens in no log line; a
+// worker and the CLI with their own token files; a plaintext client refused by a TLS server; no
+// unauthenticated server beyond loopback (issue 15).
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "gtest/gtest.h"
+#include "schema/credentials.h"
+#include "schema/tessel.pb.h"
+#include "tests/testing/process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace tessel {
+namespace {
+
+using ::std::chrono::milliseconds;
+using ::std::chrono::seconds;
+using ::tessel::testing::Process;
+using ::tessel::testing::ReadFile;
+using ::tessel::testing::RunResult;
+using ::tessel::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kServerBin[] = TESSEL_SERVER_BIN;
+constexpr char kWorkerBin[] = TESSEL_WORKER_BIN;
+constexpr char kCliBin[] = TESSEL_CLI_BIN;
+
+constexpr char kTunerToken[] = "tuner-0123456789-secret";
+constexpr char kReaderToken[] = "reader-0123456789-secret";
+constexpr char kWorkerToken[] = "worker-0123456789-secret";
+
+// The documented role of every RPC (server/auth.h, issue 15).
+const std::map<std::string, std::string>& DocumentedRoles() {
+  static const auto* roles = new std::map<std::string, std::string>{
+      {"Lookup", "reader"},      {"GetJob", "reader"},      {"ListJobs", "reader"},
+      {"WatchJob", "reader"},    {"ListTrials", "reader"},  {"ListKernels", "reader"},
+      {"ListTargets", "reader"}, {"ListWorkers", "reader"}, {"Export", "reader"},
+      {"SubmitJob", "tuner"},    {"CancelJob", "tuner"},    {"Import", "tuner"},
+      {"Register", "worker"},    {"Lease", "worker"},       {"Report", "worker"},
+      {"Heartbeat", "worker"}};
+  return *roles;
+}
+
+// A token whose role may not call a method needing `role`.
+std::string WrongRoleToken(const std::string& role) {
+  if (role == "reader") return kWorkerToken;
+  if (role == "tuner") return kReaderToken;
+  return kTunerToken;
+}
+
+std::string RightRoleToken(const std::string& role) {
+  if (role == "reader") return kReaderToken;
+  if (role == "tuner") return kTunerToken;
+  return kWorkerToken;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+class AuthTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    workers_.clear();
+    if (server_) {
+      server_->Signal(SIGTERM);
+      server_->Wait(seconds(10));
+    }
+    if (HasFailure()) tmp_.Keep();
+  }
+
+  // Starts the server with `extra` flags on `listen` and waits for its port. Returns false (with
+  // a test failure) when it does not come up.
+  bool StartServer(const std::vector<std::string>& extra,
+                   const std::string& listen = "127.0.0.1:0") {
+    const std::string port_file = dir_ + "/port";
+    std::filesystem::remove(port_file);
+    std::vector<std::string> argv = {kServerBin,     "--listen",    listen,   "--db",
+                                     dir_ + "/t.db", "--port-file", port_file};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto server = Process::Start(argv, dir_ + "/server.out", dir_ + "/server.err");
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return false;
+    server_.emplace(std::move(*server));
+    const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::string port = ReadFile(port_file);
+      if (!port.empty() && port.back() == '\n') {
+        address_ = "127.0.0.1:" + port.substr(0, port.size() - 1);
+        return true;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    ADD_FAILURE() << "server did not report its port; stderr:\n" << ReadFile(dir_ + "/server.err");
+    return false;
+  }
+
+  std::string WriteTokenFiles() {
+    const std::string table = dir_ + "/tokens";
+    WriteFile(table, std::string("# who may call\ntuner ") + kTunerToken + "\nreader " +
+                         kReaderToken + "\n\nworker " + kWorkerToken + "\n");
+    WriteFile(dir_ + "/tuner.token", std::string(kTunerToken) + "\n");
+    WriteFile(dir_ + "/worker.token", kWorkerToken);
+    return table;
+  }
+
+  // Calls `method` of `service` with an empty request; the status it ends with.
+  grpc::Status Call(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
+                    const std::string& method, const std::optional<std::string>& bearer) {
+    grpc::GenericStub stub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + seconds(5));
+    if (bearer) context.AddMetadata(kAuthorizationKey, *bearer);
+    grpc::Slice empty("");  // an empty request message: every field at its default
+    grpc::ByteBuffer request(&empty, 1), response;
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&context, "/" + service + "/" + method, grpc::StubOptions(), &request, &response,
+                   [&](grpc::Status status) { done.set_value(std::move(status)); });
+    return done.get_future().get();
+  }
+
+  TempDir tmp_{"tessel-auth-"};
+  std::string dir_ = tmp_.path();
+  std::string address_;
+  std::optional<Process> server_;
+  std::vector<Process> workers_;
+};
+
+TEST_F(AuthTest, EveryRpcAnswersTheDocumentedCodeForNoTokenAWrongTokenAndAWrongRole) {
+  ASSERT_TRUE(StartServer({"--token-file", WriteTokenFiles()}));
+  auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  std::set<std::string> seen;
+  for (const char* service : {"tessel.v1.TesselService", "tessel.v1.WorkerService"}) {
+    // Through a message of the same file, so its descriptors are linked and registered.
+    const google::protobuf::ServiceDescriptor* descriptor =
+        v1::Job::descriptor()->file()->pool()->FindServiceByName(service);
+    ASSERT_NE(descriptor, nullptr) << service;
+    for (int m = 0; m < descriptor->method_count(); ++m) {
+      const std::string method = descriptor->method(m)->name();
+      seen.insert(method);
+      ASSERT_TRUE(DocumentedRoles().count(method)) << method << " has no documented role";
+      const std::string role = DocumentedRoles().at(method);
+      EXPECT_EQ(Call(channel, service, method, std::nullopt).error_code(),
+                grpc::StatusCode::UNAUTHENTICATED)
+          << method;
+      EXPECT_EQ(Call(channel, service, method, BearerValue("not-a-known-token")).error_code(),
+                grpc::StatusCode::UNAUTHENTICATED)
+          << method;
+      EXPECT_EQ(Call(channel, service, method, "Basic dXNlcjpwYXNz").error_code(),
+                grpc::StatusCode::UNAUTHENTICATED)
+          << method;
+      const grpc::Status wrong_role =
+          Call(channel, service, method, BearerValue(WrongRoleToken(role)));
+      EXPECT_EQ(wrong_role.error_code(), grpc::StatusCode::PERMISSION_DENIED) << method;
+      EXPECT_THAT(wrong_role.error_message(), HasSubstr("needs " + role)) << method;
+      // The right role gets past authentication (the empty request may still be invalid).
+      const grpc::StatusCode right =
+          Call(channel, service, method, BearerValue(RightRoleToken(role))).error_code();
+      EXPECT_NE(right, grpc::StatusCode::UNAUTHENTICATED) << method;
+      EXPECT_NE(right, grpc::StatusCode::PERMISSION_DENIED) << method;
+    }
+  }
+  EXPECT_EQ(seen.size(), DocumentedRoles().size());
+  // A tuner may do what a reader may.
+  EXPECT_TRUE(
+      Call(channel, "tessel.v1.TesselService", "ListKernels", BearerValue(kTunerToken)).ok());
+}
+
+TEST_F(AuthTest, AWorkerAndTheCliWithTheirTokenFilesTuneAndNoTokenReachesALog) {
+  ASSERT_TRUE(StartServer({"--token-file", WriteTokenFiles()}));
+  auto worker = Process::Start({kWorkerBin, "--server", address_, "--threads", "1", "--name", "w",
+                                "--token-file", dir_ + "/worker.token", "--verbose"},
+                               dir_ + "/worker.out", dir_ + "/worker.err");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  workers_.push_back(std::move(*worker));
+
+  const std::vector<std::string> tune = {
+      kCliBin,    "tune",   "matmul", "--shape", "M=256,N=256,K=256", "--budget", "4",
+      "--server", address_, "--json", "--quiet"};
+  RunResult refused = testing::Run(tune, dir_);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("needs a token"));
+
+  std::vector<std::string> with_token = tune;
+  with_token.insert(with_token.end(), {"--token-file", dir_ + "/tuner.token"});
+  RunResult tuned = testing::Run(with_token, dir_);
+  EXPECT_EQ(tuned.exit_code, 0) << tuned.err;
+  EXPECT_THAT(tuned.out, HasSubstr("\"state\": \"completed\""));
+
+  // The environment variable names the token file when no flag does.
+  RunResult jobs =
+      testing::Run({"/usr/bin/env", std::string(kTokenFileEnv) + "=" + dir_ + "/tuner.token",
+                    kCliBin, "jobs", "--server", address_, "--json"},
+                   dir_);
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_THAT(jobs.out, HasSubstr("\"completed\""));
+
+  workers_.clear();
+  server_->Signal(SIGTERM);
+  server_->Wait(seconds(10));
+  server_.reset();
+  for (const std::string& log : {ReadFile(dir_ + "/server.out") + ReadFile(dir_ + "/server.err"),
+                                 ReadFile(dir_ + "/worker.out") + ReadFile(dir_ + "/worker.err"),
+                                 refused.err, tuned.err, jobs.err}) {
+    for (const char* token : {kTunerToken, kReaderToken, kWorkerToken}) {
+      EXPECT_THAT(log, Not(HasSubstr(token)));
+    }
+  }
+  EXPECT_THAT(ReadFile(dir_ + "/server.err") + ReadFile(dir_ + "/server.out"),
+              HasSubstr("token authentication"));
+}
+
+TEST_F(AuthTest, APlaintextClientIsRefusedByATlsServer) {
+  RunResult made =
+      testing::Run({"/usr/bin/env", "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                    "-keyout", dir_ + "/key.pem", "-out", dir_ + "/cert.pem", "-days", "1", "-subj",
+                    "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"},
+                   dir_, seconds(60));
+  if (made.exit_code != 0) GTEST_SKIP() << "openssl cannot make a certificate: " << made.err;
+  ASSERT_TRUE(StartServer({"--tls-cert", dir_ + "/cert.pem", "--tls-key", dir_ + "/key.pem"}));
+
+  auto plaintext = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  EXPECT_EQ(Call(plaintext, "tessel.v1.TesselService", "ListKernels", std::nullopt).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+
+  auto credentials = ChannelCredentials(dir_ + "/cert.pem");
+  ASSERT_TRUE(credentials.ok()) << credentials.status();
+  auto tls = grpc::CreateChannel(address_, *credentials);
+  EXPECT_TRUE(Call(tls, "tessel.v1.TesselService", "ListKernels", std::nullopt).ok());
+
+  RunResult cli = testing::Run(
+      {kCliBin, "jobs", "--server", address_, "--tls-ca", dir_ + "/cert.pem", "--json"}, dir_);
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+}
+
+TEST_F(AuthTest, WithoutATokenFileTheServerListensOnlyOnLoopbackUnlessInsecure) {
+  RunResult refused = testing::Run({kServerBin, "--listen", "0.0.0.0:0", "--db", dir_ + "/r.db"},
+                                   dir_, seconds(30));
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("refusing to listen on 0.0.0.0:0 without --token-file"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/r.db")) << "refused before opening the store";
+
+  ASSERT_TRUE(StartServer({"--insecure"}, "0.0.0.0:0"));
+  EXPECT_THAT(ReadFile(dir_ + "/server.err") + ReadFile(dir_ + "/server.out"),
+              HasSubstr("no authentication (--insecure)"));
+}
+
+}  // namespace
+}  // namespace tessel
