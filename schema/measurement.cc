@@ -1,6 +1,7 @@
 #include "schema/measurement.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tessel {
 
@@ -17,6 +18,15 @@ double Median(std::vector<double> samples) {
 double PlausibleNoiseFloor(double noise_sigma) {
   if (noise_sigma <= 0) return 1;
   return std::max(0.5, 1 - kPlausibleNoiseSigmas * noise_sigma);
+}
+
+bool MediansAgree(double a_ns, double b_ns, double noise_sigma, int repeats) {
+  if (!(a_ns > 0) || !(b_ns > 0)) return false;
+  const double relative_difference = std::abs(a_ns - b_ns) / std::min(a_ns, b_ns);
+  if (noise_sigma <= 0) return relative_difference <= 1e-9;
+  const double median_sigma = 1.2533 * noise_sigma / std::sqrt(std::max(1, repeats));
+  const double tolerance = std::min(1.0, kPlausibleNoiseSigmas * std::sqrt(2.0) * median_sigma);
+  return relative_difference <= tolerance;
 }
 
 }  // namespace tessel

@@ -20,6 +20,12 @@ inline constexpr double kPlausibleNoiseSigmas = 6;
 // noise, else max(0.5, 1 - kPlausibleNoiseSigmas * noise_sigma).
 double PlausibleNoiseFloor(double noise_sigma);
 
+// True when two medians of `repeats` samples each, of the same config with relative noise
+// `noise_sigma`, are close enough to be measurements of one time: equal up to rounding without
+// noise; else within kPlausibleNoiseSigmas standard deviations of the difference of two medians
+// (a median's sigma ~ 1.2533 * sigma / sqrt(repeats)), at most a factor of 2 apart.
+bool MediansAgree(double a_ns, double b_ns, double noise_sigma, int repeats);
+
 }  // namespace tessel
 
 #endif  // TESSEL_SCHEMA_MEASUREMENT_H_

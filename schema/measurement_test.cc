@@ -24,5 +24,17 @@ TEST(PlausibleNoiseFloorTest, OneWithoutNoiseAndNeverBelowTheSimulatorsClamp) {
   EXPECT_EQ(PlausibleNoiseFloor(0.5), 0.5);
 }
 
+TEST(MediansAgreeTest, ExactWithoutNoiseWithinSixSigmaOfTheDifferenceWithNoise) {
+  EXPECT_TRUE(MediansAgree(1000, 1000, 0, 1));
+  EXPECT_FALSE(MediansAgree(1000, 1000.01, 0, 1));
+  EXPECT_FALSE(MediansAgree(700, 1000, 0, 1));
+  // sigma 0.05, medians of 5: tolerance 6 * sqrt(2) * 1.2533 * 0.05 / sqrt(5) = 0.238.
+  EXPECT_TRUE(MediansAgree(1000, 1200, 0.05, 5));
+  EXPECT_FALSE(MediansAgree(1000, 1300, 0.05, 5));
+  EXPECT_FALSE(MediansAgree(700, 1000, 0.05, 5));  // a 30% too fast report
+  EXPECT_FALSE(MediansAgree(0, 1000, 0.05, 5));
+  EXPECT_FALSE(MediansAgree(1000, 3000, 0.9, 1));  // never more than a factor of 2
+}
+
 }  // namespace
 }  // namespace tessel

@@ -1,5 +1,6 @@
 #include "server/job_manager.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <span>
 #include <utility>
 
+#include "schema/measurement.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "schema/vocab.h"
@@ -236,7 +238,7 @@ absl::Status JobManager::Recover(JobEffects& effects) {
         verify_rows.push_back(t);
         continue;
       }
-      PendingTrial trial{t.id, *config, t.is_default, false};
+      PendingTrial trial{t.id, *config, t.is_default, false, {}};
       if (IsChargedToBudget(t.status)) {
         // A lost trial's config was never measured: leave it free to be proposed again.
         j.tried.insert(t.config);
@@ -247,13 +249,15 @@ absl::Status JobManager::Recover(JobEffects& effects) {
     if (!default_measured) {
       auto default_config = Config::Parse(record.default_config);
       if (default_config.ok()) {
-        j.queue.push_front(PendingTrial{next_trial_id_++, *default_config, true, false});
+        j.queue.push_front(PendingTrial{next_trial_id_++, *default_config, true, false, {}});
         j.tried.insert(record.default_config);
       }
     }
     for (const TrialRecord& t : verify_rows) {
       for (Candidate& c : j.candidates) {
-        if (c.config.ToString() == t.config && t.status == TrialStatus::kOk && t.verified) {
+        if (c.config.ToString() == t.config && t.status == TrialStatus::kOk && t.verified &&
+            t.time_ns &&
+            MediansAgree(c.time_ns, *t.time_ns, options_.noise_sigma, options_.repeats)) {
           c.verified = true;
         }
       }
@@ -271,12 +275,12 @@ void JobManager::Add(std::unique_ptr<Job> job, std::vector<Config> seeds, JobEff
   Job& j = *job;
   auto default_config = Config::Parse(j.record.default_config);
   // Every job measures the default first, so the tuned result is never worse than untuned.
-  j.queue.push_back(PendingTrial{next_trial_id_++, *default_config, true, false});
+  j.queue.push_back(PendingTrial{next_trial_id_++, *default_config, true, false, {}});
   j.tried.insert(j.record.default_config);
   for (Config& seed : seeds) {
     if (static_cast<int>(j.queue.size()) >= j.record.budget) break;
     if (!j.tried.insert(seed.ToString()).second) continue;
-    j.queue.push_back(PendingTrial{next_trial_id_++, std::move(seed), false, false});
+    j.queue.push_back(PendingTrial{next_trial_id_++, std::move(seed), false, false, {}});
   }
   const int64_t id = j.record.id;
   jobs_[id] = std::move(job);
@@ -347,7 +351,10 @@ void JobManager::Cancel(int64_t job_id, JobEffects& effects) {
 // ---------------------------------------------------------------------------------------------
 // Proposals, leases and results
 
-void JobManager::SetWorkerSlots(int slots) { worker_slots_ = slots; }
+void JobManager::SetAliveWorkers(int workers, int slots) {
+  alive_workers_ = workers;
+  worker_slots_ = slots;
+}
 
 int JobManager::InFlightLimit() const {
   return std::clamp(2 * worker_slots_, 2, std::max(2, options_.max_in_flight_per_job));
@@ -391,7 +398,7 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
     for (Config& config : configs) {
       std::string key = config.ToString();
       if (!job.tried.insert(key).second) continue;  // e.g. the default, measured already
-      job.queue.push_back(PendingTrial{next_trial_id_++, std::move(config), false, false});
+      job.queue.push_back(PendingTrial{next_trial_id_++, std::move(config), false, false, {}});
     }
   }
   const bool in_flight = !job.queue.empty() || !job.leased.empty();
@@ -416,7 +423,7 @@ void JobManager::Finalize(Job& job, JobEffects& effects) {
       effects.finished_jobs.push_back(job.record.id);
       return;
     }
-    job.queue.push_back(PendingTrial{next_trial_id_++, best.config, false, true});
+    job.queue.push_back(PendingTrial{next_trial_id_++, best.config, false, true, best.measured_by});
     return;
   }
   job.phase = Job::Phase::kDone;
@@ -434,9 +441,15 @@ std::vector<v1::TrialSpec> JobManager::TakeTrials(const v1::WorkerInfo& worker, 
         std::find(offered.begin(), offered.end(), job.record.workload.target) == offered.end()) {
       continue;
     }
-    while (!job.queue.empty() && static_cast<int>(specs.size()) < max_trials) {
-      PendingTrial trial = std::move(job.queue.front());
-      job.queue.pop_front();
+    for (auto it = job.queue.begin();
+         it != job.queue.end() && static_cast<int>(specs.size()) < max_trials;) {
+      if (alive_workers_ > 1 && !it->avoid_worker.empty() &&
+          it->avoid_worker == worker.worker_id()) {
+        ++it;  // for another worker
+        continue;
+      }
+      PendingTrial trial = std::move(*it);
+      it = job.queue.erase(it);
       specs.push_back(SpecFor(job, trial));
       job.leased[trial.id] = std::move(trial);
     }
@@ -514,18 +527,28 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
     // Not the config's fault: measure it again elsewhere.
     CountResult(status, job.counts);
     if (refill && job.phase != Job::Phase::kDone) {
-      job.queue.push_front(
-          PendingTrial{next_trial_id_++, trial.config, trial.is_default, trial.verify_final});
+      job.queue.push_front(PendingTrial{next_trial_id_++, trial.config, trial.is_default,
+                                        trial.verify_final, trial.avoid_worker});
     }
     return;
   }
   if (trial.verify_final) {
     if (!job.candidates.empty() && job.candidates.front().config == trial.config) {
-      if (status == TrialStatus::kOk && result.verified()) {
-        job.candidates.front().verified = true;
+      Candidate& best = job.candidates.front();
+      const bool agree =
+          status == TrialStatus::kOk &&
+          MediansAgree(best.time_ns, result.time_ns(), options_.noise_sigma, options_.repeats);
+      if (status == TrialStatus::kOk && result.verified() && agree) {
+        best.verified = true;
       } else {
-        spdlog::warn("job {}: best candidate {} failed verification: {}", job.record.id,
-                     trial.config.ToString(), result.message());
+        spdlog::warn(
+            "job {}: best candidate {} failed verification: {}", job.record.id,
+            trial.config.ToString(),
+            status == TrialStatus::kOk && result.verified()
+                ? fmt::format("its time {} ns (worker {}) disagrees with the "
+                              "re-measured {} ns (worker {})",
+                              best.time_ns, best.measured_by, result.time_ns(), result.worker_id())
+                : result.message());
         job.rejected++;
         job.candidates.erase(job.candidates.begin());
         if (job.best && job.best->config == trial.config) {
@@ -543,7 +566,8 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
   CountResult(status, job.counts);
   search::Observation observation{trial.config, status == TrialStatus::kOk, result.time_ns()};
   if (status == TrialStatus::kOk) {
-    Candidate candidate{result.time_ns(), trial.config, trial.id, result.verified()};
+    // Not verified, whatever the worker says: only a verify_final re-measure verifies.
+    Candidate candidate{result.time_ns(), trial.config, trial.id, false, result.worker_id()};
     job.candidates.push_back(candidate);
     if (!job.best || Faster(candidate, *job.best)) job.best = candidate;
     if (trial.is_default) job.default_result = candidate;

@@ -45,6 +45,9 @@ struct PendingTrial {
   Config config;
   bool is_default = false;
   bool verify_final = false;  // re-measure of a best candidate with verification forced
+  // A verify_final trial goes to another worker than the one that measured the candidate, while
+  // another is alive: a worker's word is not verification.
+  std::string avoid_worker;
 };
 
 // A submission checked and turned into a record (id not yet assigned), with its resolved
@@ -68,7 +71,10 @@ struct Candidate {
   double time_ns = 0;
   Config config;
   int64_t trial_id = 0;
+  // Set only by a verify_final re-measure that passed numerics and agreed on the time, never by
+  // the measuring worker's own claim.
   bool verified = false;
+  std::string measured_by;  // worker id
 };
 
 // A job held in memory: its record, what the search needs and how far it got.
@@ -159,8 +165,9 @@ class JobManager {
   void LoseTrial(int64_t job_id, int64_t trial_id, const std::string& worker_id,
                  const std::string& why, JobEffects& effects);
 
-  // Alive workers' slots, which set how many trials each job keeps in flight (Refill).
-  void SetWorkerSlots(int slots);
+  // The alive workers and their slots: the slots set how many trials each job keeps in flight
+  // (Refill); with more than one worker, a verification avoids the worker it checks.
+  void SetAliveWorkers(int workers, int slots);
   // Proposes for every searching job (after the in-flight limit grew).
   void RefillAll(JobEffects& effects);
   // Applies early stops (a time limit) even while no results arrive.
@@ -189,6 +196,7 @@ class JobManager {
   const SchedulerOptions options_;
   int64_t next_trial_id_ = 1;
   int worker_slots_ = 0;
+  int alive_workers_ = 0;
   std::map<int64_t, std::unique_ptr<Job>> jobs_;  // active jobs
   std::map<int64_t, v1::Job> finished_;           // final views
 };

@@ -43,6 +43,12 @@ int LeaseTable::AliveSlots() const {
   return slots;
 }
 
+int LeaseTable::AliveWorkers() const {
+  int alive = 0;
+  for (const auto& [id, worker] : workers_) alive += !worker.lost;
+  return alive;
+}
+
 bool LeaseTable::Touch(const std::string& worker_id) {
   auto worker = workers_.find(worker_id);
   if (worker == workers_.end()) return false;

@@ -46,8 +46,9 @@ class LeaseTable {
   // ---- workers ----
   // Adds a worker (alive, heartbeat now); returns its stored form, with the new id.
   WorkerRecord Register(const v1::RegisterRequest& request);
-  // Slots of the workers not declared lost.
+  // Slots of the workers not declared lost, and how many those workers are.
   int AliveSlots() const;
+  int AliveWorkers() const;
   // Records a sign of life of a known worker; false for an unknown id.
   bool Touch(const std::string& worker_id);
   // Revives the worker, extends the leases it still holds and names the trials it runs that it

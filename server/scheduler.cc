@@ -204,7 +204,7 @@ class Scheduler::Impl {
       record = leases_.Register(request);
       // The in-flight limit grows with the workers' slots: propose for it now, so this worker's
       // first lease finds work.
-      jobs_.SetWorkerSlots(leases_.AliveSlots());
+      jobs_.SetAliveWorkers(leases_.AliveWorkers(), leases_.AliveSlots());
       jobs_.RefillAll(effects.jobs);
       ServeParked(effects);
     }
@@ -315,7 +315,8 @@ class Scheduler::Impl {
       ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     v1::HeartbeatResponse response = leases_.Heartbeat(request);
-    jobs_.SetWorkerSlots(leases_.AliveSlots());  // a lost worker may be back
+    jobs_.SetAliveWorkers(leases_.AliveWorkers(),
+                          leases_.AliveSlots());  // a lost worker may be back
     return response;
   }
 
@@ -408,7 +409,7 @@ class Scheduler::Impl {
       const int64_t now = NowUnixMs();
       leases_.ExpireParked(now, effects.leases);
       leases_.MarkSilentWorkersLost(now);
-      jobs_.SetWorkerSlots(leases_.AliveSlots());
+      jobs_.SetAliveWorkers(leases_.AliveWorkers(), leases_.AliveSlots());
       const std::vector<LeaseTable::Expired> expired = leases_.ExpireLeases(now);
       for (const LeaseTable::Expired& e : expired) {
         jobs_.LoseTrial(e.lease.job_id, e.trial_id, e.lease.worker_id, e.why, effects.jobs);

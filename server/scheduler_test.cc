@@ -338,6 +338,80 @@ TEST_F(SchedulerTest, ImplausibleReportsAreRuntimeErrorsWithTheirReasonAndNeverP
   EXPECT_GE(found->time_ns(), kFastNs);
 }
 
+TEST_F(SchedulerTest, AWorkersClaimOfVerificationDoesNotSkipTheFinalReMeasure) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 6));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker();
+  v1::Job done = DriveToEnd(job->id(), [&] {
+    std::vector<v1::TrialResult> results;
+    for (const auto& spec : Lease(worker, 8)) {
+      results.push_back(Measure(spec));
+      results.back().set_verified(true);  // claimed, whatever the protocol asked
+    }
+    if (!results.empty()) Report(worker, results);
+    return !results.empty();
+  });
+  ASSERT_EQ(done.state(), v1::JOB_COMPLETED);
+  std::vector<TrialRecord> stored;
+  ASSERT_NO_FATAL_FAILURE(StoredTrials(job->id(), stored));
+  int verifications = 0;
+  for (const TrialRecord& t : stored) {
+    if (t.is_verify && t.config == done.best().config()) ++verifications;
+  }
+  EXPECT_EQ(verifications, 1) << "the published best was re-measured by the server's request";
+}
+
+TEST_F(SchedulerTest, TheBestIsVerifiedByAnotherWorkerThanTheOneThatMeasuredIt) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 4));
+  ASSERT_TRUE(job.ok());
+  const std::string measurer = RegisterWorker();
+  const std::string checker = RegisterWorker();
+  // The measurer runs the whole search; the verification is then not offered to it.
+  int measured = 0;
+  while (measured < 4) {
+    std::vector<v1::TrialResult> results;
+    for (const auto& spec : Lease(measurer, 8)) {
+      EXPECT_NE(spec.protocol().verify(), "always") << "a verification went to its measurer";
+      results.push_back(Measure(spec));
+    }
+    ASSERT_FALSE(results.empty());
+    measured += static_cast<int>(results.size());
+    Report(measurer, results);
+  }
+  EXPECT_TRUE(Lease(measurer, 8).empty());
+  std::vector<v1::TrialSpec> verify = Lease(checker, 8);
+  ASSERT_EQ(verify.size(), 1u);
+  EXPECT_EQ(verify[0].protocol().verify(), "always");
+  Report(checker, {Measure(verify[0])});
+  v1::Job done = RunToCompletion(job->id(), checker);
+  EXPECT_EQ(done.best().config(), verify[0].config());
+}
+
+TEST_F(SchedulerTest, ABestWhoseReMeasureDisagreesWithItsTimeIsNotPublished) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 8));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker();
+  // Every search result is honest but one, reported 30% too fast: plausible, above the
+  // roofline, and the fastest of all. Its re-measure tells the truth.
+  std::string flattered;
+  v1::Job done = DriveToEnd(job->id(), [&] {
+    std::vector<v1::TrialResult> results;
+    for (const auto& spec : Lease(worker, 8)) {
+      results.push_back(Measure(spec));
+      if (spec.protocol().verify() != "always" && flattered.empty() && !spec.config().empty()) {
+        flattered = spec.config();
+        SetTime(results.back(), 0.7 * kFastNs);
+      }
+    }
+    if (!results.empty()) Report(worker, results);
+    return !results.empty();
+  });
+  ASSERT_EQ(done.state(), v1::JOB_COMPLETED);
+  EXPECT_NE(done.best().config(), flattered);
+  EXPECT_GE(done.best().time_ns(), kFastNs);
+  EXPECT_THAT(done.message(), HasSubstr("failed verification"));
+}
+
 TEST_F(SchedulerTest, AnExpiredLeaseIsRecordedAsWorkerLostAndRetriedWithoutCharge) {
   SchedulerOptions options;
   options.lease_ms = 30;
