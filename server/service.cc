@@ -230,6 +230,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
   int64_t watch_id_ = 0;
 };
 
+// The call answered with the refusal when `auth` does not let its caller call `method`;
+// nullptr when it may.
+grpc::ServerUnaryReactor* Refused(const Authorizer& auth, std::string_view method,
+                                  grpc::CallbackServerContext* context) {
+  absl::Status allowed = auth.Check(method, *context);
+  return allowed.ok() ? nullptr : AnswerNow(context, allowed);
+}
+
 // A watch refused before it started, answered at once with its status.
 class RefusedWatch final : public grpc::ServerWriteReactor<v1::JobEvent> {
  public:
@@ -243,17 +251,13 @@ class RefusedWatch final : public grpc::ServerWriteReactor<v1::JobEvent> {
 #define TESSEL_UNARY_METHOD(Method, Request, Response)                                            \
   grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* context,                          \
                                    const v1::Request* request, v1::Response* response) override { \
-    if (absl::Status allowed = auth_->Check(#Method, *context); !allowed.ok()) {                  \
-      return AnswerNow(context, allowed);                                                         \
-    }                                                                                             \
+    if (auto* refused = Refused(*auth_, #Method, context)) return refused;                        \
     return AnswerNow(context, rules_.Run(*request, response));                                    \
   }
 #define TESSEL_UNARY_METHOD_LATER(Method, Request, Response)                                      \
   grpc::ServerUnaryReactor* Method(grpc::CallbackServerContext* context,                          \
                                    const v1::Request* request, v1::Response* response) override { \
-    if (absl::Status allowed = auth_->Check(#Method, *context); !allowed.ok()) {                  \
-      return AnswerNow(context, allowed);                                                         \
-    }                                                                                             \
+    if (auto* refused = Refused(*auth_, #Method, context)) return refused;                        \
     return AnswerLater(context, response,                                                         \
                        [&](auto done) { rules_.Start(*request, std::move(done)); });              \
   }

@@ -22,6 +22,7 @@
 #include "schema/credentials.h"
 #include "schema/tessel.pb.h"
 #include "tests/testing/process.h"
+#include "tests/testing/server_process_test.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tessel {
@@ -74,41 +75,13 @@ void WriteFile(const std::string& path, const std::string& text) {
   out << text;
 }
 
-class AuthTest : public ::testing::Test {
+class AuthTest : public testing::ServerProcessTest {
  protected:
-  void TearDown() override {
-    workers_.clear();
-    if (server_) {
-      server_->Signal(SIGTERM);
-      server_->Wait(seconds(10));
-    }
-    if (HasFailure()) tmp_.Keep();
-  }
+  AuthTest() : ServerProcessTest(kServerBin, "tessel-auth-") {}
 
-  // Starts the server with `extra` flags on `listen` and waits for its port. Returns false (with
-  // a test failure) when it does not come up.
   bool StartServer(const std::vector<std::string>& extra,
                    const std::string& listen = "127.0.0.1:0") {
-    const std::string port_file = dir_ + "/port";
-    std::filesystem::remove(port_file);
-    std::vector<std::string> argv = {kServerBin,     "--listen",    listen,   "--db",
-                                     dir_ + "/t.db", "--port-file", port_file};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto server = Process::Start(argv, dir_ + "/server.out", dir_ + "/server.err");
-    EXPECT_TRUE(server.ok()) << server.status();
-    if (!server.ok()) return false;
-    server_.emplace(std::move(*server));
-    const auto deadline = std::chrono::steady_clock::now() + seconds(20);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::string port = ReadFile(port_file);
-      if (!port.empty() && port.back() == '\n') {
-        address_ = "127.0.0.1:" + port.substr(0, port.size() - 1);
-        return true;
-      }
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-    ADD_FAILURE() << "server did not report its port; stderr:\n" << ReadFile(dir_ + "/server.err");
-    return false;
+    return ServerProcessTest::StartServer(dir_ + "/t.db", extra, listen);
   }
 
   std::string WriteTokenFiles() {
@@ -134,12 +107,6 @@ class AuthTest : public ::testing::Test {
                    [&](grpc::Status status) { done.set_value(std::move(status)); });
     return done.get_future().get();
   }
-
-  TempDir tmp_{"tessel-auth-"};
-  std::string dir_ = tmp_.path();
-  std::string address_;
-  std::optional<Process> server_;
-  std::vector<Process> workers_;
 };
 
 TEST_F(AuthTest, EveryRpcAnswersTheDocumentedCodeForNoTokenAWrongTokenAndAWrongRole) {
@@ -212,9 +179,7 @@ TEST_F(AuthTest, AWorkerAndTheCliWithTheirTokenFilesTuneAndNoTokenReachesALog) {
   EXPECT_THAT(jobs.out, HasSubstr("\"completed\""));
 
   workers_.clear();
-  server_->Signal(SIGTERM);
-  server_->Wait(seconds(10));
-  server_.reset();
+  StopServer();
   for (const std::string& log : {ReadFile(dir_ + "/server.out") + ReadFile(dir_ + "/server.err"),
                                  ReadFile(dir_ + "/worker.out") + ReadFile(dir_ + "/worker.err"),
                                  refused.err, tuned.err, jobs.err}) {

@@ -15,6 +15,7 @@
 
 #include "search/stopping.h"
 #include "tests/testing/process.h"
+#include "tests/testing/server_process_test.h"
 #include "tests/testing/temp_dir.h"
 
 namespace tessel::testing {
@@ -57,38 +58,13 @@ std::vector<std::vector<std::string>> Query(const std::string& db_path, const st
   return rows;
 }
 
-class Cluster : public ::testing::Test {
+class Cluster : public ServerProcessTest {
  protected:
-  void SetUp() override { db_ = dir_ + "/tessel.db"; }
-  void TearDown() override {
-    workers_.clear();
-    if (server_) {
-      server_->Signal(SIGTERM);
-      server_->Wait(seconds(10));
-    }
-    if (HasFailure()) tmp_.Keep();
-  }
+  Cluster() : ServerProcessTest(kServerBin, "tessel-e2e-") {}
 
   // Starts the server on port 0 and waits for the port it bound.
   void StartServer(const std::vector<std::string>& extra = {}) {
-    const std::string port_file = dir_ + "/port";
-    std::filesystem::remove(port_file);
-    std::vector<std::string> argv = {kServerBin, "--listen",    "127.0.0.1:0", "--db",
-                                     db_,        "--port-file", port_file};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto server = Process::Start(argv, dir_ + "/server.out", dir_ + "/server.err");
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_.emplace(std::move(*server));
-    const auto deadline = std::chrono::steady_clock::now() + seconds(20);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::string port = ReadFile(port_file);
-      if (!port.empty() && port.back() == '\n') {
-        address_ = "127.0.0.1:" + port.substr(0, port.size() - 1);
-        return;
-      }
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-    FAIL() << "server did not report its port; stderr:\n" << ReadFile(dir_ + "/server.err");
+    ASSERT_TRUE(ServerProcessTest::StartServer(db_, extra));
   }
 
   void StartWorker(const std::string& name) {
@@ -122,12 +98,7 @@ class Cluster : public ::testing::Test {
     EXPECT_GE(std::stoi(verified[0][0]), 1);
   }
 
-  TempDir tmp_{"tessel-e2e-"};
-  std::string dir_ = tmp_.path();
-  std::string db_;
-  std::string address_;
-  std::optional<Process> server_;
-  std::vector<Process> workers_;
+  std::string db_ = dir_ + "/tessel.db";
 };
 
 TEST_F(Cluster, TuningJobThroughTheServerStoresEveryTrialAndPublishesTheBest) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -107,6 +108,29 @@ std::string ReadFile(const std::string& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
+}
+
+absl::StatusOr<ServerProcess> StartServerProcess(const std::string& server_bin,
+                                                 const std::string& dir, const std::string& db,
+                                                 const std::vector<std::string>& extra,
+                                                 const std::string& listen) {
+  const std::string port_file = dir + "/port";
+  std::remove(port_file.c_str());
+  std::vector<std::string> argv = {server_bin, "--listen",    listen,   "--db",
+                                   db,         "--port-file", port_file};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  absl::StatusOr<Process> server = Process::Start(argv, dir + "/server.out", dir + "/server.err");
+  if (!server.ok()) return server.status();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string port = ReadFile(port_file);
+    if (!port.empty() && port.back() == '\n') {
+      return ServerProcess{*std::move(server), "127.0.0.1:" + port.substr(0, port.size() - 1)};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError("server did not report its port; stderr:\n" +
+                                     ReadFile(dir + "/server.err"));
 }
 
 }  // namespace tessel::testing

@@ -49,6 +49,20 @@ RunResult Run(const std::vector<std::string>& argv, const std::string& scratch_d
 // Reads a whole file; "" when absent.
 std::string ReadFile(const std::string& path);
 
+// A tessel-server process and the address it listens on ("127.0.0.1:PORT").
+struct ServerProcess {
+  Process process;
+  std::string address;
+};
+
+// Starts `server_bin` with --listen `listen` (port 0), --db `db`, `extra` flags and a port file
+// in `dir` (its output goes to dir/server.out and dir/server.err), and waits up to 20 s for the
+// port it bound. DeadlineExceeded, with the server's stderr, when it does not report one.
+absl::StatusOr<ServerProcess> StartServerProcess(const std::string& server_bin,
+                                                 const std::string& dir, const std::string& db,
+                                                 const std::vector<std::string>& extra,
+                                                 const std::string& listen = "127.0.0.1:0");
+
 }  // namespace tessel::testing
 
 #endif  // TESSEL_TESTS_TESTING_PROCESS_H_
