@@ -189,6 +189,8 @@ LookupResult FromLookupResponse(const tessel::v1::LookupResponse& response) {
   r.tuned_dims = response.tuned_dims();
   r.tuned_target = response.tuned_target();
   r.source = "server";
+  r.adapted = response.adapted();
+  r.adaptation = response.adaptation();
   return r;
 }
 

@@ -49,6 +49,10 @@ struct LookupResult {
   std::string tuned_dims;  // canonical dims of the tuned workload (empty for default)
   std::string tuned_target;
   std::string source;  // "cache" | "snapshot" | "server" | "local-cache"
+  // The server adapted the tuned config to the asked workload (LookupResponse.adapted); what
+  // changed, e.g. "block_k 8->4". A snapshot answer is never adapted (see docs/design-notes.md).
+  bool adapted = false;
+  std::string adaptation;
 };
 
 // A server's Lookup answer as a LookupResult with source "server".

@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/workload.h"
 #include "schema/vocab.h"
 #include "search/stopping.h"
 #include "server/store.h"
@@ -410,6 +411,34 @@ TEST_F(SchedulerTest, ABestWhoseReMeasureDisagreesWithItsTimeIsNotPublished) {
   EXPECT_NE(done.best().config(), flattered);
   EXPECT_GE(done.best().time_ns(), kFastNs);
   EXPECT_THAT(done.message(), HasSubstr("failed verification"));
+}
+
+TEST_F(SchedulerTest, EveryLookupAnswerIsValidForTheAskedWorkloadAdaptedWhenItHadToBe) {
+  v1::Job tuned;
+  const std::string worker = RegisterWorker();
+  ASSERT_NO_FATAL_FAILURE(TuneToCompletion(Job(Gemm(1024, 1024, 1024), 12), worker, tuned));
+  int adapted = 0;
+  for (const v1::Workload& asked :
+       {Gemm(512, 512, 512), Gemm(256, 256, 256), Gemm(128, 128, 128), Gemm(4096, 1024, 256),
+        Gemm(1024, 1024, 1024, "snc3"), Gemm(64, 64, 64, "snc3")}) {
+    auto found = LookupWorkload(asked);
+    ASSERT_TRUE(found.ok()) << found.status();
+    auto resolved = kernels::Resolve(asked);
+    ASSERT_TRUE(resolved.ok());
+    auto space = resolved->kernel->SpaceFor(resolved->problem, resolved->target);
+    ASSERT_TRUE(space.ok());
+    auto config = Config::Parse(found->config());
+    ASSERT_TRUE(config.ok()) << found->config();
+    EXPECT_TRUE(space->Validate(*config).ok())
+        << found->match() << " answer for " << asked.ShortDebugString() << ": "
+        << space->Validate(*config).message();
+    if (found->match() != "default" && found->config() != tuned.best().config()) {
+      EXPECT_TRUE(found->adapted()) << asked.ShortDebugString();
+      EXPECT_FALSE(found->adaptation().empty());
+    }
+    adapted += found->adapted();
+  }
+  EXPECT_GT(adapted, 0) << "a 1024^3 config needs adapting for some of these shapes";
 }
 
 TEST_F(SchedulerTest, AnExpiredLeaseIsRecordedAsWorkerLostAndRetriedWithoutCharge) {

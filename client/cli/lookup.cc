@@ -56,7 +56,8 @@ class LookupCommand final : public Command {
                   {"config", found.config},         {"match", found.match},
                   {"time_ns", found.time_ns},       {"stale", found.stale},
                   {"snapshot", found.snapshot_id},  {"job_id", found.job_id},
-                  {"tuned_dims", found.tuned_dims}, {"tuned_target", found.tuned_target}};
+                  {"tuned_dims", found.tuned_dims}, {"tuned_target", found.tuned_target},
+                  {"adapted", found.adapted},       {"adaptation", found.adaptation}};
       if (from_snapshot) out["source"] = found.source;
       PrintJson(out);
       return;
@@ -65,6 +66,7 @@ class LookupCommand final : public Command {
                              workload_.target, found.config);
     std::cout << fmt::format("  match: {}{}", found.match, found.stale ? " (stale)" : "");
     if (found.time_ns > 0) std::cout << fmt::format(", {}", HumanTime(found.time_ns));
+    if (found.adapted) std::cout << fmt::format(", adapted ({})", found.adaptation);
     if (from_snapshot && found.snapshot_id > 0) {
       std::cout << fmt::format(", tuned at {} on {}, snapshot {}", found.tuned_dims,
                                found.tuned_target, found.snapshot_id);
