@@ -1,7 +1,6 @@
 #include "server/catalog.h"
 
 #include <algorithm>
-#include <cmath>
 #include <tuple>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "schema/strings.h"
 #include "schema/vocab.h"
 #include "schema/workload_key.h"
+#include "server/report_check.h"
 #include "sim/target.h"
 
 namespace tessel::server {
@@ -197,9 +197,9 @@ absl::StatusOr<BestRecord> CheckedImport(const v1::BestConfig& b) {
   }
   const double roofline_ns =
       kernels::RooflineNs(*resolved.kernel, resolved.problem, resolved.target);
-  if (!std::isfinite(b.time_ns()) || !(b.time_ns() > 0) || b.time_ns() < roofline_ns) {
-    return absl::InvalidArgumentError(
-        StrCat("time_ns ", b.time_ns(), " is impossible (the roofline is ", roofline_ns, " ns)"));
+  if (std::optional<std::string> why =
+          ImplausibleTime(b.time_ns(), roofline_ns, /*noise_sigma=*/0, "time_ns")) {
+    return absl::InvalidArgumentError(*why);
   }
   BestRecord record;
   record.workload = WorkloadRecord{b.kernel(), dims.Canonical(), dtype, b.target()};

@@ -21,6 +21,13 @@ namespace tessel::server {
 std::optional<std::string> ImplausibleReport(const v1::TrialResult& result, double roofline_ns,
                                              double noise_sigma);
 
+// Why `time_ns` cannot be a measured time of a workload whose roofline is `roofline_ns` (0:
+// unknown), with relative noise `noise_sigma`: not a finite positive number, or faster than the
+// roofline allows (PlausibleNoiseFloor). nullopt when it can. `what` names it in the reason.
+// The one roofline rule, for reports and for imported results alike.
+std::optional<std::string> ImplausibleTime(double time_ns, double roofline_ns, double noise_sigma,
+                                           const std::string& what);
+
 }  // namespace tessel::server
 
 #endif  // TESSEL_SERVER_REPORT_CHECK_H_

@@ -192,7 +192,8 @@ TEST_F(LookupIntegrationTest, ImportRefusesInvalidRecordsWithTheirReasonsAndImpo
   EXPECT_EQ(imported->imported(), 1);
   ASSERT_EQ(imported->refused_size(), 4);
   const char* const reasons[] = {"unknown kernel 'nope'", "parameter tile_m=7 is not one of",
-                                 "is impossible (the roofline is", "block_n=2 is redundant"};
+                                 "time_ns of 0.5 ns beats the workload's roofline",
+                                 "block_n=2 is redundant"};
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(imported->refused(i).index(), i);
     EXPECT_THAT(imported->refused(i).reason(), HasSubstr(reasons[i])) << i;
