@@ -63,8 +63,13 @@ std::string SnapshotWithTunedShapes() {
       Dims dims{{"M", int64_t{1} << pick(rng)},
                 {"N", int64_t{1} << pick(rng)},
                 {"K", int64_t{1} << pick(rng)}};
+      // Full configs (libtessel checks each answer against the asked workload's space); block_m
+      // up to 16, so answers for smaller shapes are adapted.
       AddBest(contents, "matmul", dims,
-              "tile_m=128,tile_n=512,tile_k=128,block_m=" + std::to_string(i % 16 + 1), 1000 + i);
+              "tile_m=128,tile_n=512,tile_k=128,block_m=" + std::to_string(1 << (i % 5)) +
+                  ",block_n=1,block_k=1,loop_order=mnk,bufs=2,hoist=0,stationary=a,"
+                  "evict=vector,shards=1",
+              1000 + i);
     }
     auto* d = contents.add_defaults();
     d->set_kernel("matmul");

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <tuple>
 
+#include "kernels/adapt.h"
+#include "kernels/workload.h"
 #include "schema/graded_match.h"
 #include "schema/sqlite.h"
 #include "schema/status_macros.h"
@@ -213,27 +215,48 @@ LookupResult Snapshot::FromEntry(const tessel::v1::BestConfig& entry, MatchLevel
 
 absl::StatusOr<LookupResult> Snapshot::Find(std::string_view kernel, const Dims& dims,
                                             std::string_view dtype, std::string_view target) const {
-  if (auto it = exact_.find(WorkloadKey(kernel, dims, dtype, target)); it != exact_.end()) {
-    return FromEntry(entries_[it->second], MatchLevel::kExact);
-  }
-  if (auto it = by_kernel_.find(std::string(kernel)); it != by_kernel_.end()) {
-    GradedMatcher matcher(dims, dtype, target);
-    for (size_t index : it->second) {
-      const auto& entry = entries_[index];
-      matcher.Offer(index, entry.dims(), entry.dtype(), entry.target(), entry_logs_[index]);
-    }
-    const GradedMatch match = matcher.Result();
-    if (match.candidate) return FromEntry(entries_[*match.candidate], match.level);
-  }
-  if (auto it = defaults_.find(DefaultsKey(kernel, dtype, target)); it != defaults_.end()) {
+  TESSEL_ASSIGN_OR_RETURN(const kernels::ResolvedWorkload asked,
+                          kernels::Resolve({.kernel = std::string(kernel),
+                                            .dims = dims,
+                                            .dtype = std::string(dtype),
+                                            .target = std::string(target)}));
+  // The serving rule the server runs (kernels::ServeGraded) over `indices` of entries_.
+  auto serve = [&](const std::vector<size_t>& indices) {
+    return kernels::ServeGraded(
+        asked,
+        {.count = indices.size(),
+         .offer =
+             [&](GradedMatcher& matcher, size_t i) {
+               const auto& entry = entries_[indices[i]];
+               matcher.Offer(i, entry.dims(), entry.dtype(), entry.target(),
+                             entry_logs_[indices[i]]);
+             },
+         .config = [&](size_t i) -> std::string_view { return entries_[indices[i]].config(); }});
+  };
+  auto answer = [&](const std::vector<size_t>& indices, const kernels::ServedConfig& served) {
     LookupResult r;
-    r.config = it->second;
-    r.match = std::string(MatchLevelName(MatchLevel::kDefault));
-    r.source = "snapshot";
+    if (served.candidate) {
+      r = FromEntry(entries_[indices[*served.candidate]], served.level);
+    } else {
+      r.match = std::string(MatchLevelName(MatchLevel::kDefault));
+      r.source = "snapshot";
+    }
+    r.config = served.usable.config.ToString();
+    r.adapted = !served.usable.changes.empty();
+    r.adaptation = StrJoin(served.usable.changes, ", ");
     return r;
+  };
+  const std::string exact_key = WorkloadKey(kernel, dims, asked.problem.dtype, asked.target.name);
+  if (auto it = exact_.find(exact_key); it != exact_.end()) {
+    const std::vector<size_t> indices = {it->second};
+    TESSEL_ASSIGN_OR_RETURN(const kernels::ServedConfig served, serve(indices));
+    if (served.level == MatchLevel::kExact) return answer(indices, served);
   }
-  return absl::NotFoundError(StrCat("snapshot ", snapshot_id_, " knows nothing of kernel '", kernel,
-                                    "' with dtype ", dtype, " on ", target));
+  static const std::vector<size_t> kNone;
+  auto it = by_kernel_.find(std::string(kernel));
+  const std::vector<size_t>& indices = it == by_kernel_.end() ? kNone : it->second;
+  TESSEL_ASSIGN_OR_RETURN(const kernels::ServedConfig served, serve(indices));
+  return answer(indices, served);
 }
 
 tessel::v1::ExportResponse Snapshot::ToExport() const {

@@ -49,8 +49,8 @@ struct LookupResult {
   std::string tuned_dims;  // canonical dims of the tuned workload (empty for default)
   std::string tuned_target;
   std::string source;  // "cache" | "snapshot" | "server" | "local-cache"
-  // The server adapted the tuned config to the asked workload (LookupResponse.adapted); what
-  // changed, e.g. "block_k 8->4". A snapshot answer is never adapted (see docs/design-notes.md).
+  // The tuned config was adapted to the asked workload (kernels::AdaptConfig); what
+  // changed, e.g. "block_k 8->4".
   bool adapted = false;
   std::string adaptation;
 };
@@ -65,9 +65,12 @@ class Snapshot {
   // versions when the file's format version differs from kSnapshotFormatVersion.
   static absl::StatusOr<std::unique_ptr<Snapshot>> Open(const std::string& path);
 
-  // Best answer for the workload: exact, else nearest (same kernel, dtype and target, smallest
-  // DimsDistance), else other_target (same kernel, dims and dtype), else the kernel's default
-  // for (dtype, target). NotFound when the snapshot knows nothing of the kernel at all.
+  // Best answer for the workload, by the server's serving rule (kernels::ServeGraded): exact,
+  // else nearest (same kernel, dtype and target, smallest DimsDistance), else other_target (same
+  // kernel, dims and dtype), skipping entries whose config is invalid for the asked workload even
+  // after kernels::AdaptConfig, else the kernel's default for the asked workload. Every answer is
+  // valid for the asked workload (adapted says when it was changed to be). InvalidArgument when
+  // the workload does not resolve (an unknown kernel or target, bad dims or dtype).
   absl::StatusOr<LookupResult> Find(std::string_view kernel, const Dims& dims,
                                     std::string_view dtype, std::string_view target) const;
 

@@ -39,13 +39,27 @@ tessel::v1::BestConfig Best(const std::string& dims, const std::string& target,
   return b;
 }
 
+// Matmul configs, each valid for the workload it is stored under below.
+constexpr char kTuned1024[] =
+    "tile_m=128,tile_n=512,tile_k=128,block_m=4,block_n=2,block_k=8,loop_order=mnk,bufs=2,"
+    "hoist=1,stationary=a,evict=scalar,shards=2";
+constexpr char kTuned4096[] =
+    "tile_m=128,tile_n=512,tile_k=128,block_m=8,block_n=2,block_k=4,loop_order=mnk,bufs=2,"
+    "hoist=1,stationary=a,evict=scalar,shards=2";
+constexpr char kTuned512Snc3[] =
+    "tile_m=64,tile_n=256,tile_k=128,block_m=2,block_n=2,block_k=2,loop_order=mnk,bufs=2,"
+    "hoist=0,stationary=a,evict=vector,shards=4";
+constexpr char kDefault[] =
+    "tile_m=128,tile_n=512,tile_k=128,block_m=1,block_n=1,block_k=1,loop_order=mnk,bufs=2,"
+    "hoist=0,stationary=a,evict=vector,shards=1";
+
 tessel::v1::ExportResponse Contents() {
   tessel::v1::ExportResponse c;
   c.set_snapshot_id(3);
-  *c.add_best() = Best("K=1024,M=1024,N=1024", "snc2", "tile_m=128,block_m=4", 100);
-  *c.add_best() = Best("K=4096,M=4096,N=4096", "snc2", "tile_m=128,block_m=16", 900);
-  *c.add_best() = Best("K=512,M=512,N=512", "snc3", "tile_m=64,block_m=2", 10);
-  *c.add_best() = Best("K=256,M=256,N=256", "snc2", "tile_m=32", 5, /*kernel_version=*/0);
+  *c.add_best() = Best("K=1024,M=1024,N=1024", "snc2", kTuned1024, 100);
+  *c.add_best() = Best("K=4096,M=4096,N=4096", "snc2", kTuned4096, 900);
+  *c.add_best() = Best("K=512,M=512,N=512", "snc3", kTuned512Snc3, 10);
+  *c.add_best() = Best("K=256,M=256,N=256", "snc2", kDefault, 5, /*kernel_version=*/0);
   auto* v = c.add_kernels();
   v->set_name("matmul");
   v->set_version(1);
@@ -56,7 +70,7 @@ tessel::v1::ExportResponse Contents() {
   d->set_kernel("matmul");
   d->set_dtype("bf16");
   d->set_target("snc2");
-  d->set_config("tile_m=128,block_m=1");
+  d->set_config(kDefault);
   return c;
 }
 
@@ -73,7 +87,8 @@ TEST(SnapshotTest, EachMatchLevelIsReturnedWhereItApplies) {
   auto exact = (*snapshot)->Find("matmul", D("N=1024,M=1024,K=1024"), "bf16", "snc2");
   ASSERT_TRUE(exact.ok());
   EXPECT_EQ(exact->match, "exact");
-  EXPECT_EQ(exact->config, "tile_m=128,block_m=4");
+  EXPECT_EQ(exact->config, kTuned1024);
+  EXPECT_FALSE(exact->adapted);
   EXPECT_EQ(exact->job_id, 7);
   EXPECT_FALSE(exact->stale);
 
@@ -86,20 +101,72 @@ TEST(SnapshotTest, EachMatchLevelIsReturnedWhereItApplies) {
   auto other = (*snapshot)->Find("matmul", D("M=512,N=512,K=512"), "bf16", "snc2");
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(other->match, "nearest") << "same-target neighbours beat another target";
-  auto cross = (*snapshot)->Find("matmul", D("M=512,N=512,K=512"), "bf16", "snc2-nope");
+
+  // The only snc3 entry is 512^3, however far; for 8^3 (one tile each way) its blocking factors
+  // and shards shrink to what exists.
+  auto only_neighbour = (*snapshot)->Find("matmul", D("M=8,N=8,K=8"), "bf16", "snc3");
+  ASSERT_TRUE(only_neighbour.ok()) << only_neighbour.status();
+  EXPECT_EQ(only_neighbour->match, "nearest");
+  EXPECT_EQ(only_neighbour->tuned_dims, "K=512,M=512,N=512");
+  EXPECT_TRUE(only_neighbour->adapted);
+  EXPECT_EQ(only_neighbour->adaptation, "block_m 2->1, block_n 2->1, block_k 2->1, shards 4->1");
+
+  auto fp32 = (*snapshot)->Find("matmul", D("M=8,N=8,K=8"), "fp32", "snc2");
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_EQ(fp32->match, "default") << "no fp32 entries: the kernel's default for the workload";
+
+  for (const auto& [kernel, target] : std::vector<std::pair<std::string, std::string>>{
+           {"conv9d", "snc2"}, {"matmul", "snc2-nope"}}) {
+    auto unknown = (*snapshot)->Find(kernel, D("M=1,N=1,K=1"), "bf16", target);
+    EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument) << kernel << target;
+  }
+}
+
+// Tuned on snc3 with 4 shards, asked on snc2 (2 cores): served as other_target, with the shards
+// capped, never as the invalid config itself (issue 15).
+TEST(SnapshotTest, AnotherTargetsConfigIsAdaptedToTheAskedTarget) {
+  tessel::v1::ExportResponse c = Contents();
+  c.clear_best();
+  *c.add_best() = Best("K=512,M=512,N=512", "snc3", kTuned512Snc3, 10);
+  const std::string path = TempPath("other-target.snapshot");
+  ASSERT_TRUE(WriteSnapshot(c, path).ok());
+  auto snapshot = Snapshot::Open(path);
+  ASSERT_TRUE(snapshot.ok());
+  auto cross = (*snapshot)->Find("matmul", D("M=512,N=512,K=512"), "bf16", "snc2");
   ASSERT_TRUE(cross.ok()) << cross.status();
   EXPECT_EQ(cross->match, "other_target");
   EXPECT_EQ(cross->tuned_target, "snc3");
+  EXPECT_TRUE(cross->adapted);
+  EXPECT_EQ(cross->adaptation, "shards 4->2");
+  EXPECT_THAT(cross->config, HasSubstr("shards=2"));
+}
 
-  auto fallback = (*snapshot)->Find("matmul", D("M=8,N=8,K=8"), "fp32", "snc2");
-  EXPECT_FALSE(fallback.ok()) << "no fp32 entries and no fp32 default";
-  auto only_neighbour = (*snapshot)->Find("matmul", D("M=8,N=8,K=8"), "bf16", "snc3");
-  ASSERT_TRUE(only_neighbour.ok());
-  EXPECT_EQ(only_neighbour->match, "nearest") << "512^3 is the only snc3 entry, however far";
-  EXPECT_EQ(only_neighbour->tuned_dims, "K=512,M=512,N=512");
-
-  auto unknown = (*snapshot)->Find("conv9d", D("M=1"), "bf16", "snc2");
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+// A stored config no rule can make valid (an unknown param) is never served: the next graded
+// candidate is, and with none left the kernel's default for the asked workload.
+TEST(SnapshotTest, AnUnusableConfigGivesWayToTheNextCandidateThenTheDefault) {
+  tessel::v1::ExportResponse c = Contents();
+  c.clear_best();
+  *c.add_best() = Best("K=1024,M=1024,N=1024", "snc2", "tile_m=7,garbage=yes", 1);
+  *c.add_best() = Best("K=4096,M=4096,N=4096", "snc2", kTuned4096, 900);
+  const std::string path = TempPath("unusable.snapshot");
+  ASSERT_TRUE(WriteSnapshot(c, path).ok());
+  auto snapshot = Snapshot::Open(path);
+  ASSERT_TRUE(snapshot.ok());
+  auto exact = (*snapshot)->Find("matmul", D("M=1024,N=1024,K=1024"), "bf16", "snc2");
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->match, "nearest") << "the garbage exact entry is skipped";
+  EXPECT_EQ(exact->tuned_dims, "K=4096,M=4096,N=4096");
+  auto snc3 = (*snapshot)->Find("matmul", D("M=1024,N=1024,K=1024"), "bf16", "snc3");
+  ASSERT_TRUE(snc3.ok()) << snc3.status();
+  EXPECT_EQ(snc3->match, "default") << "the garbage entry is not served as other_target either";
+  c.mutable_best()->RemoveLast();
+  ASSERT_TRUE(WriteSnapshot(c, path).ok());
+  snapshot = Snapshot::Open(path);
+  ASSERT_TRUE(snapshot.ok());
+  auto fallback = (*snapshot)->Find("matmul", D("M=1024,N=1024,K=1024"), "bf16", "snc2");
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_EQ(fallback->match, "default");
+  EXPECT_EQ(fallback->config, kDefault);
 }
 
 TEST(SnapshotTest, DefaultIsUsedWhenNothingOfTheKernelIsTunedThere) {
@@ -112,7 +179,7 @@ TEST(SnapshotTest, DefaultIsUsedWhenNothingOfTheKernelIsTunedThere) {
   auto found = (*snapshot)->Find("matmul", D("M=8,N=8,K=8"), "bf16", "snc2");
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(found->match, "default");
-  EXPECT_EQ(found->config, "tile_m=128,block_m=1");
+  EXPECT_EQ(found->config, kDefault);
   EXPECT_EQ(found->time_ns, 0);
 }
 
@@ -182,7 +249,7 @@ TEST(LookupTest, ASnapshotAloneAnswersWithNoServerAndCachesInProcess) {
   const LookupResult* prepared =
       (*lookup)->FindPrepared(WorkloadKey("matmul", dims, "bf16", "snc2"));
   ASSERT_NE(prepared, nullptr);
-  EXPECT_EQ(prepared->config, "tile_m=128,block_m=4");
+  EXPECT_EQ(prepared->config, kTuned1024);
   EXPECT_EQ((*lookup)->counters().cache_hits, 1);
   EXPECT_EQ((*lookup)->counters().snapshot_answers, 1);
 }
@@ -200,7 +267,7 @@ TEST(LookupTest, ConcurrentLookupsAllAnswerAndAreEachCountedOnce) {
       for (int i = 0; i < kLookups; ++i) {
         const int64_t m = 1100 + (i * (t + 1)) % kShapes;  // untuned: the snapshot says nearest
         auto r = (*lookup)->Find("matmul", Dims{{"M", m}, {"N", 1024}, {"K", 1024}});
-        if (!r.ok() || r->match != "nearest" || r->config != "tile_m=128,block_m=4") ++wrong;
+        if (!r.ok() || r->match != "nearest" || r->config != kTuned1024) ++wrong;
       }
     });
   }

@@ -4,8 +4,10 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel::kernels {
@@ -86,6 +88,35 @@ absl::StatusOr<AdaptedConfig> AdaptConfig(const Space& space, const Config& conf
     }
   }
   return adapted;
+}
+
+absl::StatusOr<ServedConfig> ServeGraded(const ResolvedWorkload& asked,
+                                         const GradedCandidates& candidates) {
+  TESSEL_ASSIGN_OR_RETURN(const Space space, asked.kernel->SpaceFor(asked.problem, asked.target));
+  GradedMatcher matcher(asked.problem.dims, asked.problem.dtype, asked.target.name);
+  for (size_t i = 0; i < candidates.count; ++i) candidates.offer(matcher, i);
+  // Candidates often share configs: each distinct config is checked once.
+  std::map<std::string_view, std::optional<AdaptedConfig>> checked;
+  // The graded best is usually usable: the full ranking is only sorted when it is not.
+  const GradedMatch first = matcher.Result();
+  std::vector<GradedMatch> ranked;
+  if (first.candidate) ranked.push_back(first);
+  for (size_t next = 0; next < ranked.size(); ++next) {
+    const GradedMatch& match = ranked[next];
+    const std::string_view text = candidates.config(*match.candidate);
+    auto [it, inserted] = checked.try_emplace(text);
+    if (inserted) {
+      if (absl::StatusOr<Config> config = Config::Parse(text); config.ok()) {
+        if (absl::StatusOr<AdaptedConfig> usable = AdaptConfig(space, *config); usable.ok()) {
+          it->second = *std::move(usable);
+        }
+      }
+    }
+    if (it->second) return ServedConfig{match.candidate, match.level, *it->second};
+    if (next == 0) ranked = matcher.Ranked();  // starts with `first` again
+  }
+  return ServedConfig{std::nullopt, MatchLevel::kDefault,
+                      AdaptedConfig{asked.kernel->Default(asked.problem, asked.target), {}}};
 }
 
 }  // namespace tessel::kernels

@@ -5,12 +5,19 @@
 #ifndef TESSEL_KERNELS_ADAPT_H_
 #define TESSEL_KERNELS_ADAPT_H_
 
+#include <cstddef>
+#include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/kernel.h"
+#include "kernels/workload.h"
+#include "schema/graded_match.h"
 #include "schema/key.h"
+#include "schema/vocab.h"
 
 namespace tessel::kernels {
 
@@ -30,6 +37,30 @@ bool IsShrinkableParam(const std::string& name);
 // to the earlier params). InvalidArgument with the original reason when no such config exists
 // (a non-shrinkable param is invalid here, or shrinking does not help).
 absl::StatusOr<AdaptedConfig> AdaptConfig(const Space& space, const Config& config);
+
+// What a graded lookup serves for an asked workload: the stored candidate it chose (none for
+// the kernel's default), the match level, and the config made usable for the asked workload.
+struct ServedConfig {
+  std::optional<size_t> candidate;
+  MatchLevel level = MatchLevel::kDefault;
+  AdaptedConfig usable;
+};
+
+// The stored bests a graded lookup chooses from, as ids 0..count-1: `offer` offers id `i` to the
+// matcher (with the workload it was tuned for), and `config` gives its stored config string
+// (which must stay valid for the duration of the call).
+struct GradedCandidates {
+  size_t count = 0;
+  std::function<void(GradedMatcher&, size_t)> offer;
+  std::function<std::string_view(size_t)> config;
+};
+
+// The one serving rule of the server's Lookup and libtessel's snapshot reader: the graded match
+// (schema/graded_match.h) among `candidates`, skipping each whose config is unusable for `asked`
+// even after AdaptConfig, and finally the kernel's default for `asked`. Every config it returns
+// is valid in `asked`'s space. Fails only when `asked` has no space (a bad workload).
+absl::StatusOr<ServedConfig> ServeGraded(const ResolvedWorkload& asked,
+                                         const GradedCandidates& candidates);
 
 }  // namespace tessel::kernels
 

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "schema/key.h"
 #include "schema/vocab.h"
@@ -45,6 +46,11 @@ class GradedMatcher {
 
   // The best match among the candidates offered so far.
   GradedMatch Result() const;
+  // Every candidate offered so far that matches at some level, best first: the exact ones, the
+  // nearest by distance, then other_target; ties in the order offered. Result() is the first
+  // (kDefault with no candidate when this is empty). For callers that must skip candidates
+  // they cannot use, in one pass.
+  std::vector<GradedMatch> Ranked() const;
 
  private:
   std::string canonical_;
@@ -55,6 +61,12 @@ class GradedMatcher {
   std::optional<size_t> nearest_;
   double nearest_distance_ = std::numeric_limits<double>::infinity();
   std::optional<size_t> other_target_;
+  struct Matched {
+    MatchLevel level;
+    double distance;  // 0 unless nearest
+    size_t id;
+  };
+  std::vector<Matched> matched_;  // in offer order
 };
 
 }  // namespace tessel

@@ -34,6 +34,15 @@ GradedMatch Match(const std::vector<Stored>& stored) {
   return matcher.Result();
 }
 
+std::vector<GradedMatch> Ranked(const std::vector<Stored>& stored) {
+  GradedMatcher matcher(*Dims::Parse("M=1024,N=1024,K=1024"), "bf16", "snc2");
+  for (size_t i = 0; i < stored.size(); ++i) {
+    const Dims d = *Dims::Parse(stored[i].dims);
+    matcher.Offer(i, d.Canonical(), stored[i].dtype, stored[i].target, DimsLogs(d));
+  }
+  return matcher.Ranked();
+}
+
 TEST(GradedMatchTest, ChoosesTheBestLevelAndTheFirstBestCandidate) {
   const Case cases[] = {
       {"exact wins over everything and ignores dim order",
@@ -74,7 +83,35 @@ TEST(GradedMatchTest, ChoosesTheBestLevelAndTheFirstBestCandidate) {
     const GradedMatch match = Match(c.stored);
     EXPECT_EQ(match.level, c.level) << c.what;
     EXPECT_EQ(match.candidate, c.candidate) << c.what;
+    // Ranked() starts with Result().
+    const std::vector<GradedMatch> ranked = Ranked(c.stored);
+    if (c.candidate) {
+      ASSERT_FALSE(ranked.empty()) << c.what;
+      EXPECT_EQ(ranked.front().level, c.level) << c.what;
+      EXPECT_EQ(ranked.front().candidate, c.candidate) << c.what;
+    } else {
+      EXPECT_TRUE(ranked.empty()) << c.what;
+    }
   }
+}
+
+TEST(GradedMatchTest, RankedListsEveryMatchBestFirstWithTiesInOfferOrder) {
+  const std::vector<Stored> stored = {
+      {"M=1024,N=1024,K=1024", "bf16", "snc3"},  // 0: other_target
+      {"M=4096,N=1024,K=1024", "bf16", "snc2"},  // 1: nearest, distance 2
+      {"M=2048,N=1024,K=1024", "bf16", "snc2"},  // 2: nearest, distance 1
+      {"M=1024,N=1024,K=1024", "fp32", "snc2"},  // 3: another dtype, never
+      {"M=512,N=1024,K=1024", "bf16", "snc2"},   // 4: nearest, distance 1 (after 2)
+      {"M=1024,N=1024,K=1024", "bf16", "snc2"},  // 5: exact
+      {"rows=4,cols=4", "bf16", "snc2"},         // 6: other dim names, never
+  };
+  std::vector<std::pair<MatchLevel, size_t>> got;
+  for (const GradedMatch& m : Ranked(stored)) got.emplace_back(m.level, *m.candidate);
+  const std::vector<std::pair<MatchLevel, size_t>> want = {
+      {MatchLevel::kExact, 5},   {MatchLevel::kNearest, 2},     {MatchLevel::kNearest, 4},
+      {MatchLevel::kNearest, 1}, {MatchLevel::kOtherTarget, 0},
+  };
+  EXPECT_EQ(got, want);
 }
 
 TEST(GradedMatchTest, OfferSaysWhenItWasExactAndTheDimsOverloadAgrees) {

@@ -69,56 +69,46 @@ absl::StatusOr<v1::LookupResponse> Catalog::LookupUncached(
     response.set_stale(best.kernel_version != resolved.kernel->version() ||
                        (target.ok() && best.target_version != target->version));
   };
-  // A stored config is served only as it is valid for the asked workload, or adapted to it.
-  absl::StatusOr<kernels::Space> space =
-      resolved.kernel->SpaceFor(resolved.problem, resolved.target);
-  if (!space.ok()) return space.status();
-  auto serve = [&](const BestRecord& best, MatchLevel match) {
-    absl::StatusOr<Config> config = Config::Parse(best.config);
-    if (!config.ok()) return false;
-    absl::StatusOr<kernels::AdaptedConfig> usable = kernels::AdaptConfig(*space, *config);
-    if (!usable.ok()) return false;
-    fill(best, match);
-    if (!usable->changes.empty()) {
-      response.set_config(usable->config.ToString());
-      response.set_adapted(true);
-      response.set_adaptation(StrJoin(usable->changes, ", "));
+  // A stored config is served only as it is valid for the asked workload, or adapted to it
+  // (kernels::ServeGraded, the rule libtessel's snapshot reader runs too).
+  auto answer = [&](const std::vector<BestRecord>& rows,
+                    const kernels::ServedConfig& served) -> v1::LookupResponse {
+    if (served.candidate) {
+      fill(rows[*served.candidate], served.level);
+    } else {
+      response.set_match(std::string(MatchLevelName(MatchLevel::kDefault)));
     }
-    return true;
+    response.set_config(served.usable.config.ToString());
+    if (!served.usable.changes.empty()) {
+      response.set_adapted(true);
+      response.set_adaptation(StrJoin(served.usable.changes, ", "));
+    }
+    return response;
+  };
+  auto serve = [&](const std::vector<BestRecord>& rows) {
+    return kernels::ServeGraded(
+        resolved, {.count = rows.size(),
+                   .offer =
+                       [&rows](GradedMatcher& matcher, size_t i) {
+                         const WorkloadRecord& tuned = rows[i].workload;
+                         auto dims = Dims::Parse(tuned.dims);
+                         matcher.Offer(i, tuned.dims, tuned.dtype, tuned.target,
+                                       dims.ok() ? DimsLogs(*dims) : DimsLogs());
+                       },
+                   .config = [&rows](size_t i) -> std::string_view { return rows[i].config; }});
   };
   // The exact workload is one indexed query; the other levels need every best of the kernel.
   auto exact = store_->LatestBest(workload, snapshot_id);
   if (!exact.ok()) return exact.status();
-  if (*exact && serve(**exact, MatchLevel::kExact)) return response;
+  if (*exact) {
+    const std::vector<BestRecord> rows = {**exact};
+    TESSEL_ASSIGN_OR_RETURN(const kernels::ServedConfig served, serve(rows));
+    if (served.level == MatchLevel::kExact) return answer(rows, served);
+  }
   auto all = store_->BestForKernel(workload.kernel, snapshot_id);
   if (!all.ok()) return all.status();
-  std::vector<bool> unusable(all->size(), false);
-  if (*exact) {  // the exact best could not serve: do not offer it again
-    for (size_t i = 0; i < all->size(); ++i) {
-      unusable[i] = (*all)[i].workload.dims == workload.dims &&
-                    (*all)[i].workload.dtype == workload.dtype &&
-                    (*all)[i].workload.target == workload.target;
-    }
-  }
-  // The graded match among the candidates not found unusable yet, until one serves.
-  while (true) {
-    GradedMatcher matcher(resolved.problem.dims, workload.dtype, workload.target);
-    for (size_t i = 0; i < all->size(); ++i) {
-      if (unusable[i]) continue;
-      const WorkloadRecord& tuned = (*all)[i].workload;
-      auto dims = Dims::Parse(tuned.dims);
-      matcher.Offer(i, tuned.dims, tuned.dtype, tuned.target,
-                    dims.ok() ? DimsLogs(*dims) : DimsLogs());
-    }
-    const GradedMatch match = matcher.Result();
-    if (!match.candidate) break;
-    if (serve((*all)[*match.candidate], match.level)) return response;
-    unusable[*match.candidate] = true;
-  }
-  response = v1::LookupResponse();
-  response.set_config(resolved.kernel->Default(resolved.problem, resolved.target).ToString());
-  response.set_match(std::string(MatchLevelName(MatchLevel::kDefault)));
-  return response;
+  TESSEL_ASSIGN_OR_RETURN(const kernels::ServedConfig served, serve(*all));
+  return answer(*all, served);
 }
 
 absl::StatusOr<v1::ExportResponse> Catalog::Export(const v1::ExportRequest& request) {

@@ -198,6 +198,9 @@ absl::Status JobManager::Recover(JobEffects& effects) {
   if (!max_id.ok()) return max_id.status();
   next_trial_id_ = *max_id + 1;
 
+  // The results of a quarantined worker are measured again, not replayed.
+  auto quarantined = store_->QuarantinedWorkers();
+  if (!quarantined.ok()) return quarantined.status();
   std::vector<JobRecord> unfinished;
   for (JobState state : {JobState::kQueued, JobState::kRunning}) {
     auto jobs = store_->JobsInState(state);
@@ -234,11 +237,17 @@ absl::Status JobManager::Recover(JobEffects& effects) {
     for (const TrialRecord& t : *trials) {
       auto config = Config::Parse(t.config);
       if (!config.ok()) continue;
+      if (quarantined->count(t.worker_id) > 0) {
+        if (!t.is_verify && t.status == TrialStatus::kOk && j.tried.insert(t.config).second) {
+          j.queue.push_back(PendingTrial{next_trial_id_++, *config, t.is_default, false, {}, {}});
+        }
+        continue;
+      }
       if (t.is_verify) {
         verify_rows.push_back(t);
         continue;
       }
-      PendingTrial trial{t.id, *config, t.is_default, false, {}};
+      PendingTrial trial{t.id, *config, t.is_default, false, {}, {}};
       if (IsChargedToBudget(t.status)) {
         // A lost trial's config was never measured: leave it free to be proposed again.
         j.tried.insert(t.config);
@@ -249,7 +258,7 @@ absl::Status JobManager::Recover(JobEffects& effects) {
     if (!default_measured) {
       auto default_config = Config::Parse(record.default_config);
       if (default_config.ok()) {
-        j.queue.push_front(PendingTrial{next_trial_id_++, *default_config, true, false, {}});
+        j.queue.push_front(PendingTrial{next_trial_id_++, *default_config, true, false, {}, {}});
         j.tried.insert(record.default_config);
       }
     }
@@ -275,12 +284,12 @@ void JobManager::Add(std::unique_ptr<Job> job, std::vector<Config> seeds, JobEff
   Job& j = *job;
   auto default_config = Config::Parse(j.record.default_config);
   // Every job measures the default first, so the tuned result is never worse than untuned.
-  j.queue.push_back(PendingTrial{next_trial_id_++, *default_config, true, false, {}});
+  j.queue.push_back(PendingTrial{next_trial_id_++, *default_config, true, false, {}, {}});
   j.tried.insert(j.record.default_config);
   for (Config& seed : seeds) {
     if (static_cast<int>(j.queue.size()) >= j.record.budget) break;
     if (!j.tried.insert(seed.ToString()).second) continue;
-    j.queue.push_back(PendingTrial{next_trial_id_++, std::move(seed), false, false, {}});
+    j.queue.push_back(PendingTrial{next_trial_id_++, std::move(seed), false, false, {}, {}});
   }
   const int64_t id = j.record.id;
   jobs_[id] = std::move(job);
@@ -398,7 +407,7 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
     for (Config& config : configs) {
       std::string key = config.ToString();
       if (!job.tried.insert(key).second) continue;  // e.g. the default, measured already
-      job.queue.push_back(PendingTrial{next_trial_id_++, std::move(config), false, false, {}});
+      job.queue.push_back(PendingTrial{next_trial_id_++, std::move(config), false, false, {}, {}});
     }
   }
   const bool in_flight = !job.queue.empty() || !job.leased.empty();
@@ -423,7 +432,16 @@ void JobManager::Finalize(Job& job, JobEffects& effects) {
       effects.finished_jobs.push_back(job.record.id);
       return;
     }
-    job.queue.push_back(PendingTrial{next_trial_id_++, best.config, false, true, best.measured_by});
+    auto verifies_best = [&](const PendingTrial& t) {
+      return t.verify_final && t.config == best.config;
+    };
+    if (std::any_of(job.queue.begin(), job.queue.end(), verifies_best) ||
+        std::any_of(job.leased.begin(), job.leased.end(),
+                    [&](const auto& leased) { return verifies_best(leased.second); })) {
+      return;  // its verification (or a tie-break) is on its way
+    }
+    job.queue.push_back(
+        PendingTrial{next_trial_id_++, best.config, false, true, {best.measured_by}, {}});
     return;
   }
   job.phase = Job::Phase::kDone;
@@ -443,8 +461,9 @@ std::vector<v1::TrialSpec> JobManager::TakeTrials(const v1::WorkerInfo& worker, 
     }
     for (auto it = job.queue.begin();
          it != job.queue.end() && static_cast<int>(specs.size()) < max_trials;) {
-      if (alive_workers_ > 1 && !it->avoid_worker.empty() &&
-          it->avoid_worker == worker.worker_id()) {
+      if (alive_workers_ > static_cast<int>(it->avoid_workers.size()) &&
+          std::find(it->avoid_workers.begin(), it->avoid_workers.end(), worker.worker_id()) !=
+              it->avoid_workers.end()) {
         ++it;  // for another worker
         continue;
       }
@@ -527,38 +546,14 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
     // Not the config's fault: measure it again elsewhere.
     CountResult(status, job.counts);
     if (refill && job.phase != Job::Phase::kDone) {
-      job.queue.push_front(PendingTrial{next_trial_id_++, trial.config, trial.is_default,
-                                        trial.verify_final, trial.avoid_worker});
+      PendingTrial again = trial;
+      again.id = next_trial_id_++;
+      job.queue.push_front(std::move(again));
     }
     return;
   }
   if (trial.verify_final) {
-    if (!job.candidates.empty() && job.candidates.front().config == trial.config) {
-      Candidate& best = job.candidates.front();
-      const bool agree =
-          status == TrialStatus::kOk &&
-          MediansAgree(best.time_ns, result.time_ns(), options_.noise_sigma, options_.repeats);
-      if (status == TrialStatus::kOk && result.verified() && agree) {
-        best.verified = true;
-      } else {
-        spdlog::warn(
-            "job {}: best candidate {} failed verification: {}", job.record.id,
-            trial.config.ToString(),
-            status == TrialStatus::kOk && result.verified()
-                ? fmt::format("its time {} ns (worker {}) disagrees with the "
-                              "re-measured {} ns (worker {})",
-                              best.time_ns, best.measured_by, result.time_ns(), result.worker_id())
-                : result.message());
-        job.rejected++;
-        job.candidates.erase(job.candidates.begin());
-        if (job.best && job.best->config == trial.config) {
-          job.best.reset();
-          for (const Candidate& c : job.candidates) {
-            if (!job.best || Faster(c, *job.best)) job.best = c;
-          }
-        }
-      }
-    }
+    ApplyVerification(job, trial, status, result, effects);
     if (refill) Finalize(job, effects);
     return;
   }
@@ -578,6 +573,122 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
   job.strategy->Observe(std::span<const search::Observation>(&observation, 1));
   if (job.stop) job.stop->Record(status == TrialStatus::kOk, result.time_ns());
   if (refill) Refill(job, effects);
+}
+
+void JobManager::ApplyVerification(Job& job, const PendingTrial& trial, TrialStatus status,
+                                   const v1::TrialResult& result, JobEffects& effects) {
+  if (job.candidates.empty() || job.candidates.front().config != trial.config) return;
+  Candidate& best = job.candidates.front();
+  const bool measured = status == TrialStatus::kOk && result.verified();
+  auto agrees = [&](double time_ns) {
+    return MediansAgree(time_ns, result.time_ns(), options_.noise_sigma, options_.repeats);
+  };
+  auto quarantine = [&](const std::string& worker, double claimed_ns, double honest_ns) {
+    // One worker contradicting itself (the only one alive) is noise, not a lie.
+    if (worker.empty() || best.measured_by == result.worker_id()) return;
+    effects.quarantine.emplace_back(
+        worker, fmt::format("job {}: reported {} ns for {}, re-measured at {} ns", job.record.id,
+                            claimed_ns, trial.config.ToString(), honest_ns));
+  };
+  if (measured && agrees(best.time_ns)) {
+    best.verified = true;
+    // A tie-break that sides with the measurer: the first verifier was the outlier.
+    if (trial.dispute) {
+      quarantine(trial.dispute->verifier, trial.dispute->verified_ns, result.time_ns());
+    }
+    return;
+  }
+  if (measured && !trial.dispute && alive_workers_ > 2) {
+    // Two workers disagree: a third, neither of them, decides which one is the outlier.
+    job.queue.push_front(PendingTrial{
+        next_trial_id_++,
+        trial.config,
+        false,
+        true,
+        {best.measured_by, result.worker_id()},
+        Dispute{best.measured_by, best.time_ns, result.worker_id(), result.time_ns()}});
+    return;
+  }
+  const std::string why =
+      measured ? fmt::format(
+                     "its time {} ns (worker {}) disagrees with the re-measured {} ns "
+                     "(worker {})",
+                     best.time_ns, best.measured_by, result.time_ns(), result.worker_id())
+               : result.message();
+  spdlog::warn("job {}: best candidate {} failed verification: {}", job.record.id,
+               trial.config.ToString(), why);
+  // The measurer is the outlier: its time is replaced by this honest measurement (still to be
+  // verified by another worker), and its other results are measured again (DropWorkerResults).
+  auto replace_measurer = [&] {
+    quarantine(best.measured_by, best.time_ns, result.time_ns());
+    best = Candidate{result.time_ns(), trial.config, trial.id, false, result.worker_id()};
+    std::sort(job.candidates.begin(), job.candidates.end(), Faster);
+    job.best.reset();
+    for (const Candidate& c : job.candidates) {
+      if (!job.best || Faster(c, *job.best)) job.best = c;
+    }
+  };
+  // Two workers disagree and no third decides (or the tie-break sided with neither): without a
+  // third opinion, the faster report is the suspect, since a time too fast is what would be
+  // published. One worker contradicting itself is noise: the candidate is dropped.
+  const bool two_workers = best.measured_by != result.worker_id();
+  if (measured && trial.dispute && agrees(trial.dispute->verified_ns)) {
+    replace_measurer();  // the tie-break sides with the first verifier
+    return;
+  }
+  if (measured && !trial.dispute && two_workers) {
+    if (best.time_ns < result.time_ns()) {
+      replace_measurer();
+    } else {
+      // The verifier flattered the candidate: it is the suspect; the candidate stays, to be
+      // verified again elsewhere.
+      quarantine(result.worker_id(), result.time_ns(), best.time_ns);
+    }
+    return;
+  }
+  job.rejected++;
+  job.candidates.erase(job.candidates.begin());
+  if (job.best && job.best->config == trial.config) {
+    job.best.reset();
+    for (const Candidate& c : job.candidates) {
+      if (!job.best || Faster(c, *job.best)) job.best = c;
+    }
+  }
+}
+
+void JobManager::DropWorkerResults(const std::string& worker_id, JobEffects& effects) {
+  for (auto& [job_id, job_ptr] : jobs_) {
+    Job& job = *job_ptr;
+    if (job.phase == Job::Phase::kDone) continue;
+    int dropped = 0;
+    for (auto it = job.candidates.begin(); it != job.candidates.end();) {
+      if (it->measured_by != worker_id || it->verified) {
+        ++it;
+        continue;
+      }
+      const bool is_default = job.default_result && job.default_result->trial_id == it->trial_id;
+      if (is_default) job.default_result.reset();
+      job.queue.push_back(PendingTrial{next_trial_id_++, it->config, is_default, false, {}, {}});
+      it = job.candidates.erase(it);
+      ++dropped;
+    }
+    if (dropped == 0) continue;
+    // Measured again, not charged again (counted as retried); the order of candidates is rebuilt
+    // when the job finishes.
+    job.charged -= dropped;
+    job.counts.set_total(job.counts.total() - dropped);
+    job.counts.set_ok(job.counts.ok() - dropped);
+    job.counts.set_retried(job.counts.retried() + dropped);
+    job.phase = Job::Phase::kSearching;
+    job.best.reset();
+    for (const Candidate& c : job.candidates) {
+      if (!job.best || Faster(c, *job.best)) job.best = c;
+    }
+    spdlog::warn("job {}: {} result(s) of quarantined worker {} re-queued", job_id, dropped,
+                 worker_id);
+    effects.changed_jobs.push_back(job_id);
+    Refill(job, effects);
+  }
 }
 
 TrialRecord JobManager::RecordFor(const Job& job, const PendingTrial& trial, TrialStatus status,

@@ -37,6 +37,17 @@ struct JobEffects {
   std::vector<int64_t> finished_jobs;  // to conclude and publish
   std::vector<int64_t> changed_jobs;   // to notify watchers of
   std::vector<int64_t> running_jobs;   // to persist queued -> running
+  // Workers whose reports a re-measurement contradicted, with why: the scheduler stops leasing
+  // to them and hands their results back to DropWorkerResults.
+  std::vector<std::pair<std::string, std::string>> quarantine;
+};
+
+// Two workers disagree on a candidate's time: the measurer's time and the verifier's.
+struct Dispute {
+  std::string measurer;
+  double measured_ns = 0;
+  std::string verifier;
+  double verified_ns = 0;
 };
 
 // A trial of a job, queued or leased.
@@ -45,9 +56,12 @@ struct PendingTrial {
   Config config;
   bool is_default = false;
   bool verify_final = false;  // re-measure of a best candidate with verification forced
-  // A verify_final trial goes to another worker than the one that measured the candidate, while
-  // another is alive: a worker's word is not verification.
-  std::string avoid_worker;
+  // A verify_final trial goes to another worker than the ones named here (the candidate's
+  // measurer; for a tie-break also its first verifier) while enough workers are alive: a
+  // worker's word is not verification.
+  std::vector<std::string> avoid_workers;
+  // Set on a tie-break: the verify_final trial a third worker runs when two disagreed.
+  std::optional<Dispute> dispute;
 };
 
 // A submission checked and turned into a record (id not yet assigned), with its resolved
@@ -165,6 +179,10 @@ class JobManager {
   void LoseTrial(int64_t job_id, int64_t trial_id, const std::string& worker_id,
                  const std::string& why, JobEffects& effects);
 
+  // Drops the unverified results `worker_id` measured in every active job and re-queues their
+  // configs (not charged again), after the worker was quarantined.
+  void DropWorkerResults(const std::string& worker_id, JobEffects& effects);
+
   // The alive workers and their slots: the slots set how many trials each job keeps in flight
   // (Refill); with more than one worker, a verification avoids the worker it checks.
   void SetAliveWorkers(int workers, int slots);
@@ -183,6 +201,10 @@ class JobManager {
   // Trials one job may have queued or leased now (see Options::max_in_flight_per_job).
   int InFlightLimit() const;
   void Finalize(Job& job, JobEffects& effects);
+  // Applies a verify_final result to the job's best candidate: verified when it agrees, else a
+  // tie-break on a third worker, a quarantine of the outlier, or the candidate dropped.
+  void ApplyVerification(Job& job, const PendingTrial& trial, TrialStatus status,
+                         const v1::TrialResult& result, JobEffects& effects);
   // With refill false (replaying stored trials) it neither proposes nor re-queues.
   void Apply(Job& job, const PendingTrial& trial, const v1::TrialResult& result,
              JobEffects& effects, bool refill);

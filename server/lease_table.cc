@@ -65,6 +65,7 @@ v1::HeartbeatResponse LeaseTable::Heartbeat(const v1::HeartbeatRequest& request)
   }
   response.set_known(true);
   worker->second.info.set_last_heartbeat_unix_ms(NowUnixMs());
+  if (!worker->second.info.quarantine_reason().empty()) return response;  // holds no leases
   worker->second.info.set_state("alive");
   worker->second.lost = false;
   const int64_t lease_deadline = NowUnixMs() + options_.lease_ms;
@@ -85,6 +86,35 @@ std::vector<v1::WorkerInfo> LeaseTable::ListWorkers() const {
   return out;
 }
 
+std::vector<LeaseTable::Expired> LeaseTable::Quarantine(const std::string& worker_id,
+                                                        const std::string& why) {
+  auto worker = workers_.find(worker_id);
+  if (worker == workers_.end() || !worker->second.info.quarantine_reason().empty()) return {};
+  worker->second.lost = true;
+  worker->second.info.set_state("quarantined");
+  worker->second.info.set_quarantine_reason(why);
+  std::vector<Expired> released;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.worker_id != worker_id) {
+      ++it;
+      continue;
+    }
+    released.push_back(
+        Expired{it->first, std::move(it->second), StrCat("worker ", worker_id, " quarantined")});
+    it = leases_.erase(it);
+  }
+  worker->second.info.set_leased_trials(0);
+  return released;
+}
+
+std::optional<std::string> LeaseTable::QuarantineReason(const std::string& worker_id) const {
+  auto worker = workers_.find(worker_id);
+  if (worker == workers_.end() || worker->second.info.quarantine_reason().empty()) {
+    return std::nullopt;
+  }
+  return worker->second.info.quarantine_reason();
+}
+
 void LeaseTable::AddLeasedTrials(Worker& worker, int delta) {
   worker.info.set_leased_trials(std::max(0, worker.info.leased_trials() + delta));
 }
@@ -92,7 +122,7 @@ void LeaseTable::AddLeasedTrials(Worker& worker, int delta) {
 std::vector<v1::TrialSpec> LeaseTable::Take(const std::string& worker_id, int max_trials,
                                             const TakeFn& take) {
   auto worker = workers_.find(worker_id);
-  if (worker == workers_.end()) return {};
+  if (worker == workers_.end() || !worker->second.info.quarantine_reason().empty()) return {};
   std::vector<v1::TrialSpec> specs = take(worker->second.info, max_trials);
   const int64_t deadline = NowUnixMs() + options_.lease_ms;
   for (const v1::TrialSpec& spec : specs) {

@@ -55,9 +55,16 @@ class LeaseTable {
   // no longer holds (cancelled, or expired), so it stops them.
   v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);
   std::vector<v1::WorkerInfo> ListWorkers() const;
+  // Stops leasing to the worker for good (it reported times another worker contradicts; see
+  // JobManager): it no longer counts as alive, its heartbeats do not revive it, and its leases
+  // are removed and returned, to be re-queued. Nothing for an unknown or quarantined worker.
+  std::vector<Expired> Quarantine(const std::string& worker_id, const std::string& why);
+  // Why the worker is quarantined; nullopt when it is not (or unknown).
+  std::optional<std::string> QuarantineReason(const std::string& worker_id) const;
 
   // ---- leases ----
-  // Leases to `worker_id` what `take` gives for it (nothing for an unknown worker).
+  // Leases to `worker_id` what `take` gives for it (nothing for an unknown or quarantined
+  // worker).
   std::vector<v1::TrialSpec> Take(const std::string& worker_id, int max_trials, const TakeFn& take);
   // Holds a Lease call that found no trials until Serve gives it some or `deadline_ms` passes.
   void Park(const v1::LeaseRequest& request, LeaseCallback done, int64_t deadline_ms);
@@ -88,7 +95,7 @@ class LeaseTable {
  private:
   struct Worker {
     v1::WorkerInfo info;
-    bool lost = false;
+    bool lost = false;  // silent, or quarantined
   };
   struct ParkedLease {
     v1::LeaseRequest request;

@@ -233,6 +233,9 @@ class Scheduler::Impl {
       absl::MutexLock lock(&mu_);
       if (shutdown_) {
         refused = absl::UnavailableError("server is shutting down");
+      } else if (auto why = leases_.QuarantineReason(request.worker_id())) {
+        refused = absl::PermissionDeniedError(
+            StrCat("worker ", request.worker_id(), " is quarantined: ", *why));
       } else if (!leases_.Touch(request.worker_id())) {
         refused = absl::NotFoundError(
             StrCat("unknown worker id '", request.worker_id(), "'; register again"));
@@ -302,6 +305,7 @@ class Scheduler::Impl {
           jobs_.ApplyResult(job_id, result, effects.jobs);
           by_job[job_id].push_back(std::move(result));
         }
+        QuarantineWorkers(effects);
         ServeParked(effects);
         response.set_accepted(static_cast<int>(claimed.size()));
       }
@@ -333,7 +337,25 @@ class Scheduler::Impl {
   struct Effects {
     JobEffects jobs;
     LeaseTable::Replies leases;
+    std::vector<std::pair<std::string, std::string>> quarantined;  // to persist: worker, why
   };
+
+  // The workers the job manager found lying (JobEffects::quarantine): no more leases, their
+  // leased trials re-queued as lost, their unverified results measured again elsewhere.
+  void QuarantineWorkers(Effects& effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<std::pair<std::string, std::string>> suspects;
+    suspects.swap(effects.jobs.quarantine);
+    for (const auto& [worker_id, why] : suspects) {
+      if (leases_.QuarantineReason(worker_id)) continue;
+      spdlog::warn("worker {} quarantined: {}", worker_id, why);
+      for (const LeaseTable::Expired& e : leases_.Quarantine(worker_id, why)) {
+        jobs_.LoseTrial(e.lease.job_id, e.trial_id, worker_id, e.why, effects.jobs);
+      }
+      jobs_.SetAliveWorkers(leases_.AliveWorkers(), leases_.AliveSlots());
+      jobs_.DropWorkerResults(worker_id, effects.jobs);
+      effects.quarantined.emplace_back(worker_id, why);
+    }
+  }
 
   // Takes trials from the job manager for the lease table.
   LeaseTable::TakeFn TakeFn(Effects& effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -350,6 +372,9 @@ class Scheduler::Impl {
   // Runs effects: store writes, lease answers, finishing jobs, watcher notifications.
   void Apply(Effects effects) ABSL_LOCKS_EXCLUDED(mu_) {
     JobEffects& jobs = effects.jobs;
+    for (const auto& [worker_id, why] : effects.quarantined) {
+      LogIfError(store_->QuarantineWorker(worker_id, why), StrCat("worker ", worker_id));
+    }
     if (!jobs.trials_to_store.empty()) {
       LogIfError(store_->InsertTrials(jobs.trials_to_store),
                  StrCat("cannot record ", jobs.trials_to_store.size(), " trial(s)"));

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <limits>
 #include <map>
 #include <set>
 #include <thread>
@@ -411,6 +412,122 @@ TEST_F(SchedulerTest, ABestWhoseReMeasureDisagreesWithItsTimeIsNotPublished) {
   EXPECT_NE(done.best().config(), flattered);
   EXPECT_GE(done.best().time_ns(), kFastNs);
   EXPECT_THAT(done.message(), HasSubstr("failed verification"));
+}
+
+// The worker's entry in ListWorkers (a failure when absent).
+v1::WorkerInfo WorkerNamed(Scheduler& scheduler, const std::string& id) {
+  for (const v1::WorkerInfo& w : scheduler.ListWorkers()) {
+    if (w.worker_id() == id) return w;
+  }
+  ADD_FAILURE() << "no worker " << id;
+  return v1::WorkerInfo();
+}
+
+TEST_F(SchedulerTest, AWorkerAnotherContradictsIsQuarantinedAndItsResultsAreMeasuredAgain) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 6));
+  ASSERT_TRUE(job.ok());
+  const std::string liar = RegisterWorker();
+  const std::string honest = RegisterWorker();
+  // The liar runs the whole search, every time 30% too fast: plausible, above the roofline.
+  std::set<std::string> lied;
+  while (static_cast<int>(lied.size()) < 6) {
+    std::vector<v1::TrialResult> results;
+    for (const auto& spec : Lease(liar, 8)) {
+      results.push_back(Measure(spec));
+      SetTime(results.back(), 0.7 * results.back().time_ns());
+      lied.insert(spec.config());
+    }
+    ASSERT_FALSE(results.empty());
+    Report(liar, results);
+  }
+  // The honest worker's verification contradicts the liar's fastest time; with no third worker
+  // the faster report is the suspect.
+  v1::Job done = RunToCompletion(job->id(), honest);
+  const v1::WorkerInfo quarantined = WorkerNamed(*scheduler_, liar);
+  EXPECT_EQ(quarantined.state(), "quarantined");
+  EXPECT_THAT(quarantined.quarantine_reason(), HasSubstr("re-measured"));
+  EXPECT_EQ(WorkerNamed(*scheduler_, honest).state(), "alive");
+  v1::LeaseRequest request;
+  request.set_worker_id(liar);
+  request.set_max_trials(1);
+  std::promise<absl::StatusOr<v1::LeaseResponse>> refused;
+  scheduler_->Lease(request,
+                    [&](absl::StatusOr<v1::LeaseResponse> r) { refused.set_value(std::move(r)); });
+  EXPECT_EQ(refused.get_future().get().status().code(), absl::StatusCode::kPermissionDenied);
+  // Every config the liar measured was measured again by the honest worker (its fastest by the
+  // verification that caught the lie), and the published best is the honest measurements' best.
+  std::vector<TrialRecord> stored;
+  ASSERT_NO_FATAL_FAILURE(StoredTrials(job->id(), stored));
+  std::set<std::string> remeasured;
+  double honest_best = std::numeric_limits<double>::infinity();
+  for (const TrialRecord& t : stored) {
+    if (t.worker_id != honest || t.status != TrialStatus::kOk) continue;
+    remeasured.insert(t.config);
+    honest_best = std::min(honest_best, *t.time_ns);
+  }
+  EXPECT_EQ(remeasured, lied);
+  EXPECT_EQ(done.best().time_ns(), honest_best);
+  EXPECT_EQ(done.best().time_ns(), FakeTime(done.best().config()));
+  EXPECT_EQ(done.trials().total(), 6) << "the budget is charged for the 6 honest measurements";
+  EXPECT_GE(done.trials().retried(), 5) << "the lies measured again were not charged twice";
+}
+
+TEST_F(SchedulerTest, WithAThirdWorkerATieBreakQuarantinesAVerifierThatSlandersAnHonestTime) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 4));
+  ASSERT_TRUE(job.ok());
+  const std::string measurer = RegisterWorker();
+  const std::string slanderer = RegisterWorker();
+  const std::string third = RegisterWorker();
+  int measured = 0;
+  while (measured < 4) {
+    std::vector<v1::TrialResult> results;
+    for (const auto& spec : Lease(measurer, 8)) results.push_back(Measure(spec));
+    ASSERT_FALSE(results.empty());
+    measured += static_cast<int>(results.size());
+    Report(measurer, results);
+  }
+  // The slanderer takes the verification and reports the best 50% slower than it is.
+  std::vector<v1::TrialSpec> verify = Lease(slanderer, 8);
+  ASSERT_EQ(verify.size(), 1u);
+  v1::TrialResult slander = Measure(verify[0]);
+  SetTime(slander, 1.5 * slander.time_ns());
+  Report(slanderer, {slander});
+  EXPECT_TRUE(Lease(slanderer, 8).empty()) << "the tie-break is not the slanderer's";
+  EXPECT_TRUE(Lease(measurer, 8).empty()) << "nor the measurer's";
+  std::vector<v1::TrialSpec> tie_break = Lease(third, 8);
+  ASSERT_EQ(tie_break.size(), 1u);
+  EXPECT_EQ(tie_break[0].config(), verify[0].config());
+  Report(third, {Measure(tie_break[0])});
+  v1::Job done = RunToCompletion(job->id(), third);
+  EXPECT_EQ(done.best().config(), verify[0].config()) << "the honest best is published";
+  EXPECT_EQ(WorkerNamed(*scheduler_, slanderer).state(), "quarantined");
+  EXPECT_EQ(WorkerNamed(*scheduler_, measurer).state(), "alive");
+}
+
+// A restarted server does not trust a quarantined worker's stored results: it measures them
+// again.
+TEST_F(SchedulerTest, AfterARestartAQuarantinedWorkersResultsAreMeasuredAgain) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 8));
+  ASSERT_TRUE(job.ok());
+  const std::string liar = RegisterWorker();
+  std::set<std::string> lied;
+  for (const auto& spec : Lease(liar, 3)) {
+    v1::TrialResult r = Measure(spec);
+    SetTime(r, 0.7 * r.time_ns());
+    lied.insert(spec.config());
+    Report(liar, {r});
+  }
+  ASSERT_TRUE(store_->QuarantineWorker(liar, "test").ok());
+  Open();  // a new scheduler on the same store, as after a crash
+  v1::Job done = RunToCompletion(job->id(), RegisterWorker());
+  EXPECT_EQ(done.best().time_ns(), FakeTime(done.best().config()));
+  std::vector<TrialRecord> stored;
+  ASSERT_NO_FATAL_FAILURE(StoredTrials(job->id(), stored));
+  std::set<std::string> remeasured;
+  for (const TrialRecord& t : stored) {
+    if (t.worker_id != liar && !t.is_verify && lied.count(t.config)) remeasured.insert(t.config);
+  }
+  EXPECT_EQ(remeasured, lied);
 }
 
 TEST_F(SchedulerTest, EveryLookupAnswerIsValidForTheAskedWorkloadAdaptedWhenItHadToBe) {

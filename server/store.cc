@@ -366,6 +366,29 @@ absl::Status Store::UpsertWorker(const WorkerRecord& worker) {
   });
 }
 
+absl::Status Store::QuarantineWorker(const std::string& worker_id, const std::string& why) {
+  return impl_->Write([&](Database& db) -> absl::Status {
+    TESSEL_ASSIGN_OR_RETURN(Statement update,
+                            db.Prepare("UPDATE workers SET quarantine_reason = ? WHERE id = ?"));
+    return update.BindText(why).BindText(worker_id).Run();
+  });
+}
+
+absl::StatusOr<std::set<std::string>> Store::QuarantinedWorkers() {
+  return impl_->Read<std::set<std::string>>(
+      [&](Database& db) -> absl::StatusOr<std::set<std::string>> {
+        TESSEL_ASSIGN_OR_RETURN(Statement select,
+                                db.Prepare("SELECT id FROM workers WHERE quarantine_reason != ''"));
+        std::set<std::string> ids;
+        while (true) {
+          TESSEL_ASSIGN_OR_RETURN(const bool row, select.Step());
+          if (!row) break;
+          ids.insert(select.Text(0));
+        }
+        return ids;
+      });
+}
+
 absl::StatusOr<JobRecord> Store::GetJob(int64_t job_id) {
   return impl_->Read<JobRecord>([&](Database& db) -> absl::StatusOr<JobRecord> {
     static const std::string kSql = std::string(kJobSelect) + "WHERE j.id = ?";

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -138,6 +139,8 @@ class Store {
   // Publishes a best config as a new immutable row under a new snapshot; returns the snapshot id.
   absl::StatusOr<int64_t> Publish(const BestRecord& best);
   absl::Status UpsertWorker(const WorkerRecord& worker);
+  // Marks the worker quarantined (a known worker id; others are ignored), with why.
+  absl::Status QuarantineWorker(const std::string& worker_id, const std::string& why);
 
   // ---- reads ----
   // A stored state or status this build does not know (schema/sql forbids them) is DataLoss.
@@ -159,6 +162,8 @@ class Store {
   absl::StatusOr<std::vector<BestRecord>> BestForKernel(const std::string& kernel,
                                                         int64_t max_snapshot = 0);
   absl::StatusOr<std::vector<WorkerRecord>> ListWorkers();
+  // The ids of the workers ever quarantined.
+  absl::StatusOr<std::set<std::string>> QuarantinedWorkers();
 
   // ---- observability ----
   // Write transactions committed by the writer thread since Open; each holds one or more write

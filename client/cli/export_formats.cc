@@ -146,28 +146,18 @@ std::string ExportToHeader(const v1::ExportResponse& contents) {
                        b.time_ns(), stale ? "true" : "false");
   }
   if (contents.best_size() == 0) out += "    {\"\", \"\", \"\", \"\", \"\", 0, false},\n";
-  out +=
-      "};\n\nstruct Default {\n  std::string_view kernel;\n  std::string_view dtype;\n"
-      "  std::string_view target;\n  std::string_view config;\n};\n\n"
-      "inline constexpr Default kDefaults[] = {\n";
-  for (const auto& d : contents.defaults()) {
-    out += fmt::format("    {{{}, {}, {}, {}}},\n", Quote(d.kernel()), Quote(d.dtype()),
-                       Quote(d.target()), Quote(d.config()));
-  }
-  if (contents.defaults_size() == 0) out += "    {\"\", \"\", \"\", \"\"},\n";
   out += R"(};
 
-// The tuned config for an exact workload (dims in canonical form, e.g. "K=512,M=512,N=512"),
-// else the kernel's default config for (dtype, target), else "".
+// The tuned config of an exact workload (dims in canonical form, e.g. "K=512,M=512,N=512"), else
+// "": the workload was not tuned, so call the kernel with its own default for your shape. (A
+// tuned config of another shape or target, or one default for every shape, is not guaranteed to
+// be valid for yours; libtessel and the server adapt or check those, this header cannot.)
 constexpr std::string_view BestConfig(std::string_view kernel, std::string_view dims,
                                       std::string_view dtype, std::string_view target) {
   for (const Entry& e : kEntries) {
     if (e.kernel == kernel && e.dims == dims && e.dtype == dtype && e.target == target) {
       return e.config;
     }
-  }
-  for (const Default& d : kDefaults) {
-    if (d.kernel == kernel && d.dtype == dtype && d.target == target) return d.config;
   }
   return {};
 }

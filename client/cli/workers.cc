@@ -14,7 +14,7 @@ namespace {
 namespace v1 = tessel::v1;
 using nlohmann::json;
 
-constexpr char kWorkerLine[] = "{:<14} {:<24} {:<6} {:>5} {:>7} {:>8}  {}\n";
+constexpr char kWorkerLine[] = "{:<14} {:<24} {:<11} {:>5} {:>7} {:>8}  {}{}\n";
 
 json WorkerRow(const v1::WorkerInfo& w) {
   return {{"id", w.worker_id()},
@@ -24,7 +24,8 @@ json WorkerRow(const v1::WorkerInfo& w) {
           {"state", w.state()},
           {"leased_trials", w.leased_trials()},
           {"trials_done", w.trials_done()},
-          {"last_heartbeat_unix_ms", w.last_heartbeat_unix_ms()}};
+          {"last_heartbeat_unix_ms", w.last_heartbeat_unix_ms()},
+          {"quarantine_reason", w.quarantine_reason()}};
 }
 
 std::string WorkerLine(const json& row) {
@@ -32,7 +33,10 @@ std::string WorkerLine(const json& row) {
   return fmt::format(kWorkerLine, row["id"].get<std::string>(), row["name"].get<std::string>(),
                      row["state"].get<std::string>(), row["slots"].get<int64_t>(),
                      row["leased_trials"].get<int64_t>(), row["trials_done"].get<int64_t>(),
-                     targets.empty() ? "all" : StrJoin(targets, ","));
+                     targets.empty() ? "all" : StrJoin(targets, ","),
+                     row["quarantine_reason"].get<std::string>().empty()
+                         ? ""
+                         : "  (" + row["quarantine_reason"].get<std::string>() + ")");
 }
 
 class WorkersCommand final : public Command {
@@ -49,7 +53,7 @@ class WorkersCommand final : public Command {
     PrintList(rows, json_,
               {.key = "workers",
                .header = fmt::format(kWorkerLine, "ID", "NAME", "STATE", "SLOTS", "LEASED", "DONE",
-                                     "TARGETS"),
+                                     "TARGETS", ""),
                .line = WorkerLine,
                .when_empty = "(no workers)\n",
                .footer = ""});

@@ -66,6 +66,8 @@ py::dict ToDict(const tessel::client::LookupResult& r) {
   out["tuned_dims"] = r.tuned_dims;
   out["tuned_target"] = r.tuned_target;
   out["source"] = r.source;
+  out["adapted"] = r.adapted;
+  out["adaptation"] = r.adaptation;
   return out;
 }
 
@@ -114,5 +116,5 @@ PYBIND11_MODULE(tessel, m) {
       .def("find", &PyLookup::Find, py::arg("kernel"), py::arg("shape"), py::arg("dtype") = "bf16",
            py::arg("target") = "snc2",
            "Returns a dict: config, params, match, time_ns, stale, snapshot, job_id, tuned_dims, "
-           "tuned_target, source.");
+           "tuned_target, source, adapted, adaptation.");
 }

@@ -13,7 +13,7 @@ namespace {
 constexpr std::string_view kDims = "K=512,M=512,N=512";
 constexpr std::string_view kCompileTimeConfig =
     tessel_tuned::BestConfig("matmul", kDims, "bf16", "snc2");
-static_assert(!kCompileTimeConfig.empty(), "the snapshot has a matmul config or default");
+static_assert(!kCompileTimeConfig.empty(), "the snapshot has this workload tuned");
 constexpr std::int64_t kTileM = tessel_tuned::ParamValue(kCompileTimeConfig, "tile_m", 128);
 static_assert(kTileM > 0 && kTileM <= 128, "tile_m fits the 128 partitions");
 
