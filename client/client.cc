@@ -64,7 +64,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
   if (address.empty())
     return absl::InvalidArgumentError("empty server address; expected HOST:PORT");
   TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
-                          ChannelCredentials(options.tls_ca_file));
+                          ChannelCredentials({.ca_file = options.tls_ca_file,
+                                              .cert_file = options.tls_cert_file,
+                                              .key_file = options.tls_key_file}));
   std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(address, credentials);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(StrCat("cannot create a channel to '", address, "'"));

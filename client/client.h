@@ -36,6 +36,10 @@ struct ClientOptions {
   // Connect(): a PEM file of root certificates to verify the server's TLS certificate; empty
   // connects in plaintext.
   std::string tls_ca_file;
+  // Connect() with tls_ca_file: a PEM certificate chain and its private key presented to a server
+  // that requires client certificates (mutual TLS). Both or neither.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // Converts a failed gRPC status of the call `rpc` to server `target` into an absl::Status of the

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 
 namespace tessel {
@@ -84,12 +85,23 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::s
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
-    const std::string& tls_ca_file) {
-  if (tls_ca_file.empty()) return grpc::InsecureChannelCredentials();
-  absl::StatusOr<std::string> roots = ReadSecretFile(tls_ca_file, "--tls-ca");
-  if (!roots.ok()) return roots.status();
+    const ClientTlsFiles& tls) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (tls.ca_file.empty()) {
+    if (!tls.cert_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls-cert and --tls-key need --tls-ca (the roots that verify the server)");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
   grpc::SslCredentialsOptions options;
-  options.pem_root_certs = *std::move(roots);
+  TESSEL_ASSIGN_OR_RETURN(options.pem_root_certs, ReadSecretFile(tls.ca_file, "--tls-ca"));
+  if (!tls.cert_file.empty()) {
+    TESSEL_ASSIGN_OR_RETURN(options.pem_cert_chain, ReadSecretFile(tls.cert_file, "--tls-cert"));
+    TESSEL_ASSIGN_OR_RETURN(options.pem_private_key, ReadSecretFile(tls.key_file, "--tls-key"));
+  }
   return grpc::SslCredentials(options);
 }
 

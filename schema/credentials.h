@@ -47,10 +47,22 @@ std::optional<std::string_view> ParseBearer(std::string_view value);
 // Adds `authorization: Bearer TOKEN` to a call's context when `token` is set.
 void AddBearer(grpc::ClientContext& context, const std::optional<std::string>& token);
 
-// How a client reaches a server: `tls_ca_file` set, TLS verified against that PEM file of root
-// certificates; empty, plaintext. InvalidArgument (naming the file) when it cannot be read.
+// The TLS files of a client (--tls-ca, --tls-cert, --tls-key). All empty: plaintext.
+struct ClientTlsFiles {
+  // PEM root certificates that verify the server's certificate; set, the client speaks TLS.
+  std::string ca_file;
+  // A PEM certificate chain and its private key, presented to a server that requires client
+  // certificates (mutual TLS, the server's --tls-client-ca). Both or neither, with ca_file.
+  std::string cert_file;
+  std::string key_file;
+};
+
+// How a client reaches a server: with `tls.ca_file`, TLS verified against those roots (and the
+// client certificate presented when given); without, plaintext. InvalidArgument (naming the flag
+// and the file, never the content) when a file cannot be read, when only one of cert_file and
+// key_file is given, or when they are given without ca_file.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
-    const std::string& tls_ca_file);
+    const ClientTlsFiles& tls);
 
 // Reads a whole file (PEM certificates, keys); InvalidArgument naming `what` and the path when
 // it cannot be read or is empty. The content is never part of the message.

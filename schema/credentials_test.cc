@@ -72,6 +72,25 @@ TEST_F(CredentialsTest, TheFlagWinsOverTheEnvironmentAndNeitherMeansNoToken) {
   EXPECT_FALSE(ClientToken("").ok()) << "a named but unreadable file is an error, not no token";
 }
 
+TEST_F(CredentialsTest, AClientCertificateNeedsItsKeyAndTheServersRootsAndReadableFiles) {
+  const std::string ca = Write("ca.pem", "roots");
+  const std::string cert = Write("cert.pem", "chain");
+  const std::string key = Write("key.pem", "secret-key-bytes");
+  EXPECT_TRUE(ChannelCredentials({.ca_file = "", .cert_file = "", .key_file = ""}).ok());
+  EXPECT_TRUE(ChannelCredentials({.ca_file = ca, .cert_file = cert, .key_file = key}).ok());
+
+  auto no_key = ChannelCredentials({.ca_file = ca, .cert_file = cert, .key_file = ""});
+  EXPECT_EQ(no_key.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_key.status().message(), HasSubstr("--tls-cert and --tls-key go together"));
+  auto no_ca = ChannelCredentials({.ca_file = "", .cert_file = cert, .key_file = key});
+  EXPECT_THAT(no_ca.status().message(), HasSubstr("need --tls-ca"));
+  auto unreadable =
+      ChannelCredentials({.ca_file = ca, .cert_file = cert, .key_file = tmp_.File("absent")});
+  EXPECT_EQ(unreadable.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unreadable.status().message(), HasSubstr("--tls-key"));
+  EXPECT_THAT(unreadable.status().message(), HasSubstr("absent"));
+}
+
 TEST(BearerTest, RoundTripsAndRejectsOtherSchemesAndMalformedTokens) {
   EXPECT_EQ(BearerValue("abc"), "Bearer abc");
   EXPECT_EQ(ParseBearer(BearerValue("abc")).value_or(""), "abc");

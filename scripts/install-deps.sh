@@ -12,6 +12,7 @@ PACKAGES=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libxgboost-dev
   pybind11-dev python3-dev
+  python3-grpcio python3-protobuf
   openssl
 )
 

@@ -1,6 +1,7 @@
 // Authentication and transport security against a real tessel-server process (127.0.0.1, port
 // 0): every RPC's code for no token, a wrong token and a wrong role; tokens in no log line; a
-// worker and the CLI with their own token files; a plaintext client refused by a TLS server; no
+// worker and the CLI with their own token files; a plaintext client refused by a TLS server; a
+// mutual-TLS server serving clients with a certificate of its client CA and no others; no
 // unauthenticated server beyond loopback (issue 15).
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -91,6 +92,24 @@ class AuthTest : public testing::ServerProcessTest {
     WriteFile(dir_ + "/tuner.token", std::string(kTunerToken) + "\n");
     WriteFile(dir_ + "/worker.token", kWorkerToken);
     return table;
+  }
+
+  // Makes DIR/NAME.pem and DIR/NAME.key with openssl: a certificate for `subject`, signed by
+  // DIR/ca.pem (and ca.key) unless NAME is "ca" itself, which is self-signed; `server` names it
+  // localhost and 127.0.0.1. Empty on success, else openssl's complaint.
+  std::string MakeCertificate(const std::string& name, const std::string& subject,
+                              bool signed_by_ca, bool server = false) {
+    std::vector<std::string> argv = {"/usr/bin/env", "openssl", "req",   "-x509", "-newkey",
+                                     "rsa:2048",     "-nodes",  "-days", "1"};
+    argv.insert(argv.end(), {"-subj", "/CN=" + subject, "-keyout", dir_ + "/" + name + ".key",
+                             "-out", dir_ + "/" + name + ".pem"});
+    if (signed_by_ca) {
+      argv.insert(argv.end(), {"-CA", dir_ + "/ca.pem", "-CAkey", dir_ + "/ca.key", "-addext",
+                               "basicConstraints=critical,CA:FALSE"});
+    }
+    if (server) argv.insert(argv.end(), {"-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"});
+    RunResult made = testing::Run(argv, dir_, seconds(60));
+    return made.exit_code == 0 ? "" : made.err;
   }
 
   // Calls `method` of `service` with an empty request; the status it ends with.
@@ -204,7 +223,8 @@ TEST_F(AuthTest, APlaintextClientIsRefusedByATlsServer) {
   EXPECT_EQ(Call(plaintext, "tessel.v1.TesselService", "ListKernels", std::nullopt).error_code(),
             grpc::StatusCode::UNAVAILABLE);
 
-  auto credentials = ChannelCredentials(dir_ + "/cert.pem");
+  auto credentials =
+      ChannelCredentials({.ca_file = dir_ + "/cert.pem", .cert_file = "", .key_file = ""});
   ASSERT_TRUE(credentials.ok()) << credentials.status();
   auto tls = grpc::CreateChannel(address_, *credentials);
   EXPECT_TRUE(Call(tls, "tessel.v1.TesselService", "ListKernels", std::nullopt).ok());
@@ -212,6 +232,60 @@ TEST_F(AuthTest, APlaintextClientIsRefusedByATlsServer) {
   RunResult cli = testing::Run(
       {kCliBin, "jobs", "--server", address_, "--tls-ca", dir_ + "/cert.pem", "--json"}, dir_);
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
+}
+
+TEST_F(AuthTest, AMutualTlsServerServesClientsWithACertificateOfItsClientCaAndNoOthers) {
+  // A client CA, a client certificate it signed, one it did not, and the server's certificate.
+  for (const std::string& error :
+       {MakeCertificate("ca", "tessel-test-ca", false), MakeCertificate("client", "a-client", true),
+        MakeCertificate("rogue", "a-rogue", false),
+        MakeCertificate("server", "localhost", true, /*server=*/true)}) {
+    if (!error.empty()) GTEST_SKIP() << "openssl cannot make a certificate: " << error;
+  }
+  const std::string ca = dir_ + "/ca.pem";
+  ASSERT_TRUE(StartServer({"--token-file", WriteTokenFiles(), "--tls-cert", dir_ + "/server.pem",
+                           "--tls-key", dir_ + "/server.key", "--tls-client-ca", ca}));
+
+  // A TLS channel presenting certificate NAME ("": none).
+  auto channel_as = [&](const std::string& name) -> std::shared_ptr<grpc::Channel> {
+    const std::string cert = name.empty() ? "" : dir_ + "/" + name + ".pem";
+    const std::string key = name.empty() ? "" : dir_ + "/" + name + ".key";
+    auto credentials = ChannelCredentials({.ca_file = ca, .cert_file = cert, .key_file = key});
+    EXPECT_TRUE(credentials.ok()) << credentials.status();
+    return grpc::CreateChannel(
+        address_, credentials.ok() ? *credentials : grpc::InsecureChannelCredentials());
+  };
+  const std::string service = "tessel.v1.TesselService";
+  EXPECT_TRUE(Call(channel_as("client"), service, "ListJobs", BearerValue(kReaderToken)).ok());
+  EXPECT_EQ(Call(channel_as("client"), service, "ListJobs", std::nullopt).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED)
+      << "a certificate does not replace the token";
+  for (const std::string refused : {"", "rogue"}) {
+    EXPECT_EQ(
+        Call(channel_as(refused), service, "ListJobs", BearerValue(kReaderToken)).error_code(),
+        grpc::StatusCode::UNAVAILABLE)
+        << (refused.empty() ? "no client certificate" : "a certificate the CA did not sign");
+  }
+
+  // The worker and the CLI present theirs with --tls-cert/--tls-key and tune end to end.
+  const std::vector<std::string> tls = {"--tls-ca",           ca,          "--tls-cert",
+                                        dir_ + "/client.pem", "--tls-key", dir_ + "/client.key"};
+  std::vector<std::string> worker_argv = {
+      kWorkerBin, "--server", address_, "--threads", "1", "--token-file", dir_ + "/worker.token"};
+  worker_argv.insert(worker_argv.end(), tls.begin(), tls.end());
+  auto worker = Process::Start(worker_argv, dir_ + "/worker.out", dir_ + "/worker.err");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  workers_.push_back(std::move(*worker));
+  std::vector<std::string> tune = {kCliBin,    "tune", "matmul", "--shape", "M=256,N=256,K=256",
+                                   "--budget", "2",    "--json", "--quiet"};
+  tune.insert(tune.end(), {"--server", address_, "--token-file", dir_ + "/tuner.token"});
+  tune.insert(tune.end(), tls.begin(), tls.begin() + 2);  // --tls-ca only
+  RunResult without_certificate = testing::Run(tune, dir_, seconds(60));
+  EXPECT_NE(without_certificate.exit_code, 0);
+  tune.insert(tune.end(), tls.begin() + 2, tls.end());
+  RunResult tuned = testing::Run(tune, dir_, seconds(60));
+  EXPECT_EQ(tuned.exit_code, 0) << tuned.err;
+  EXPECT_THAT(tuned.out, HasSubstr("\"state\": \"completed\""));
 }
 
 TEST_F(AuthTest, WithoutATokenFileTheServerListensOnlyOnLoopbackUnlessInsecure) {

@@ -40,12 +40,16 @@ int RealMain(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("-v,--verbose", verbose, "log every trial");
   std::string token_file;
-  std::string tls_ca;
+  tessel::ClientTlsFiles tls;
   app.add_option("--token-file", token_file,
                  "file holding this worker's token (a `worker` role token of the server's "
                  "--token-file); default: $TESSEL_TOKEN_FILE");
-  app.add_option("--tls-ca", tls_ca,
+  app.add_option("--tls-ca", tls.ca_file,
                  "PEM root certificates to verify a TLS server (default: plaintext)");
+  app.add_option("--tls-cert", tls.cert_file,
+                 "PEM client certificate chain for a server that requires one (mutual TLS; with "
+                 "--tls-ca and --tls-key)");
+  app.add_option("--tls-key", tls.key_file, "PEM private key of --tls-cert");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -66,7 +70,7 @@ int RealMain(int argc, char** argv) {
 
   absl::StatusOr<std::optional<std::string>> token = tessel::ClientToken(token_file);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      tessel::ChannelCredentials(tls_ca);
+      tessel::ChannelCredentials(tls);
   for (const absl::Status& status : {token.status(), credentials.status()}) {
     if (!status.ok()) {
       std::fprintf(stderr, "tessel-worker: error: %s\n", std::string(status.message()).c_str());

@@ -21,6 +21,10 @@ void AddServerOptions(CLI::App& command, ServerArgs& args) {
       StrCat("file holding the token sent to --server (default: $", kTokenFileEnv, ")"));
   command.add_option("--tls-ca", args.tls_ca,
                      "PEM root certificates to verify a TLS --server (default: plaintext)");
+  command.add_option("--tls-cert", args.tls_cert,
+                     "PEM client certificate chain for a --server that requires one (mutual TLS; "
+                     "with --tls-ca and --tls-key)");
+  command.add_option("--tls-key", args.tls_key, "PEM private key of --tls-cert");
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const ServerArgs& args, bool must_exist) {
@@ -28,6 +32,8 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const ServerArgs& args, boo
   if (!args.server.empty()) {
     TESSEL_ASSIGN_OR_RETURN(remote.token, ClientToken(args.token_file));
     remote.tls_ca_file = args.tls_ca;
+    remote.tls_cert_file = args.tls_cert;
+    remote.tls_key_file = args.tls_key;
   }
   return OpenBackend(args.server, args.DbPath(), must_exist, remote);
 }

@@ -18,6 +18,8 @@ struct ServerArgs {
   std::string db;
   std::string token_file;  // --token-file (else $TESSEL_TOKEN_FILE), sent to a remote server
   std::string tls_ca;      // --tls-ca: verify a TLS server against these roots
+  std::string tls_cert;    // --tls-cert, --tls-key: the client certificate for mutual TLS
+  std::string tls_key;
 
   // The embedded server's database file: --db, or kDefaultDb.
   std::string DbPath() const { return db.empty() ? kDefaultDb : db; }
@@ -27,11 +29,12 @@ struct ServerArgs {
 void AddPositiveOption(CLI::App& command, const std::string& name, int& value,
                        const std::string& help);
 
-// Adds --server, --db, --token-file and --tls-ca to `command`, filling `args`.
+// Adds --server, --db, --token-file, --tls-ca, --tls-cert and --tls-key to `command`, filling
+// `args`.
 void AddServerOptions(CLI::App& command, ServerArgs& args);
 
-// Connects to --server when given (with the token and TLS roots named), else opens an embedded
-// server on DbPath() (OpenBackend). InvalidArgument for an unreadable token or CA file.
+// Connects to --server when given (with the token and TLS files named), else opens an embedded
+// server on DbPath() (OpenBackend). InvalidArgument for an unreadable token or TLS file.
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const ServerArgs& args, bool must_exist);
 
 // The workload a per-workload command names: KERNEL --shape DIMS [--dtype D] [--target T].
