@@ -238,7 +238,7 @@ absl::Status JobManager::Recover(JobEffects& effects) {
       auto config = Config::Parse(t.config);
       if (!config.ok()) continue;
       if (quarantined->count(t.worker_id) > 0) {
-        if (!t.is_verify && t.status == TrialStatus::kOk && j.tried.insert(t.config).second) {
+        if (!t.is_verify && IsChargedToBudget(t.status) && j.tried.insert(t.config).second) {
           j.queue.push_back(PendingTrial{next_trial_id_++, *config, t.is_default, false, {}, {}});
         }
         continue;
@@ -484,7 +484,8 @@ std::vector<v1::TrialSpec> JobManager::TakeTrials(const v1::WorkerInfo& worker, 
 
 std::optional<TrialRecord> JobManager::ResultRecord(int64_t job_id, int64_t trial_id,
                                                     const v1::TrialResult& result,
-                                                    const std::string& worker_id) const {
+                                                    const std::string& worker_id,
+                                                    std::string* rejected) const {
   const Job* job = Find(job_id);
   if (job == nullptr) return std::nullopt;
   auto trial = job->leased.find(trial_id);
@@ -494,6 +495,7 @@ std::optional<TrialRecord> JobManager::ResultRecord(int64_t job_id, int64_t tria
   if (std::optional<std::string> why =
           ImplausibleReport(result, job->record.roofline_ns, options_.noise_sigma)) {
     spdlog::warn("job {} trial {}: report rejected: {}", job_id, trial_id, *why);
+    if (rejected != nullptr) *rejected = *why;
     TrialRecord row = RecordFor(*job, trial->second, TrialStatus::kRuntimeError,
                                 StrCat("report rejected: ", *why));
     row.worker_id = worker_id;
@@ -570,6 +572,7 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
   if (trial.is_default && status != TrialStatus::kOk) {
     job.default_message = result.message();
   }
+  if (status != TrialStatus::kOk) job.failed_by[result.worker_id()].emplace_back(trial, status);
   job.strategy->Observe(std::span<const search::Observation>(&observation, 1));
   if (job.stop) job.stop->Record(status == TrialStatus::kOk, result.time_ns());
   if (refill) Refill(job, effects);
@@ -672,12 +675,26 @@ void JobManager::DropWorkerResults(const std::string& worker_id, JobEffects& eff
       it = job.candidates.erase(it);
       ++dropped;
     }
+    job.counts.set_ok(job.counts.ok() - dropped);
+    // Its failures too: a liar can hide a good config by calling it invalid or failed.
+    if (auto failed = job.failed_by.find(worker_id); failed != job.failed_by.end()) {
+      for (auto& [trial, status] : failed->second) {
+        if (status == TrialStatus::kInvalidConfig) {
+          job.counts.set_invalid(job.counts.invalid() - 1);
+        } else {
+          job.counts.set_failed(job.counts.failed() - 1);
+        }
+        job.queue.push_back(
+            PendingTrial{next_trial_id_++, trial.config, trial.is_default, false, {}, {}});
+        ++dropped;
+      }
+      job.failed_by.erase(failed);
+    }
     if (dropped == 0) continue;
     // Measured again, not charged again (counted as retried); the order of candidates is rebuilt
     // when the job finishes.
     job.charged -= dropped;
     job.counts.set_total(job.counts.total() - dropped);
-    job.counts.set_ok(job.counts.ok() - dropped);
     job.counts.set_retried(job.counts.retried() + dropped);
     job.phase = Job::Phase::kSearching;
     job.best.reset();

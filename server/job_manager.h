@@ -108,7 +108,10 @@ struct Job {
   v1::TrialCounts counts;
   absl::flat_hash_set<std::string> tried;  // configs queued or measured
   std::vector<Candidate> candidates;       // OK results, best first once finishing
-  std::optional<Candidate> best;           // best OK result so far
+  // Charged results that were not OK, by the worker that reported them (re-queued when that
+  // worker is quarantined).
+  std::map<std::string, std::vector<std::pair<PendingTrial, TrialStatus>>> failed_by;
+  std::optional<Candidate> best;  // best OK result so far
   std::optional<Candidate> default_result;
   std::optional<Candidate> published;
   bool running_persisted = false;
@@ -170,9 +173,12 @@ class JobManager {
                                         JobEffects& effects);
   // The stored form of a reported result of a leased trial, or nullopt when the job no longer
   // waits for it (ignored then).
+  // A report no honest measurement could produce is recorded as RUNTIME_ERROR with the reason,
+  // which is also written to `*rejected` (when given): its worker is then quarantined.
   std::optional<TrialRecord> ResultRecord(int64_t job_id, int64_t trial_id,
                                           const v1::TrialResult& result,
-                                          const std::string& worker_id) const;
+                                          const std::string& worker_id,
+                                          std::string* rejected = nullptr) const;
   // Applies the stored result of a leased trial: counts it, tells the strategy, proposes more.
   void ApplyResult(int64_t job_id, const v1::TrialResult& result, JobEffects& effects);
   // A leased trial that came back without a result (`why`): recorded as WORKER_LOST, retried.

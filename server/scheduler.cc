@@ -267,6 +267,7 @@ class Scheduler::Impl {
       };
       std::vector<Claimed> claimed;
       std::vector<TrialRecord> rows;
+      std::vector<std::pair<std::string, std::string>> suspects;  // worker, why
       v1::ReportResponse response;
       {
         absl::MutexLock lock(&mu_);
@@ -275,7 +276,12 @@ class Scheduler::Impl {
               leases_.HeldBy(result.trial_id(), request.worker_id());
           std::optional<TrialRecord> row;
           if (lease) {
-            row = jobs_.ResultRecord(lease->job_id, result.trial_id(), result, request.worker_id());
+            std::string rejected;
+            row = jobs_.ResultRecord(lease->job_id, result.trial_id(), result, request.worker_id(),
+                                     &rejected);
+            // The simulator never beats the roofline nor reports a time its samples deny: a
+            // report that does is a lie, and its worker is quarantined.
+            if (!rejected.empty()) suspects.emplace_back(request.worker_id(), rejected);
           }
           if (!row) {
             response.set_ignored(response.ignored() + 1);
@@ -304,6 +310,9 @@ class Scheduler::Impl {
           v1::TrialResult result = TrialResultFromRecord(rows[i]);
           jobs_.ApplyResult(job_id, result, effects.jobs);
           by_job[job_id].push_back(std::move(result));
+        }
+        for (auto& suspect : suspects) {
+          effects.jobs.quarantine.emplace_back(suspect.first, "report rejected: " + suspect.second);
         }
         QuarantineWorkers(effects);
         ServeParked(effects);

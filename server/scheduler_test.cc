@@ -299,12 +299,22 @@ TEST_F(SchedulerTest, AConfigThatFailsVerificationIsNeverPublished) {
   EXPECT_EQ(found->config(), done.best().config()) << "the newest publication wins";
 }
 
-TEST_F(SchedulerTest, ImplausibleReportsAreRuntimeErrorsWithTheirReasonAndNeverPublished) {
+// The worker's entry in ListWorkers (a failure when absent).
+v1::WorkerInfo WorkerNamed(Scheduler& scheduler, const std::string& id) {
+  for (const v1::WorkerInfo& w : scheduler.ListWorkers()) {
+    if (w.worker_id() == id) return w;
+  }
+  ADD_FAILURE() << "no worker " << id;
+  return v1::WorkerInfo();
+}
+
+TEST_F(SchedulerTest, ImplausibleReportsAreRuntimeErrorsWithTheirReasonAndQuarantineTheirWorker) {
   auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 8));
   ASSERT_TRUE(job.ok());
   const std::string worker = RegisterWorker();
   // The first batch lies in every way a report can: a time below the roofline, an impossible
   // number, a time that is not its samples' median, and a claim of verification without samples.
+  // Its worker is quarantined; an honest one measures everything again.
   std::vector<v1::TrialSpec> specs = Lease(worker, 4);
   ASSERT_EQ(specs.size(), 4u);
   std::vector<v1::TrialResult> lies;
@@ -315,7 +325,10 @@ TEST_F(SchedulerTest, ImplausibleReportsAreRuntimeErrorsWithTheirReasonAndNeverP
   lies[3].clear_samples_ns();
   lies[3].set_verified(true);
   EXPECT_EQ(Report(worker, lies).accepted(), 4);
-  v1::Job done = RunToCompletion(job->id(), worker);
+  EXPECT_EQ(WorkerNamed(*scheduler_, worker).state(), "quarantined");
+  EXPECT_THAT(WorkerNamed(*scheduler_, worker).quarantine_reason(), HasSubstr("report rejected"));
+  const std::string honest = RegisterWorker();
+  v1::Job done = RunToCompletion(job->id(), honest);
 
   std::vector<TrialRecord> stored;
   ASSERT_NO_FATAL_FAILURE(StoredTrials(job->id(), stored));
@@ -332,7 +345,12 @@ TEST_F(SchedulerTest, ImplausibleReportsAreRuntimeErrorsWithTheirReasonAndNeverP
     EXPECT_FALSE(t.verified) << i;
   }
   EXPECT_EQ(done.trials().total(), 8);
-  EXPECT_EQ(done.trials().failed(), 4);
+  EXPECT_EQ(done.trials().failed(), 0) << "the lies are not charged: their configs are re-measured";
+  std::set<std::string> remeasured;
+  for (const TrialRecord& t : stored) {
+    if (t.worker_id == honest && t.status == TrialStatus::kOk) remeasured.insert(t.config);
+  }
+  for (const v1::TrialSpec& spec : specs) EXPECT_EQ(remeasured.count(spec.config()), 1u);
   EXPECT_GE(done.best().time_ns(), kFastNs);
   auto found = LookupWorkload(Gemm(1024, 1024, 1024));
   ASSERT_TRUE(found.ok());
@@ -412,15 +430,6 @@ TEST_F(SchedulerTest, ABestWhoseReMeasureDisagreesWithItsTimeIsNotPublished) {
   EXPECT_NE(done.best().config(), flattered);
   EXPECT_GE(done.best().time_ns(), kFastNs);
   EXPECT_THAT(done.message(), HasSubstr("failed verification"));
-}
-
-// The worker's entry in ListWorkers (a failure when absent).
-v1::WorkerInfo WorkerNamed(Scheduler& scheduler, const std::string& id) {
-  for (const v1::WorkerInfo& w : scheduler.ListWorkers()) {
-    if (w.worker_id() == id) return w;
-  }
-  ADD_FAILURE() << "no worker " << id;
-  return v1::WorkerInfo();
 }
 
 TEST_F(SchedulerTest, AWorkerAnotherContradictsIsQuarantinedAndItsResultsAreMeasuredAgain) {
