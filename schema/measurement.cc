@@ -29,4 +29,34 @@ bool MediansAgree(double a_ns, double b_ns, double noise_sigma, int repeats) {
   return relative_difference <= tolerance;
 }
 
+namespace {
+
+double StandardDeviation(const std::vector<double>& samples) {
+  if (samples.size() < 2) return 0;
+  double mean = 0;
+  for (double x : samples) mean += x;
+  mean /= static_cast<double>(samples.size());
+  double squares = 0;
+  for (double x : samples) squares += (x - mean) * (x - mean);
+  return std::sqrt(squares / static_cast<double>(samples.size() - 1));
+}
+
+}  // namespace
+
+double RelativeSpread(const std::vector<double>& samples) {
+  const double median = Median(samples);
+  return median > 0 ? StandardDeviation(samples) / median : 0;
+}
+
+TimeEstimate EstimateTime(const std::vector<double>& samples) {
+  TimeEstimate estimate;
+  estimate.median_ns = Median(samples);
+  estimate.samples = static_cast<int>(samples.size());
+  if (!samples.empty()) {
+    estimate.ci_ns =
+        1.96 * 1.2533 * StandardDeviation(samples) / std::sqrt(static_cast<double>(samples.size()));
+  }
+  return estimate;
+}
+
 }  // namespace tessel

@@ -26,6 +26,18 @@ double PlausibleNoiseFloor(double noise_sigma);
 // (a median's sigma ~ 1.2533 * sigma / sqrt(repeats)), at most a factor of 2 apart.
 bool MediansAgree(double a_ns, double b_ns, double noise_sigma, int repeats);
 
+// Sample standard deviation of `samples` over their median; 0 for fewer than 2 samples.
+double RelativeSpread(const std::vector<double>& samples);
+
+// A time estimated from repeated samples: their median, and the half-width of the 95%
+// confidence interval of the time (1.96 standard errors of a median, ~1.2533 * sd / sqrt(n)).
+struct TimeEstimate {
+  double median_ns = 0;
+  double ci_ns = 0;
+  int samples = 0;
+};
+TimeEstimate EstimateTime(const std::vector<double>& samples);
+
 }  // namespace tessel
 
 #endif  // TESSEL_SCHEMA_MEASUREMENT_H_

@@ -36,5 +36,22 @@ TEST(MediansAgreeTest, ExactWithoutNoiseWithinSixSigmaOfTheDifferenceWithNoise) 
   EXPECT_FALSE(MediansAgree(1000, 3000, 0.9, 1));  // never more than a factor of 2
 }
 
+TEST(EstimateTimeTest, MedianAndAConfidenceIntervalThatShrinksWithMoreSamples) {
+  const TimeEstimate none = EstimateTime({});
+  EXPECT_EQ(none.samples, 0);
+  EXPECT_EQ(none.ci_ns, 0);
+  const TimeEstimate same = EstimateTime({100, 100, 100});
+  EXPECT_EQ(same.median_ns, 100);
+  EXPECT_EQ(same.ci_ns, 0);
+  const TimeEstimate few = EstimateTime({90, 100, 110, 100});
+  const TimeEstimate many =
+      EstimateTime({90, 100, 110, 100, 90, 100, 110, 100, 90, 100, 110, 100, 90, 100, 110, 100});
+  EXPECT_EQ(few.median_ns, 100);
+  EXPECT_GT(few.ci_ns, 0);
+  EXPECT_NEAR(many.ci_ns, few.ci_ns / 2, few.ci_ns * 0.1) << "4x the samples, about half the CI";
+  EXPECT_NEAR(RelativeSpread({90, 100, 110, 100}), 0.0816, 1e-3);
+  EXPECT_EQ(RelativeSpread({5}), 0);
+}
+
 }  // namespace
 }  // namespace tessel

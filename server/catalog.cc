@@ -65,6 +65,9 @@ absl::StatusOr<v1::LookupResponse> Catalog::LookupUncached(
     response.set_job_id(best.job_id);
     response.set_tuned_dims(best.workload.dims);
     response.set_tuned_target(best.workload.target);
+    response.set_time_ci_ns(best.time_ci_ns);
+    response.set_samples(best.samples);
+    response.set_noise_sigma(best.noise_sigma);
     auto target = kernels::CachedTarget(best.workload.target);
     response.set_stale(best.kernel_version != resolved.kernel->version() ||
                        (target.ok() && best.target_version != target->version));

@@ -29,6 +29,15 @@ constexpr int kMaxWarmStartNeighbours = 4;
 // The order candidates are published in: faster first; of equal times, the one proposed first
 // (trial ids follow proposal order), so the result does not depend on which worker reported
 // first.
+// Relative spread of a result's samples (schema/measurement.h).
+double RelativeSpread(const v1::TrialResult& result) {
+  return tessel::RelativeSpread({result.samples_ns().begin(), result.samples_ns().end()});
+}
+
+// A best whose samples spread more than this (relative sigma) is promoted by confidence bound
+// even when the server was not told of noise: about 4x the spread the simulator's rounding shows.
+constexpr double kNoisySpread = 0.01;
+
 bool Faster(const Candidate& a, const Candidate& b) {
   return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.trial_id < b.trial_id);
 }
@@ -51,7 +60,8 @@ std::optional<search::StopTracker> StopTrackerFor(const JobRecord& record) {
 
 std::optional<MeasuredConfig> Shown(const std::optional<Candidate>& candidate) {
   if (!candidate) return std::nullopt;
-  return MeasuredConfig{candidate->config.ToString(), candidate->time_ns, candidate->trial_id};
+  return MeasuredConfig{candidate->config.ToString(), candidate->time_ns, candidate->trial_id,
+                        candidate->ci_ns, candidate->samples};
 }
 
 // The workload of a stored job, resolved again as a request naming it would be.
@@ -239,7 +249,8 @@ absl::Status JobManager::Recover(JobEffects& effects) {
       if (!config.ok()) continue;
       if (quarantined->count(t.worker_id) > 0) {
         if (!t.is_verify && IsChargedToBudget(t.status) && j.tried.insert(t.config).second) {
-          j.queue.push_back(PendingTrial{next_trial_id_++, *config, t.is_default, false, {}, {}});
+          j.queue.push_back(
+              PendingTrial{next_trial_id_++, *config, t.is_default, false, {}, {}, false, 0});
         }
         continue;
       }
@@ -258,7 +269,8 @@ absl::Status JobManager::Recover(JobEffects& effects) {
     if (!default_measured) {
       auto default_config = Config::Parse(record.default_config);
       if (default_config.ok()) {
-        j.queue.push_front(PendingTrial{next_trial_id_++, *default_config, true, false, {}, {}});
+        j.queue.push_front(
+            PendingTrial{next_trial_id_++, *default_config, true, false, {}, {}, false, 0});
         j.tried.insert(record.default_config);
       }
     }
@@ -284,12 +296,13 @@ void JobManager::Add(std::unique_ptr<Job> job, std::vector<Config> seeds, JobEff
   Job& j = *job;
   auto default_config = Config::Parse(j.record.default_config);
   // Every job measures the default first, so the tuned result is never worse than untuned.
-  j.queue.push_back(PendingTrial{next_trial_id_++, *default_config, true, false, {}, {}});
+  j.queue.push_back(PendingTrial{next_trial_id_++, *default_config, true, false, {}, {}, false, 0});
   j.tried.insert(j.record.default_config);
   for (Config& seed : seeds) {
     if (static_cast<int>(j.queue.size()) >= j.record.budget) break;
     if (!j.tried.insert(seed.ToString()).second) continue;
-    j.queue.push_back(PendingTrial{next_trial_id_++, std::move(seed), false, false, {}, {}});
+    j.queue.push_back(
+        PendingTrial{next_trial_id_++, std::move(seed), false, false, {}, {}, false, 0});
   }
   const int64_t id = j.record.id;
   jobs_[id] = std::move(job);
@@ -407,7 +420,8 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
     for (Config& config : configs) {
       std::string key = config.ToString();
       if (!job.tried.insert(key).second) continue;  // e.g. the default, measured already
-      job.queue.push_back(PendingTrial{next_trial_id_++, std::move(config), false, false, {}, {}});
+      job.queue.push_back(
+          PendingTrial{next_trial_id_++, std::move(config), false, false, {}, {}, false, 0});
     }
   }
   const bool in_flight = !job.queue.empty() || !job.leased.empty();
@@ -418,8 +432,8 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
 
 void JobManager::Finalize(Job& job, JobEffects& effects) {
   if (job.phase == Job::Phase::kSearching) {
-    job.phase = Job::Phase::kVerifying;
     std::sort(job.candidates.begin(), job.candidates.end(), Faster);
+    job.phase = Noisy(job) && StartPromotion(job) ? Job::Phase::kPromoting : Job::Phase::kVerifying;
   }
   if (job.phase != Job::Phase::kVerifying) return;
   // A config is published only after its numerics were verified; candidates are tried fastest
@@ -441,7 +455,7 @@ void JobManager::Finalize(Job& job, JobEffects& effects) {
       return;  // its verification (or a tie-break) is on its way
     }
     job.queue.push_back(
-        PendingTrial{next_trial_id_++, best.config, false, true, {best.measured_by}, {}});
+        PendingTrial{next_trial_id_++, best.config, false, true, {best.measured_by}, {}, false, 0});
     return;
   }
   job.phase = Job::Phase::kDone;
@@ -559,12 +573,18 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
     if (refill) Finalize(job, effects);
     return;
   }
+  if (trial.promote) {
+    ApplyPromotion(job, trial, status, result);
+    if (refill) Finalize(job, effects);
+    return;
+  }
   job.charged++;
   CountResult(status, job.counts);
   search::Observation observation{trial.config, status == TrialStatus::kOk, result.time_ns()};
   if (status == TrialStatus::kOk) {
     // Not verified, whatever the worker says: only a verify_final re-measure verifies.
-    Candidate candidate{result.time_ns(), trial.config, trial.id, false, result.worker_id()};
+    Candidate candidate{result.time_ns(),   trial.config,           trial.id, false,
+                        result.worker_id(), RelativeSpread(result), 0,        0};
     job.candidates.push_back(candidate);
     if (!job.best || Faster(candidate, *job.best)) job.best = candidate;
     if (trial.is_default) job.default_result = candidate;
@@ -576,6 +596,57 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
   job.strategy->Observe(std::span<const search::Observation>(&observation, 1));
   if (job.stop) job.stop->Record(status == TrialStatus::kOk, result.time_ns());
   if (refill) Refill(job, effects);
+}
+
+bool JobManager::Noisy(const Job& job) const {
+  if (options_.promote_top <= 0 || job.candidates.size() < 2) return false;
+  return options_.noise_sigma > 0 || job.candidates.front().spread > kNoisySpread;
+}
+
+bool JobManager::StartPromotion(Job& job) {
+  // The top candidates by their search median; each is measured again, by another worker than
+  // its measurer while one is alive, with more repeats.
+  const size_t top = std::min(job.candidates.size(), static_cast<size_t>(options_.promote_top));
+  const int repeats = std::max(options_.promote_repeats, options_.repeats);
+  for (size_t i = 0; i < top; ++i) {
+    const Candidate& c = job.candidates[i];
+    job.queue.push_back(
+        PendingTrial{next_trial_id_++, c.config, false, false, {c.measured_by}, {}, true, repeats});
+  }
+  job.promoting = static_cast<int>(top);
+  return top > 0;
+}
+
+void JobManager::ApplyPromotion(Job& job, const PendingTrial& trial, TrialStatus status,
+                                const v1::TrialResult& result) {
+  if (job.phase != Job::Phase::kPromoting) return;
+  auto candidate = std::find_if(job.candidates.begin(), job.candidates.end(),
+                                [&](const Candidate& c) { return c.config == trial.config; });
+  if (candidate != job.candidates.end() && !candidate->verified) {
+    if (status == TrialStatus::kOk && result.samples_ns_size() > 0) {
+      // The promoted time rests on the re-measure alone: the search median of the fastest
+      // candidates is biased low (the winner's curse).
+      const TimeEstimate estimate =
+          EstimateTime({result.samples_ns().begin(), result.samples_ns().end()});
+      candidate->time_ns = estimate.median_ns;
+      candidate->ci_ns = estimate.ci_ns;
+      candidate->samples = estimate.samples;
+    } else {
+      job.candidates.erase(candidate);  // it no longer measures: not a winner
+    }
+  }
+  if (--job.promoting > 0) return;
+  // The winner has the lowest upper confidence bound among the promoted; the candidates that were
+  // not promoted follow, by their search medians.
+  std::stable_sort(job.candidates.begin(), job.candidates.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     if ((a.samples > 0) != (b.samples > 0)) return a.samples > 0;
+                     if (a.samples > 0) return a.time_ns + a.ci_ns < b.time_ns + b.ci_ns;
+                     return Faster(a, b);
+                   });
+  job.best.reset();
+  if (!job.candidates.empty()) job.best = job.candidates.front();
+  job.phase = Job::Phase::kVerifying;
 }
 
 void JobManager::ApplyVerification(Job& job, const PendingTrial& trial, TrialStatus status,
@@ -603,13 +674,15 @@ void JobManager::ApplyVerification(Job& job, const PendingTrial& trial, TrialSta
   }
   if (measured && !trial.dispute && alive_workers_ > 2) {
     // Two workers disagree: a third, neither of them, decides which one is the outlier.
-    job.queue.push_front(PendingTrial{
-        next_trial_id_++,
-        trial.config,
-        false,
-        true,
-        {best.measured_by, result.worker_id()},
-        Dispute{best.measured_by, best.time_ns, result.worker_id(), result.time_ns()}});
+    job.queue.push_front(
+        PendingTrial{next_trial_id_++,
+                     trial.config,
+                     false,
+                     true,
+                     {best.measured_by, result.worker_id()},
+                     Dispute{best.measured_by, best.time_ns, result.worker_id(), result.time_ns()},
+                     false,
+                     0});
     return;
   }
   const std::string why =
@@ -624,7 +697,8 @@ void JobManager::ApplyVerification(Job& job, const PendingTrial& trial, TrialSta
   // verified by another worker), and its other results are measured again (DropWorkerResults).
   auto replace_measurer = [&] {
     quarantine(best.measured_by, best.time_ns, result.time_ns());
-    best = Candidate{result.time_ns(), trial.config, trial.id, false, result.worker_id()};
+    best = Candidate{result.time_ns(),   trial.config,           trial.id, false,
+                     result.worker_id(), RelativeSpread(result), 0,        0};
     std::sort(job.candidates.begin(), job.candidates.end(), Faster);
     job.best.reset();
     for (const Candidate& c : job.candidates) {
@@ -671,7 +745,8 @@ void JobManager::DropWorkerResults(const std::string& worker_id, JobEffects& eff
       }
       const bool is_default = job.default_result && job.default_result->trial_id == it->trial_id;
       if (is_default) job.default_result.reset();
-      job.queue.push_back(PendingTrial{next_trial_id_++, it->config, is_default, false, {}, {}});
+      job.queue.push_back(
+          PendingTrial{next_trial_id_++, it->config, is_default, false, {}, {}, false, 0});
       it = job.candidates.erase(it);
       ++dropped;
     }
@@ -684,8 +759,8 @@ void JobManager::DropWorkerResults(const std::string& worker_id, JobEffects& eff
         } else {
           job.counts.set_failed(job.counts.failed() - 1);
         }
-        job.queue.push_back(
-            PendingTrial{next_trial_id_++, trial.config, trial.is_default, false, {}, {}});
+        job.queue.push_back(PendingTrial{
+            next_trial_id_++, trial.config, trial.is_default, false, {}, {}, false, 0});
         ++dropped;
       }
       job.failed_by.erase(failed);
@@ -717,7 +792,7 @@ TrialRecord JobManager::RecordFor(const Job& job, const PendingTrial& trial, Tri
   row.status = status;
   row.message = message;
   row.is_default = trial.is_default;
-  row.is_verify = trial.verify_final;
+  row.is_verify = trial.verify_final || trial.promote;  // neither is charged to the budget
   row.created_ms = NowUnixMs();
   return row;
 }
@@ -730,7 +805,7 @@ v1::TrialSpec JobManager::SpecFor(const Job& job, const PendingTrial& trial) con
   spec.set_config(trial.config.ToString());
   v1::MeasureProtocol* protocol = spec.mutable_protocol();
   protocol->set_warmup(options_.warmup);
-  protocol->set_repeats(options_.repeats);
+  protocol->set_repeats(trial.repeats > 0 ? trial.repeats : options_.repeats);
   protocol->set_verify(trial.verify_final ? "always" : options_.verify);
   protocol->set_noise_sigma(options_.noise_sigma);
   spec.set_seed(job.record.seed * 1'000'003 + static_cast<uint64_t>(trial.id));
@@ -765,6 +840,9 @@ std::optional<JobEnd> JobManager::Conclude(int64_t job_id) const {
     best.target_version = job.record.target_version;
     best.config = job.published->config.ToString();
     best.time_ns = job.published->time_ns;
+    best.time_ci_ns = job.published->ci_ns;
+    best.samples = job.published->samples > 0 ? job.published->samples : options_.repeats;
+    best.noise_sigma = options_.noise_sigma;
     best.job_id = job_id;
     best.trial_id = job.published->trial_id;
     best.published_ms = NowUnixMs();

@@ -62,6 +62,10 @@ struct PendingTrial {
   std::vector<std::string> avoid_workers;
   // Set on a tie-break: the verify_final trial a third worker runs when two disagreed.
   std::optional<Dispute> dispute;
+  // A re-measure of a top candidate with more repeats before the winner is chosen (noise-aware
+  // promotion); not charged to the budget.
+  bool promote = false;
+  int repeats = 0;  // runs kept; 0 = the scheduler's protocol
 };
 
 // A submission checked and turned into a record (id not yet assigned), with its resolved
@@ -89,11 +93,18 @@ struct Candidate {
   // the measuring worker's own claim.
   bool verified = false;
   std::string measured_by;  // worker id
+  // Relative spread (sample standard deviation / median) of the samples it was measured with.
+  double spread = 0;
+  // After noise-aware promotion: the half-width of the 95% confidence interval of time_ns, and
+  // the samples it rests on (0 when not promoted).
+  double ci_ns = 0;
+  int samples = 0;
 };
 
 // A job held in memory: its record, what the search needs and how far it got.
 struct Job {
-  enum class Phase { kSearching, kVerifying, kDone };
+  // kPromoting: the top candidates are re-measured with more repeats (noisy measurements only).
+  enum class Phase { kSearching, kPromoting, kVerifying, kDone };
 
   JobRecord record;
   const kernels::Kernel* kernel = nullptr;
@@ -118,6 +129,7 @@ struct Job {
   bool strategy_exhausted = false;  // Propose returned nothing
   bool cancelled = false;
   int rejected = 0;                         // best candidates that failed verification
+  int promoting = 0;                        // promotion re-measures not back yet
   std::string default_message;              // why the default config failed, if it did
   std::optional<search::StopTracker> stop;  // early-stop rules of the record, if any
   std::string stop_reason;                  // set when an early stop ended the search
@@ -207,6 +219,15 @@ class JobManager {
   // Trials one job may have queued or leased now (see Options::max_in_flight_per_job).
   int InFlightLimit() const;
   void Finalize(Job& job, JobEffects& effects);
+  // Whether the job's measurements are noisy enough to promote by confidence bound.
+  bool Noisy(const Job& job) const;
+  // Queues the promotion re-measures of the job's top candidates; false when there is nothing
+  // to promote.
+  bool StartPromotion(Job& job);
+  // Applies one promotion re-measure; when the last is back, orders the promoted candidates by
+  // the upper bound of their confidence intervals.
+  void ApplyPromotion(Job& job, const PendingTrial& trial, TrialStatus status,
+                      const v1::TrialResult& result);
   // Applies a verify_final result to the job's best candidate: verified when it agrees, else a
   // tie-break on a third worker, a quarantine of the outlier, or the candidate dropped.
   void ApplyVerification(Job& job, const PendingTrial& trial, TrialStatus status,

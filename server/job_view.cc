@@ -14,6 +14,8 @@ namespace {
 void SetMeasured(const MeasuredConfig& measured, v1::Measurement* out) {
   out->set_time_ns(measured.time_ns);
   out->set_trial_id(measured.trial_id);
+  out->set_time_ci_ns(measured.time_ci_ns);
+  out->set_samples(measured.samples);
 }
 
 }  // namespace
@@ -82,11 +84,11 @@ JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialR
     if (verified.contains(t.config) && (!best_verified || *t.time_ns < *best_verified->time_ns)) {
       best_verified = &t;
     }
-    if (t.is_default) progress.default_result = MeasuredConfig{t.config, *t.time_ns, t.id};
+    if (t.is_default) progress.default_result = MeasuredConfig{t.config, *t.time_ns, t.id, 0, 0};
   }
   const TrialRecord* shown =
       record.state == JobState::kCompleted && best_verified ? best_verified : best;
-  if (shown) progress.best = MeasuredConfig{shown->config, *shown->time_ns, shown->id};
+  if (shown) progress.best = MeasuredConfig{shown->config, *shown->time_ns, shown->id, 0, 0};
   return progress;
 }
 

@@ -29,6 +29,8 @@ struct MeasuredConfig {
   std::string config;
   double time_ns = 0;
   int64_t trial_id = 0;
+  double time_ci_ns = 0;  // after noise-aware promotion (v1::Measurement)
+  int samples = 0;
 };
 
 // What a job's trials add up to so far.

@@ -33,6 +33,11 @@ int main(int argc, char** argv) {
   app.add_option("--noise", options.noise_sigma, "simulated run-to-run noise (relative sigma)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--promote-top", options.promote_top,
+                 "with noise, re-measure this many top candidates with more repeats and publish "
+                 "the one with the lowest 95% upper confidence bound (0 = off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--verify", options.verify,
                  "verification policy for ordinary trials: always, never or sample:P "
                  "(a job's published best is always verified)")

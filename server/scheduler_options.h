@@ -24,7 +24,12 @@ struct SchedulerOptions {
   int warmup = 1;
   double noise_sigma = 0;
   std::string verify = "never";  // policy for ordinary trials; the best is always verified
-  int housekeeping_ms = 50;      // how often expired leases and parked calls are checked
+  // Noise-aware promotion: with noise (noise_sigma > 0, or a best whose samples spread more than
+  // kNoisySpread), the top this-many candidates are re-measured with promote_repeats runs each
+  // and the winner is chosen by the upper bound of its 95% confidence interval. 0 turns it off.
+  int promote_top = 5;
+  int promote_repeats = 20;
+  int housekeeping_ms = 50;  // how often expired leases and parked calls are checked
 };
 
 using LeaseCallback = std::function<void(absl::StatusOr<v1::LeaseResponse>)>;

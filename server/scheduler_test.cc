@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/workload.h"
+#include "schema/measurement.h"
 #include "schema/vocab.h"
 #include "search/stopping.h"
 #include "server/store.h"
@@ -537,6 +538,63 @@ TEST_F(SchedulerTest, AfterARestartAQuarantinedWorkersResultsAreMeasuredAgain) {
     if (t.worker_id != liar && !t.is_verify && lied.count(t.config)) remeasured.insert(t.config);
   }
   EXPECT_EQ(remeasured, lied);
+}
+
+// With noise, a config whose search measurement was a lucky fluke does not win: the top
+// candidates are re-measured with more repeats (not charged), and the winner is the lowest upper
+// confidence bound of those re-measures, published with its interval.
+TEST_F(SchedulerTest, WithNoiseTheTopCandidatesAreReMeasuredAndALuckyFlukeDoesNotWin) {
+  SchedulerOptions options;
+  options.noise_sigma = 0.05;
+  options.repeats = 5;
+  options.promote_top = 3;
+  options.promote_repeats = 20;
+  Open(options);
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 6));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker();
+  std::string fluke;
+  std::map<std::string, int> promoted;  // config -> repeats asked
+  // Samples around the config's true time, +-2%; the fluke's search samples are 20% fast.
+  auto measure = [&](const v1::TrialSpec& spec) {
+    v1::TrialResult result = Measure(spec);
+    const int repeats = spec.protocol().repeats();
+    double center = FakeTime(spec.config());
+    if (repeats == 20) {
+      promoted[spec.config()] = repeats;
+    } else if (spec.protocol().verify() != "always" && fluke.empty() && !spec.config().empty() &&
+               spec.trial_id() > 1) {
+      fluke = spec.config();
+    }
+    if (spec.config() == fluke && repeats != 20 && spec.protocol().verify() != "always") {
+      center *= 0.8;
+    }
+    result.clear_samples_ns();
+    for (int i = 0; i < repeats; ++i) result.add_samples_ns(center * (0.98 + 0.04 * i / repeats));
+    result.set_time_ns(Median({result.samples_ns().begin(), result.samples_ns().end()}));
+    return result;
+  };
+  v1::Job done = DriveToEnd(job->id(), [&] {
+    std::vector<v1::TrialResult> results;
+    for (const auto& spec : Lease(worker, 8)) results.push_back(measure(spec));
+    if (!results.empty()) Report(worker, results);
+    return !results.empty();
+  });
+  ASSERT_EQ(done.state(), v1::JOB_COMPLETED);
+  EXPECT_EQ(promoted.size(), 3u) << "the top 3 were re-measured with 20 repeats";
+  EXPECT_EQ(promoted.count(fluke), 1u) << "the fluke was among the top";
+  EXPECT_NE(done.best().config(), fluke);
+  EXPECT_EQ(done.trials().total(), 6) << "re-measures are not charged";
+  EXPECT_EQ(done.best().samples(), 20);
+  EXPECT_GT(done.best().time_ci_ns(), 0);
+  EXPECT_NEAR(done.best().time_ns(), FakeTime(done.best().config()),
+              0.03 * FakeTime(done.best().config()));
+  auto found = LookupWorkload(Gemm(1024, 1024, 1024));
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->config(), done.best().config());
+  EXPECT_EQ(found->samples(), 20);
+  EXPECT_DOUBLE_EQ(found->noise_sigma(), 0.05);
+  EXPECT_EQ(found->time_ci_ns(), done.best().time_ci_ns());
 }
 
 TEST_F(SchedulerTest, EveryLookupAnswerIsValidForTheAskedWorkloadAdaptedWhenItHadToBe) {

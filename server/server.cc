@@ -118,6 +118,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   scheduler_options.repeats = options.repeats >= 0 ? options.repeats : (noisy ? 5 : 1);
   scheduler_options.warmup = options.warmup >= 0 ? options.warmup : (noisy ? 1 : 0);
   scheduler_options.noise_sigma = options.noise_sigma;
+  scheduler_options.promote_top = options.promote_top;
   scheduler_options.verify = options.verify;
   auto scheduler = Scheduler::Create(impl->store.get(), scheduler_options);
   if (!scheduler.ok()) return scheduler.status();

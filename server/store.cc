@@ -125,7 +125,8 @@ absl::StatusOr<JobRecord> JobFromRow(const Statement& row) {
 
 constexpr std::string_view kBestSelect =
     "SELECT b.id, w.kernel, w.dims, w.dtype, w.target, b.kernel_version, b.target_version, "
-    "b.config, b.time_ns, b.job_id, b.trial_id, b.snapshot_id, b.published_ms FROM best b JOIN "
+    "b.config, b.time_ns, b.job_id, b.trial_id, b.snapshot_id, b.published_ms, b.time_ci_ns, "
+    "b.samples, b.noise_sigma FROM best b JOIN "
     "workloads w ON w.id = b.workload_id ";
 
 BestRecord BestFromRow(const Statement& row) {
@@ -140,6 +141,9 @@ BestRecord BestFromRow(const Statement& row) {
   best.trial_id = row.Int(10);
   best.snapshot_id = row.Int(11);
   best.published_ms = row.Int(12);
+  best.time_ci_ns = row.Double(13);
+  best.samples = static_cast<int>(row.Int(14));
+  best.noise_sigma = row.Double(15);
   return best;
 }
 
@@ -322,8 +326,8 @@ absl::StatusOr<int64_t> Store::Publish(const BestRecord& best) {
     TESSEL_ASSIGN_OR_RETURN(
         Statement insert,
         db.Prepare("INSERT INTO best (workload_id, kernel_version, target_version, config, "
-                   "time_ns, job_id, trial_id, snapshot_id, published_ms) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                   "time_ns, job_id, trial_id, snapshot_id, published_ms, time_ci_ns, samples, "
+                   "noise_sigma) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     insert.BindInt(*workload_id)
         .BindInt(best.kernel_version)
         .BindInt(best.target_version)
@@ -332,7 +336,10 @@ absl::StatusOr<int64_t> Store::Publish(const BestRecord& best) {
         .BindOptionalInt(best.job_id != 0 ? std::optional<int64_t>(best.job_id) : std::nullopt)
         .BindOptionalInt(best.trial_id != 0 ? std::optional<int64_t>(best.trial_id) : std::nullopt)
         .BindInt(snapshot_id)
-        .BindInt(published_ms);
+        .BindInt(published_ms)
+        .BindDouble(best.time_ci_ns)
+        .BindInt(best.samples)
+        .BindDouble(best.noise_sigma);
     absl::Status inserted = insert.Run();
     if (inserted.code() == absl::StatusCode::kFailedPrecondition) {
       return absl::FailedPreconditionError(

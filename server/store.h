@@ -82,6 +82,11 @@ struct BestRecord {
   int target_version = 0;
   std::string config;
   double time_ns = 0;
+  // How time_ns was measured: the half-width of its 95% confidence interval (0 when measured
+  // without noise or not promoted), the samples it is the median of, and the simulated noise.
+  double time_ci_ns = 0;
+  int samples = 0;
+  double noise_sigma = 0;
   int64_t job_id = 0;
   int64_t trial_id = 0;
   int64_t snapshot_id = 0;  // assigned by Publish

@@ -116,7 +116,8 @@ Backend::~Backend() {
 // `must_exist`: read-only commands refuse to create an empty database.
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const std::string& server_address,
                                                      const std::string& db_path, bool must_exist,
-                                                     client::ClientOptions remote) {
+                                                     client::ClientOptions remote,
+                                                     double noise_sigma, int promote_top) {
   auto backend = std::make_unique<Backend>();
   if (!server_address.empty()) {
     remote.connect_timeout_ms = kConnectTimeoutMs;
@@ -131,6 +132,8 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const std::string& server_a
   server::ServerOptions options;
   options.listen = "";
   options.db_path = db_path;
+  options.noise_sigma = noise_sigma;
+  if (promote_top >= 0) options.promote_top = promote_top;
   absl::StatusOr<std::unique_ptr<server::Server>> server = server::Server::Create(options);
   if (!server.ok()) {
     return absl::Status(server.status().code(),

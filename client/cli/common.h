@@ -88,9 +88,11 @@ struct Backend {
 // `db_path`. With `must_exist`, a missing database is NotFound instead of being created (read-only
 // commands should not leave empty files behind).
 // `remote` is how to reach a remote server (token, TLS); its connect timeout is the CLI's.
+// `noise_sigma` and `promote_top` (-1: the default) set an embedded server's measurements.
 absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const std::string& server_address,
                                                      const std::string& db_path, bool must_exist,
-                                                     client::ClientOptions remote = {});
+                                                     client::ClientOptions remote = {},
+                                                     double noise_sigma = 0, int promote_top = -1);
 
 // Worker threads in this process, serving an embedded server (nothing for a remote one).
 class EmbeddedWorkers {

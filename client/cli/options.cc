@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const ServerArgs& args, boo
     remote.tls_cert_file = args.tls_cert;
     remote.tls_key_file = args.tls_key;
   }
-  return OpenBackend(args.server, args.DbPath(), must_exist, remote);
+  return OpenBackend(args.server, args.DbPath(), must_exist, remote, args.noise, args.promote_top);
 }
 
 void AddWorkloadOptions(CLI::App& command, WorkloadArgs& args) {

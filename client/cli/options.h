@@ -20,6 +20,9 @@ struct ServerArgs {
   std::string tls_ca;      // --tls-ca: verify a TLS server against these roots
   std::string tls_cert;    // --tls-cert, --tls-key: the client certificate for mutual TLS
   std::string tls_key;
+  // The embedded server's measurement settings (tune only; a remote server has its own).
+  double noise = 0;
+  int promote_top = -1;  // -1: the server's default
 
   // The embedded server's database file: --db, or kDefaultDb.
   std::string DbPath() const { return db.empty() ? kDefaultDb : db; }

@@ -96,10 +96,24 @@ void TuneCommand::AddOptions(CLI::App& command) {
   command.add_flag("--no-wait", no_wait_,
                    "submit, print the job and return (needs --server; see `tessel watch`)");
   AddServerOptions(command, backend_);
+  command
+      .add_option("--noise", backend_.noise,
+                  "embedded: simulated run-to-run noise (relative sigma; a server has --noise)")
+      ->check(CLI::NonNegativeNumber);
+  command
+      .add_option("--promote-top", backend_.promote_top,
+                  "embedded, with noise: re-measure this many top candidates with more repeats "
+                  "and publish the lowest 95% upper bound (default 5; 0 = off)")
+      ->check(CLI::NonNegativeNumber);
   command.footer(EffortFooter());
 }
 
 absl::StatusOr<v1::SubmitJobRequest> TuneCommand::Request(const Workload& workload) const {
+  if (!backend_.server.empty() && (backend_.noise > 0 || backend_.promote_top >= 0)) {
+    return absl::InvalidArgumentError(
+        "--noise and --promote-top set the embedded server; a remote server has its own "
+        "(tessel-server --noise, --promote-top)");
+  }
   if (no_wait_ && backend_.server.empty()) {
     return absl::InvalidArgumentError(
         "--no-wait needs --server: an embedded job stops when this command exits");
