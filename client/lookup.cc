@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "client/answer_table.h"
 #include "client/client.h"
+#include "schema/credentials.h"
 #include "schema/sqlite.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
@@ -109,10 +110,20 @@ class Lookup::Impl {
     for (std::thread& t : tuners) t.join();
   }
 
+  // The token and TLS files of a client of the server; the deadlines are the caller's.
+  ClientOptions ServerClientOptions() const {
+    ClientOptions client_options;
+    if (!options.token.empty()) client_options.token = options.token;
+    client_options.tls_ca_file = options.tls_ca_file;
+    client_options.tls_cert_file = options.tls_cert_file;
+    client_options.tls_key_file = options.tls_key_file;
+    return client_options;
+  }
+
   absl::StatusOr<std::shared_ptr<Client>> Connected() {
     std::lock_guard<std::mutex> lock(server_mu);
     if (!client) {
-      ClientOptions client_options;
+      ClientOptions client_options = ServerClientOptions();
       client_options.call_timeout_ms = options.server_timeout_ms;
       client_options.connect_timeout_ms = options.server_timeout_ms;
       TESSEL_ASSIGN_OR_RETURN(client, Client::Connect(options.server_address, client_options));
@@ -156,10 +167,9 @@ class Lookup::Impl {
     *request.mutable_workload() = WorkloadProto(kernel, dims, dtype, target);
     request.set_budget(options.tune_budget);
     std::string address = options.server_address;
-    int timeout = options.server_timeout_ms;
-    tuners.emplace_back([request, address, timeout] {
-      ClientOptions client_options;
-      client_options.call_timeout_ms = std::max(timeout, 2000);
+    ClientOptions client_options = ServerClientOptions();
+    client_options.call_timeout_ms = std::max(options.server_timeout_ms, 2000);
+    tuners.emplace_back([request, address, client_options] {
       auto client = Client::Connect(address, client_options);
       if (client.ok()) (void)(*client)->SubmitJob(request);
     });
@@ -212,6 +222,25 @@ absl::StatusOr<std::unique_ptr<Lookup>> Lookup::Create(const LookupOptions& opti
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  if (!options.server_address.empty()) {
+    if (options.token.empty()) {
+      absl::StatusOr<std::optional<std::string>> from_env = ClientToken("");
+      if (!from_env.ok()) {
+        return absl::InvalidArgumentError(
+            StrCat("$", kTokenFileEnv, ": ", std::string(from_env.status().message())));
+      }
+      if (*from_env) impl->options.token = **std::move(from_env);
+    } else if (!IsWellFormedToken(options.token)) {
+      return absl::InvalidArgumentError(
+          StrCat("LookupOptions.token is not a well-formed token (expected up to ", kMaxTokenBytes,
+                 " printable characters without spaces)"));
+    }
+    // The TLS files are read now so that a wrong path fails here, not at the first miss.
+    TESSEL_RETURN_IF_ERROR(ChannelCredentials({.ca_file = options.tls_ca_file,
+                                               .cert_file = options.tls_cert_file,
+                                               .key_file = options.tls_key_file})
+                               .status());
+  }
   if (!options.snapshot_path.empty()) {
     TESSEL_ASSIGN_OR_RETURN(impl->snapshot, Snapshot::Open(options.snapshot_path));
   }

@@ -39,15 +39,31 @@ struct LookupOptions {
   // Deadline of one server call. A miss pays it once per key while the server is down.
   int server_timeout_ms = 500;
   // Ask the server to tune workloads that had no exact answer (once per workload, in the
-  // background), with this budget.
+  // background), with this budget. Submitting needs a `tuner` token on a server with a token
+  // file; with a `reader` token the requests are refused and only counted.
   bool tune_misses = false;
   int tune_budget = 64;
+  // Who this program is to a server with a token file: the token itself (not a file name), sent
+  // as `authorization: Bearer TOKEN` with every server call. A `reader` token is enough for
+  // lookups. Empty: the token in the file named by $TESSEL_TOKEN_FILE when that is set (read
+  // once, by Create, as the CLI and tessel-worker do), else none. Never logged, and never part
+  // of an error message.
+  std::string token;
+  // A PEM file of root certificates that verify the server's TLS certificate; empty speaks
+  // plaintext to the server.
+  std::string tls_ca_file;
+  // A PEM certificate chain and its private key, presented to a server that requires client
+  // certificates (mutual TLS, the server's --tls-client-ca). Both or neither, with tls_ca_file.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class Lookup {
  public:
   // Opens the snapshot and cache files and connects lazily to the server. InvalidArgument when no
-  // source is configured; the snapshot's or cache's error when one cannot be opened.
+  // source is configured, when the token is not well formed, when $TESSEL_TOKEN_FILE names a
+  // file that holds no token, or when a TLS file cannot be read or the TLS files do not go
+  // together; the snapshot's or cache's error when one cannot be opened.
   static absl::StatusOr<std::unique_ptr<Lookup>> Create(const LookupOptions& options);
   ~Lookup();
   Lookup(const Lookup&) = delete;
@@ -55,7 +71,8 @@ class Lookup {
 
   // The best known config for the workload; see the header comment for the order of sources.
   // Answers are cached in-process for the life of this object. NotFound when no source knows
-  // the kernel; the server's error when it is the only source and fails.
+  // the kernel; the server's error when it is the only source and fails (UNAUTHENTICATED for a
+  // missing or unknown token, PERMISSION_DENIED for a token without the reader role).
   absl::StatusOr<LookupResult> Find(std::string_view kernel, const Dims& dims,
                                     std::string_view dtype = "bf16",
                                     std::string_view target = "snc2");

@@ -1,13 +1,14 @@
 // Authentication and transport security against a real tessel-server process (127.0.0.1, port
 // 0): every RPC's code for no token, a wrong token and a wrong role; tokens in no log line; a
 // worker and the CLI with their own token files; a plaintext client refused by a TLS server; a
-// mutual-TLS server serving clients with a certificate of its client CA and no others; no
-// unauthenticated server beyond loopback (issue 15).
+// mutual-TLS server serving clients with a certificate of its client CA and no others; libtessel's
+// server lookups with a token and over TLS; no unauthenticated server beyond loopback (issue 15).
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -17,10 +18,12 @@
 #include <thread>
 #include <vector>
 
+#include "client/lookup.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 #include "schema/credentials.h"
+#include "schema/key.h"
 #include "schema/tessel.pb.h"
 #include "tests/testing/process.h"
 #include "tests/testing/server_process_test.h"
@@ -286,6 +289,75 @@ TEST_F(AuthTest, AMutualTlsServerServesClientsWithACertificateOfItsClientCaAndNo
   RunResult tuned = testing::Run(tune, dir_, seconds(60));
   EXPECT_EQ(tuned.exit_code, 0) << tuned.err;
   EXPECT_THAT(tuned.out, HasSubstr("\"state\": \"completed\""));
+}
+
+// A libtessel Lookup of the server at address_ only (no snapshot, no cache file) with `token`
+// and the TLS roots `tls_ca_file`; asks for matmul 256^3, which nothing was tuned for.
+absl::StatusOr<client::LookupResult> LookUpOnServer(const std::string& address,
+                                                    const std::string& token,
+                                                    const std::string& tls_ca_file = "") {
+  client::LookupOptions options;
+  options.server_address = address;
+  options.server_timeout_ms = 5000;
+  options.token = token;
+  options.tls_ca_file = tls_ca_file;
+  absl::StatusOr<std::unique_ptr<client::Lookup>> lookup = client::Lookup::Create(options);
+  if (!lookup.ok()) return lookup.status();
+  return (*lookup)->Find("matmul", *Dims::Parse("M=256,N=256,K=256"));
+}
+
+TEST_F(AuthTest, LibtesselLooksUpWithAReaderTokenAndPassesTheServersRefusalThroughWithout) {
+  if (std::getenv(kTokenFileEnv) != nullptr) {
+    GTEST_SKIP() << "$" << kTokenFileEnv << " is set: libtessel would send its token";
+  }
+  ASSERT_TRUE(StartServer({"--token-file", WriteTokenFiles()}));  // no --open-lookups
+
+  absl::StatusOr<client::LookupResult> read = LookUpOnServer(address_, kReaderToken);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->source, "server");
+  EXPECT_EQ(read->match, "default");  // nothing was tuned; the server answers the default
+  EXPECT_TRUE(LookUpOnServer(address_, kTunerToken).ok()) << "a tuner may do what a reader may";
+
+  absl::StatusOr<client::LookupResult> anonymous = LookUpOnServer(address_, "");
+  EXPECT_EQ(anonymous.status().code(), absl::StatusCode::kUnauthenticated) << anonymous.status();
+  EXPECT_THAT(anonymous.status().message(), HasSubstr("Lookup needs a token"));
+  absl::StatusOr<client::LookupResult> unknown = LookUpOnServer(address_, "not-a-known-token");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnauthenticated) << unknown.status();
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown token"));
+  EXPECT_THAT(unknown.status().message(), Not(HasSubstr("not-a-known-token")));
+  absl::StatusOr<client::LookupResult> worker = LookUpOnServer(address_, kWorkerToken);
+  EXPECT_EQ(worker.status().code(), absl::StatusCode::kPermissionDenied) << worker.status();
+  EXPECT_THAT(worker.status().message(), HasSubstr("needs reader"));
+  EXPECT_THAT(worker.status().message(), Not(HasSubstr(kWorkerToken)));
+
+  absl::StatusOr<client::LookupResult> malformed = LookUpOnServer(address_, "two words");
+  EXPECT_EQ(malformed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(malformed.status().message(), HasSubstr("LookupOptions.token is not a well-formed"));
+  EXPECT_THAT(malformed.status().message(), Not(HasSubstr("two words")));
+
+  StopServer();
+  for (const char* token : {kTunerToken, kReaderToken, kWorkerToken}) {
+    EXPECT_THAT(ReadFile(dir_ + "/server.err") + ReadFile(dir_ + "/server.out"),
+                Not(HasSubstr(token)));
+  }
+}
+
+TEST_F(AuthTest, LibtesselLooksUpOverTlsWithTheServersRootsAndNotInPlaintext) {
+  const std::string error = MakeCertificate("server", "localhost", false, /*server=*/true);
+  if (!error.empty()) GTEST_SKIP() << "openssl cannot make a certificate: " << error;
+  ASSERT_TRUE(StartServer({"--token-file", WriteTokenFiles(), "--tls-cert", dir_ + "/server.pem",
+                           "--tls-key", dir_ + "/server.key"}));
+
+  absl::StatusOr<client::LookupResult> tls =
+      LookUpOnServer(address_, kReaderToken, dir_ + "/server.pem");
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  EXPECT_EQ(tls->source, "server");
+  EXPECT_EQ(LookUpOnServer(address_, kReaderToken).status().code(), absl::StatusCode::kUnavailable)
+      << "plaintext to a TLS server";
+  absl::StatusOr<client::LookupResult> no_roots =
+      LookUpOnServer(address_, kReaderToken, dir_ + "/missing.pem");
+  EXPECT_EQ(no_roots.status().code(), absl::StatusCode::kInvalidArgument) << no_roots.status();
+  EXPECT_THAT(no_roots.status().message(), HasSubstr("missing.pem"));
 }
 
 TEST_F(AuthTest, WithoutATokenFileTheServerListensOnlyOnLoopbackUnlessInsecure) {

@@ -1,5 +1,6 @@
 // The `tessel` Python module: libtessel's lookup for Python (e.g. PyTorch-side code choosing tile
-// configs). Errors raise ValueError (bad input), LookupError (nothing known) or RuntimeError.
+// configs). Errors raise ValueError (bad input), LookupError (nothing known), PermissionError (the
+// server refused the token: UNAUTHENTICATED or PERMISSION_DENIED) or RuntimeError.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -21,6 +22,10 @@ namespace {
       throw py::value_error(message);
     case absl::StatusCode::kNotFound:
       throw py::key_error(message);
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      PyErr_SetString(PyExc_PermissionError, message.c_str());
+      throw py::error_already_set();
     default:
       throw std::runtime_error(message);
   }
@@ -74,13 +79,18 @@ py::dict ToDict(const tessel::client::LookupResult& r) {
 class PyLookup {
  public:
   PyLookup(const std::string& snapshot, const std::string& server, const std::string& cache,
-           int64_t pin_snapshot, int timeout_ms) {
+           int64_t pin_snapshot, int timeout_ms, const std::string& token,
+           const std::string& tls_ca, const std::string& tls_cert, const std::string& tls_key) {
     tessel::client::LookupOptions options;
     options.snapshot_path = snapshot;
     options.server_address = server;
     options.cache_path = cache;
     options.pin_snapshot = pin_snapshot;
     options.server_timeout_ms = timeout_ms;
+    options.token = token;
+    options.tls_ca_file = tls_ca;
+    options.tls_cert_file = tls_cert;
+    options.tls_key_file = tls_key;
     auto lookup = tessel::client::Lookup::Create(options);
     if (!lookup.ok()) Raise(lookup.status());
     lookup_ = *std::move(lookup);
@@ -110,9 +120,17 @@ PYBIND11_MODULE(tessel, m) {
                        "Looks configs up in a snapshot file and/or a tessel-server, with an "
                        "in-process cache and graded fallback (exact, nearest, other_target, "
                        "default).")
-      .def(py::init<const std::string&, const std::string&, const std::string&, int64_t, int>(),
+      // The credentials are keyword-only, so that no positional call passes a secret by mistake.
+      .def(py::init<const std::string&, const std::string&, const std::string&, int64_t, int,
+                    const std::string&, const std::string&, const std::string&,
+                    const std::string&>(),
            py::arg("snapshot") = "", py::arg("server") = "", py::arg("cache") = "",
-           py::arg("pin_snapshot") = 0, py::arg("timeout_ms") = 500)
+           py::arg("pin_snapshot") = 0, py::arg("timeout_ms") = 500, py::kw_only(),
+           py::arg("token") = "", py::arg("tls_ca") = "", py::arg("tls_cert") = "",
+           py::arg("tls_key") = "",
+           "token: the token itself (else the file named by $TESSEL_TOKEN_FILE, if set); tls_ca: "
+           "PEM roots that verify the server (TLS); tls_cert, tls_key: a client certificate for "
+           "a server that requires one (mutual TLS).")
       .def("find", &PyLookup::Find, py::arg("kernel"), py::arg("shape"), py::arg("dtype") = "bf16",
            py::arg("target") = "snc2",
            "Returns a dict: config, params, match, time_ns, stale, snapshot, job_id, tuned_dims, "
