@@ -42,6 +42,14 @@ bool Faster(const Candidate& a, const Candidate& b) {
   return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.trial_id < b.trial_id);
 }
 
+// The job's best among its candidates (after one was dropped or replaced).
+void RecomputeBest(Job& job) {
+  job.best.reset();
+  for (const Candidate& c : job.candidates) {
+    if (!job.best || Faster(c, *job.best)) job.best = c;
+  }
+}
+
 // The tracker of the job's early stops, or nullopt when it has none. The time limit counts wall
 // time since the job was created (server downtime included), so a job resumed after a restart
 // starts with the time it has already used.
@@ -700,10 +708,7 @@ void JobManager::ApplyVerification(Job& job, const PendingTrial& trial, TrialSta
     best = Candidate{result.time_ns(),   trial.config,           trial.id, false,
                      result.worker_id(), RelativeSpread(result), 0,        0};
     std::sort(job.candidates.begin(), job.candidates.end(), Faster);
-    job.best.reset();
-    for (const Candidate& c : job.candidates) {
-      if (!job.best || Faster(c, *job.best)) job.best = c;
-    }
+    RecomputeBest(job);
   };
   // Two workers disagree and no third decides (or the tie-break sided with neither): without a
   // third opinion, the faster report is the suspect, since a time too fast is what would be
@@ -726,10 +731,7 @@ void JobManager::ApplyVerification(Job& job, const PendingTrial& trial, TrialSta
   job.rejected++;
   job.candidates.erase(job.candidates.begin());
   if (job.best && job.best->config == trial.config) {
-    job.best.reset();
-    for (const Candidate& c : job.candidates) {
-      if (!job.best || Faster(c, *job.best)) job.best = c;
-    }
+    RecomputeBest(job);
   }
 }
 
@@ -772,10 +774,7 @@ void JobManager::DropWorkerResults(const std::string& worker_id, JobEffects& eff
     job.counts.set_total(job.counts.total() - dropped);
     job.counts.set_retried(job.counts.retried() + dropped);
     job.phase = Job::Phase::kSearching;
-    job.best.reset();
-    for (const Candidate& c : job.candidates) {
-      if (!job.best || Faster(c, *job.best)) job.best = c;
-    }
+    RecomputeBest(job);
     spdlog::warn("job {}: {} result(s) of quarantined worker {} re-queued", job_id, dropped,
                  worker_id);
     effects.changed_jobs.push_back(job_id);
