@@ -59,4 +59,39 @@ TimeEstimate EstimateTime(const std::vector<double>& samples) {
   return estimate;
 }
 
+Location TrimmedMean(std::vector<double> samples) {
+  Location location;
+  const size_t n = samples.size();
+  if (n == 0) return location;
+  std::sort(samples.begin(), samples.end());
+  const size_t cut = static_cast<size_t>(kTrimFraction * static_cast<double>(n));
+  double sum = 0;
+  for (size_t i = cut; i < n - cut; ++i) sum += samples[i];
+  location.mean_ns = sum / static_cast<double>(n - 2 * cut);
+  if (n < 2) return location;
+  // Winsorized: the trimmed samples replaced by the nearest kept one.
+  std::vector<double> winsorized(samples);
+  for (size_t i = 0; i < cut; ++i) {
+    winsorized[i] = samples[cut];
+    winsorized[n - 1 - i] = samples[n - 1 - cut];
+  }
+  const double kept = static_cast<double>(n - 2 * cut) / static_cast<double>(n);
+  location.se_ns = StandardDeviation(winsorized) / (kept * std::sqrt(static_cast<double>(n)));
+  return location;
+}
+
+std::vector<bool> StillRacing(const std::vector<Location>& locations) {
+  constexpr double kZ = 1.96;
+  std::vector<bool> racing(locations.size(), true);
+  if (locations.empty()) return racing;
+  const Location& leader =
+      *std::min_element(locations.begin(), locations.end(),
+                        [](const Location& a, const Location& b) { return a.mean_ns < b.mean_ns; });
+  const double leader_upper = leader.mean_ns + kZ * leader.se_ns;
+  for (size_t i = 0; i < locations.size(); ++i) {
+    racing[i] = locations[i].mean_ns - kZ * locations[i].se_ns <= leader_upper;
+  }
+  return racing;
+}
+
 }  // namespace tessel

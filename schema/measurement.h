@@ -38,6 +38,22 @@ struct TimeEstimate {
 };
 TimeEstimate EstimateTime(const std::vector<double>& samples);
 
+// Where samples lie, for comparing configs: the mean after dropping kTrimFraction of the samples
+// at each end (robust to an occasional slow run, and for Gaussian noise nearly as efficient as the
+// mean, where a median is ~64% as efficient), and its standard error (Tukey-McLaughlin: the
+// winsorized standard deviation / ((1 - 2 * kTrimFraction) * sqrt(n))).
+inline constexpr double kTrimFraction = 0.1;
+struct Location {
+  double mean_ns = 0;
+  double se_ns = 0;
+};
+Location TrimmedMean(std::vector<double> samples);
+
+// Racing by successive elimination: which of several configs are still in the race, given the
+// locations of their samples. A config leaves when the 95% confidence interval of its trimmed
+// mean lies wholly above the one of the config with the lowest trimmed mean.
+std::vector<bool> StillRacing(const std::vector<Location>& locations);
+
 }  // namespace tessel
 
 #endif  // TESSEL_SCHEMA_MEASUREMENT_H_
