@@ -591,8 +591,17 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
   search::Observation observation{trial.config, status == TrialStatus::kOk, result.time_ns()};
   if (status == TrialStatus::kOk) {
     // Not verified, whatever the worker says: only a verify_final re-measure verifies.
-    Candidate candidate{result.time_ns(),   trial.config,           trial.id, false,
-                        result.worker_id(), RelativeSpread(result), 0,        0};
+    Candidate candidate{result.time_ns(),
+                        trial.config,
+                        trial.id,
+                        false,
+                        result.worker_id(),
+                        RelativeSpread(result),
+                        0,
+                        0,
+                        {},
+                        0,
+                        false};
     job.candidates.push_back(candidate);
     if (!job.best || Faster(candidate, *job.best)) job.best = candidate;
     if (trial.is_default) job.default_result = candidate;
@@ -612,44 +621,86 @@ bool JobManager::Noisy(const Job& job) const {
 }
 
 bool JobManager::StartPromotion(Job& job) {
-  // The top candidates by their search median; each is measured again, by another worker than
-  // its measurer while one is alive, with more repeats.
+  // The top candidates by their search median race; the race starts afresh when a quarantine
+  // sent the job back to searching.
   const size_t top = std::min(job.candidates.size(), static_cast<size_t>(options_.promote_top));
-  const int repeats = std::max(options_.promote_repeats, options_.repeats);
-  for (size_t i = 0; i < top; ++i) {
-    const Candidate& c = job.candidates[i];
-    job.queue.push_back(
-        PendingTrial{next_trial_id_++, c.config, false, false, {c.measured_by}, {}, true, repeats});
+  for (size_t i = 0; i < job.candidates.size(); ++i) {
+    Candidate& c = job.candidates[i];
+    c.race_samples.clear();
+    c.race_mean_ns = 0;
+    c.racing = i < top;
   }
-  job.promoting = static_cast<int>(top);
-  return top > 0;
+  job.promoting.clear();
+  job.promote_round = 0;
+  if (top == 0) return false;
+  QueueRaceRound(job);
+  return true;
+}
+
+void JobManager::QueueRaceRound(Job& job) {
+  // Each run by another worker than the candidate's measurer while one is alive.
+  const int repeats = std::max(options_.promote_repeats, options_.repeats);
+  for (const Candidate& c : job.candidates) {
+    if (!c.racing) continue;
+    const int64_t id = next_trial_id_++;
+    job.queue.push_back(
+        PendingTrial{id, c.config, false, false, {c.measured_by}, {}, true, repeats});
+    job.promoting.insert(id);
+  }
+  ++job.promote_round;
 }
 
 void JobManager::ApplyPromotion(Job& job, const PendingTrial& trial, TrialStatus status,
                                 const v1::TrialResult& result) {
-  if (job.phase != Job::Phase::kPromoting) return;
+  if (job.phase != Job::Phase::kPromoting || job.promoting.erase(trial.id) == 0) return;
   auto candidate = std::find_if(job.candidates.begin(), job.candidates.end(),
                                 [&](const Candidate& c) { return c.config == trial.config; });
-  if (candidate != job.candidates.end() && !candidate->verified) {
+  if (candidate != job.candidates.end()) {
     if (status == TrialStatus::kOk && result.samples_ns_size() > 0) {
-      // The promoted time rests on the re-measure alone: the search median of the fastest
-      // candidates is biased low (the winner's curse).
-      const TimeEstimate estimate =
-          EstimateTime({result.samples_ns().begin(), result.samples_ns().end()});
-      candidate->time_ns = estimate.median_ns;
-      candidate->ci_ns = estimate.ci_ns;
-      candidate->samples = estimate.samples;
+      // The race rests on the re-measures alone: the search median of the fastest candidates is
+      // biased low (the winner's curse).
+      candidate->race_samples.insert(candidate->race_samples.end(), result.samples_ns().begin(),
+                                     result.samples_ns().end());
     } else {
       job.candidates.erase(candidate);  // it no longer measures: not a winner
     }
   }
-  if (--job.promoting > 0) return;
-  // The winner has the lowest upper confidence bound among the promoted; the candidates that were
-  // not promoted follow, by their search medians.
+  if (!job.promoting.empty()) return;
+  std::vector<Candidate*> racing;
+  std::vector<Location> locations;
+  for (Candidate& c : job.candidates) {
+    if (!c.racing) continue;
+    const Location location = TrimmedMean(c.race_samples);
+    c.race_mean_ns = location.mean_ns;
+    racing.push_back(&c);
+    locations.push_back(location);
+  }
+  const std::vector<bool> still = StillRacing(locations);
+  int left = 0;
+  for (size_t i = 0; i < racing.size(); ++i) {
+    racing[i]->racing = still[i];
+    left += still[i] ? 1 : 0;
+  }
+  if (left > 1 && job.promote_round < options_.promote_rounds) {
+    QueueRaceRound(job);
+    return;
+  }
+  FinishPromotion(job);
+}
+
+void JobManager::FinishPromotion(Job& job) {
+  for (Candidate& c : job.candidates) {
+    if (c.race_samples.empty()) continue;
+    const TimeEstimate estimate = EstimateTime(c.race_samples);
+    c.time_ns = estimate.median_ns;
+    c.ci_ns = estimate.ci_ns;
+    c.samples = estimate.samples;
+  }
+  auto rank = [](const Candidate& c) { return c.racing ? 0 : c.race_samples.empty() ? 2 : 1; };
   std::stable_sort(job.candidates.begin(), job.candidates.end(),
-                   [](const Candidate& a, const Candidate& b) {
-                     if ((a.samples > 0) != (b.samples > 0)) return a.samples > 0;
-                     if (a.samples > 0) return a.time_ns + a.ci_ns < b.time_ns + b.ci_ns;
+                   [&](const Candidate& a, const Candidate& b) {
+                     if (rank(a) != rank(b)) return rank(a) < rank(b);
+                     if (rank(a) < 2) return a.race_mean_ns < b.race_mean_ns;
                      return Faster(a, b);
                    });
   job.best.reset();
@@ -705,8 +756,17 @@ void JobManager::ApplyVerification(Job& job, const PendingTrial& trial, TrialSta
   // verified by another worker), and its other results are measured again (DropWorkerResults).
   auto replace_measurer = [&] {
     quarantine(best.measured_by, best.time_ns, result.time_ns());
-    best = Candidate{result.time_ns(),   trial.config,           trial.id, false,
-                     result.worker_id(), RelativeSpread(result), 0,        0};
+    best = Candidate{result.time_ns(),
+                     trial.config,
+                     trial.id,
+                     false,
+                     result.worker_id(),
+                     RelativeSpread(result),
+                     0,
+                     0,
+                     {},
+                     0,
+                     false};
     std::sort(job.candidates.begin(), job.candidates.end(), Faster);
     RecomputeBest(job);
   };
@@ -774,6 +834,9 @@ void JobManager::DropWorkerResults(const std::string& worker_id, JobEffects& eff
     job.counts.set_total(job.counts.total() - dropped);
     job.counts.set_retried(job.counts.retried() + dropped);
     job.phase = Job::Phase::kSearching;
+    // A race under way starts again once the re-queued trials are back.
+    std::erase_if(job.queue, [](const PendingTrial& t) { return t.promote; });
+    job.promoting.clear();
     RecomputeBest(job);
     spdlog::warn("job {}: {} result(s) of quarantined worker {} re-queued", job_id, dropped,
                  worker_id);

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,11 @@ struct Candidate {
   // the samples it rests on (0 when not promoted).
   double ci_ns = 0;
   int samples = 0;
+  // During promotion: the re-measured samples (all rounds), their trimmed mean, and whether the
+  // candidate is still in the race.
+  std::vector<double> race_samples;
+  double race_mean_ns = 0;
+  bool racing = false;
 };
 
 // A job held in memory: its record, what the search needs and how far it got.
@@ -129,7 +135,8 @@ struct Job {
   bool strategy_exhausted = false;  // Propose returned nothing
   bool cancelled = false;
   int rejected = 0;                         // best candidates that failed verification
-  int promoting = 0;                        // promotion re-measures not back yet
+  std::set<int64_t> promoting;              // trial ids of the promotion round not back yet
+  int promote_round = 0;                    // rounds of the race queued so far
   std::string default_message;              // why the default config failed, if it did
   std::optional<search::StopTracker> stop;  // early-stop rules of the record, if any
   std::string stop_reason;                  // set when an early stop ended the search
@@ -221,13 +228,19 @@ class JobManager {
   void Finalize(Job& job, JobEffects& effects);
   // Whether the job's measurements are noisy enough to promote by confidence bound.
   bool Noisy(const Job& job) const;
-  // Queues the promotion re-measures of the job's top candidates; false when there is nothing
-  // to promote.
+  // Enters the job's top candidates into the promotion race and queues its first round; false
+  // when there is nothing to promote.
   bool StartPromotion(Job& job);
-  // Applies one promotion re-measure; when the last is back, orders the promoted candidates by
-  // the upper bound of their confidence intervals.
+  // Queues one round of the race: promote_repeats more runs of each candidate still racing.
+  void QueueRaceRound(Job& job);
+  // Applies one promotion re-measure. When the round is back, candidates whose confidence
+  // interval lies above the leader's leave the race (StillRacing); the race goes on while more
+  // than one is left and rounds remain, then FinishPromotion.
   void ApplyPromotion(Job& job, const PendingTrial& trial, TrialStatus status,
                       const v1::TrialResult& result);
+  // Orders the candidates for verification: the race's survivors by trimmed mean, then the
+  // eliminated, then the unpromoted by search median. Promoted times rest on the re-measures.
+  void FinishPromotion(Job& job);
   // Applies a verify_final result to the job's best candidate: verified when it agrees, else a
   // tie-break on a third worker, a quarantine of the outlier, or the candidate dropped.
   void ApplyVerification(Job& job, const PendingTrial& trial, TrialStatus status,

@@ -34,10 +34,19 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--promote-top", options.promote_top,
-                 "with noise, re-measure this many top candidates with more repeats and publish "
-                 "the one with the lowest 95% upper confidence bound (0 = off)")
+                 "with noise, this many top candidates race on re-measures, not charged to the "
+                 "budget; the lowest 10%-trimmed mean is published (0 = off)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--promote-repeats", options.promote_repeats,
+                 "runs per candidate in each round of the race")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--promote-rounds", options.promote_rounds,
+                 "most rounds of the race; after each, a candidate whose 95% interval lies above "
+                 "the leader's leaves")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--verify", options.verify,
                  "verification policy for ordinary trials: always, never or sample:P "
                  "(a job's published best is always verified)")

@@ -25,10 +25,13 @@ struct SchedulerOptions {
   double noise_sigma = 0;
   std::string verify = "never";  // policy for ordinary trials; the best is always verified
   // Noise-aware promotion: with noise (noise_sigma > 0, or a best whose samples spread more than
-  // kNoisySpread), the top this-many candidates are re-measured with promote_repeats runs each
-  // and the winner is chosen by the upper bound of its 95% confidence interval. 0 turns it off.
-  int promote_top = 5;
-  int promote_repeats = 20;
+  // kNoisySpread), the top this-many candidates race: each round re-measures every candidate
+  // still racing with promote_repeats runs, and a candidate whose 95% confidence interval lies
+  // above the leader's leaves; after promote_rounds rounds (or one survivor) the lowest trimmed
+  // mean wins. promote_top 0 turns it off.
+  int promote_top = 12;
+  int promote_repeats = 10;
+  int promote_rounds = 8;
   int housekeeping_ms = 50;  // how often expired leases and parked calls are checked
 };
 

@@ -1,5 +1,6 @@
 #include "server/scheduler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -7,7 +8,9 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -549,6 +552,7 @@ TEST_F(SchedulerTest, WithNoiseTheTopCandidatesAreReMeasuredAndALuckyFlukeDoesNo
   options.repeats = 5;
   options.promote_top = 3;
   options.promote_repeats = 20;
+  options.promote_rounds = 1;
   Open(options);
   auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 6));
   ASSERT_TRUE(job.ok());
@@ -595,6 +599,57 @@ TEST_F(SchedulerTest, WithNoiseTheTopCandidatesAreReMeasuredAndALuckyFlukeDoesNo
   EXPECT_EQ(found->samples(), 20);
   EXPECT_DOUBLE_EQ(found->noise_sigma(), 0.05);
   EXPECT_EQ(found->time_ci_ns(), done.best().time_ci_ns());
+}
+
+TEST_F(SchedulerTest, PromotionRacesAndDropsAConfigOnceItsIntervalLiesAboveTheLeaders) {
+  SchedulerOptions options;
+  options.noise_sigma = 0.05;
+  options.repeats = 5;
+  options.promote_top = 4;
+  options.promote_repeats = 10;
+  options.promote_rounds = 3;
+  Open(options);
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 8));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker();
+  // In the race, the first two configs re-measured are 0.1% apart, well inside the noise; the
+  // others are 30% slower. Samples spread +-2% around the center.
+  std::vector<std::string> raced;        // in order of first re-measure
+  std::map<std::string, int> race_runs;  // config -> runs asked over all rounds
+  auto measure = [&](const v1::TrialSpec& spec) {
+    v1::TrialResult result = Measure(spec);
+    const int repeats = spec.protocol().repeats();
+    double center = FakeTime(spec.config());
+    const bool verify = spec.protocol().verify() == "always";
+    if (repeats == 10 && !verify) {
+      if (race_runs[spec.config()] == 0) raced.push_back(spec.config());
+      race_runs[spec.config()] += repeats;
+    }
+    const auto place = std::find(raced.begin(), raced.end(), spec.config());
+    if (place != raced.end() && (repeats == 10 || verify)) {  // the race and the final verify
+      const double factor[] = {1.001, 1.0, 1.3, 1.3};
+      center = kFastNs * factor[place - raced.begin()];
+    }
+    result.clear_samples_ns();
+    for (int i = 0; i < repeats; ++i) result.add_samples_ns(center * (0.98 + 0.04 * i / repeats));
+    result.set_time_ns(Median({result.samples_ns().begin(), result.samples_ns().end()}));
+    return result;
+  };
+  v1::Job done = DriveToEnd(job->id(), [&] {
+    std::vector<v1::TrialResult> results;
+    for (const auto& spec : Lease(worker, 8)) results.push_back(measure(spec));
+    if (!results.empty()) Report(worker, results);
+    return !results.empty();
+  });
+  ASSERT_EQ(done.state(), v1::JOB_COMPLETED);
+  ASSERT_EQ(raced.size(), 4u) << "the top 4 entered the race";
+  EXPECT_EQ(race_runs[raced[0]], 30) << "close to the leader: raced all 3 rounds";
+  EXPECT_EQ(race_runs[raced[1]], 30);
+  EXPECT_EQ(race_runs[raced[2]], 10) << "clearly slower: out after the first round";
+  EXPECT_EQ(race_runs[raced[3]], 10);
+  EXPECT_EQ(done.best().config(), raced[1]) << "the lower trimmed mean wins";
+  EXPECT_EQ(done.best().samples(), 30);
+  EXPECT_EQ(done.trials().total(), 8) << "re-measures are not charged";
 }
 
 TEST_F(SchedulerTest, EveryLookupAnswerIsValidForTheAskedWorkloadAdaptedWhenItHadToBe) {

@@ -119,6 +119,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   scheduler_options.warmup = options.warmup >= 0 ? options.warmup : (noisy ? 1 : 0);
   scheduler_options.noise_sigma = options.noise_sigma;
   scheduler_options.promote_top = options.promote_top;
+  scheduler_options.promote_repeats = options.promote_repeats;
+  scheduler_options.promote_rounds = options.promote_rounds;
   scheduler_options.verify = options.verify;
   auto scheduler = Scheduler::Create(impl->store.get(), scheduler_options);
   if (!scheduler.ok()) return scheduler.status();

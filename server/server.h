@@ -27,9 +27,11 @@ struct ServerOptions {
   int repeats = -1;
   int warmup = -1;
   double noise_sigma = 0;
-  // Noise-aware promotion (SchedulerOptions::promote_top): the top candidates re-measured with
-  // more repeats before the winner is chosen by confidence bound. 0 turns it off.
-  int promote_top = 5;
+  // Noise-aware promotion (SchedulerOptions): with noise, the top promote_top candidates race,
+  // promote_repeats runs per round for up to promote_rounds rounds. promote_top 0 turns it off.
+  int promote_top = 12;
+  int promote_repeats = 10;
+  int promote_rounds = 8;
   // Verification policy for ordinary trials: "always", "never" or "sample:P". The config a job
   // publishes as its best is always verified first, whatever this says.
   std::string verify = "never";

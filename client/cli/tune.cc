@@ -102,8 +102,8 @@ void TuneCommand::AddOptions(CLI::App& command) {
       ->check(CLI::NonNegativeNumber);
   command
       .add_option("--promote-top", backend_.promote_top,
-                  "embedded, with noise: re-measure this many top candidates with more repeats "
-                  "and publish the lowest 95% upper bound (default 5; 0 = off)")
+                  "embedded, with noise: this many top candidates race on re-measures and the "
+                  "lowest trimmed mean is published (default 12; 0 = off)")
       ->check(CLI::NonNegativeNumber);
   command.footer(EffortFooter());
 }
