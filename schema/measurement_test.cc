@@ -53,5 +53,30 @@ TEST(EstimateTimeTest, MedianAndAConfidenceIntervalThatShrinksWithMoreSamples) {
   EXPECT_EQ(RelativeSpread({5}), 0);
 }
 
+TEST(TrimmedMeanTest, DropsTheExtremesAndItsErrorShrinksWithMoreSamples) {
+  EXPECT_EQ(TrimmedMean({}).mean_ns, 0);
+  EXPECT_EQ(TrimmedMean({100}).se_ns, 0);
+  // 10 samples: one dropped at each end, so a single slow outlier does not move the mean.
+  const Location robust = TrimmedMean({100, 100, 100, 100, 100, 100, 100, 100, 100, 5000});
+  EXPECT_EQ(robust.mean_ns, 100);
+  EXPECT_EQ(robust.se_ns, 0);
+  std::vector<double> few, many;
+  for (int i = 0; i < 10; ++i) few.push_back(90 + 20 * (i % 2));
+  for (int i = 0; i < 40; ++i) many.push_back(90 + 20 * (i % 2));
+  EXPECT_NEAR(TrimmedMean(few).mean_ns, 100, 1e-9);
+  EXPECT_GT(TrimmedMean(few).se_ns, 0);
+  EXPECT_NEAR(TrimmedMean(many).se_ns, TrimmedMean(few).se_ns / 2, TrimmedMean(few).se_ns * 0.1)
+      << "4x the samples, about half the standard error";
+}
+
+TEST(StillRacingTest, AConfigLeavesOnlyWhenItsIntervalLiesWhollyAboveTheLeaders) {
+  EXPECT_TRUE(StillRacing({}).empty());
+  // Leader 100 +- 1.96 * 2 = [96.1, 103.9]; 106 +- 3.9 overlaps it, 110 +- 3.9 does not.
+  const std::vector<bool> racing = StillRacing({{106, 2}, {100, 2}, {110, 2}});
+  EXPECT_EQ(racing, (std::vector<bool>{true, true, false}));
+  // Without spread, any difference separates.
+  EXPECT_EQ(StillRacing({{100, 0}, {100.5, 0}}), (std::vector<bool>{true, false}));
+}
+
 }  // namespace
 }  // namespace tessel
