@@ -72,6 +72,7 @@ BENCHMARK_CAPTURE(BM_Job, auto_onehot5, "auto:onehot_min=5")->Arg(1)->Unit(bench
 BENCHMARK_CAPTURE(BM_Job, auto_hist, "auto:tree=hist")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, auto_refit16, "auto:refit=0.16")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, auto_rounds15, "auto:rounds=15")->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Job, auto_train_all, "auto:train=0")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, model, "model")->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, ils, "ils")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, genetic, "genetic")->Arg(1)->Unit(benchmark::kMillisecond);

@@ -65,6 +65,7 @@ AutoStrategy::AutoStrategy(const kernels::Space& space, uint64_t seed, Options o
       model_options.one_hot_min_values = options_.one_hot_min_values;
       model_options.rounds = options_.rounds;
       model_options.refit_growth = options_.refit_growth;
+      model_options.train_limit = options_.train_limit;
       model_options.tree_method = options_.tree_method;
       arms_.push_back(
           {std::make_unique<ModelStrategy>(space, Mix(seed, 1), model_options), "model"});
@@ -130,6 +131,8 @@ absl::StatusOr<AutoStrategy::Options> AutoStrategy::ParseOptions(std::string_vie
       TESSEL_RETURN_IF_ERROR(number(1, 1000, &options.rounds));
     } else if (name == "refit") {
       TESSEL_RETURN_IF_ERROR(number(0, 10, &options.refit_growth));
+    } else if (name == "train") {
+      TESSEL_RETURN_IF_ERROR(number(0, 1000000, &options.train_limit));
     } else if (name == "tree") {
       TESSEL_RETURN_IF_ERROR(one_of("exact", "hist"));
       options.tree_method = value;
@@ -147,9 +150,10 @@ absl::StatusOr<AutoStrategy::Options> AutoStrategy::ParseOptions(std::string_vie
       }
       if (options.arms.empty()) return absl::InvalidArgumentError("auto option arms: no arm");
     } else {
-      return absl::InvalidArgumentError(StrCat("unknown auto option '", name,
-                                               "' (known: design, floor, discount, moves, "
-                                               "features, onehot_min, rounds, refit, tree, arms)"));
+      return absl::InvalidArgumentError(
+          StrCat("unknown auto option '", name,
+                 "' (known: design, floor, discount, moves, "
+                 "features, onehot_min, rounds, refit, train, tree, arms)"));
     }
   }
   return options;

@@ -1,6 +1,4 @@
-// model: XGBoost ranking cost model over point features.
-#include <xgboost/c_api.h>
-
+// model: search ranked by a cost model (search/cost_model.h) over point features.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -8,79 +6,10 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "search/cost_model.h"
 #include "search/strategies.h"
 
 namespace tessel::search {
-
-// A pairwise-ranking gradient-boosted tree model through XGBoost's C API. Higher scores mean
-// faster. Single-threaded so that parallel jobs do not fight over cores.
-class CostModel {
- public:
-  CostModel(int features, uint64_t seed, int rounds, std::string tree_method)
-      : features_(features), seed_(seed), rounds_(rounds), tree_method_(std::move(tree_method)) {}
-  ~CostModel() { Free(); }
-  CostModel(const CostModel&) = delete;
-  CostModel& operator=(const CostModel&) = delete;
-
-  // Trains a new model on rows `x` (features_ per row) with relevance `labels` in query groups of
-  // `groups` rows each. False when XGBoost fails (the old model is dropped).
-  bool Fit(const std::vector<float>& x, const std::vector<float>& labels,
-           const std::vector<unsigned>& groups) {
-    Free();
-    DMatrixHandle train = nullptr;
-    const bst_ulong rows = labels.size();
-    if (XGDMatrixCreateFromMat(x.data(), rows, features_, NAN, &train) != 0) return false;
-    bool ok = XGDMatrixSetFloatInfo(train, "label", labels.data(), rows) == 0 &&
-              XGDMatrixSetUIntInfo(train, "group", groups.data(), groups.size()) == 0 &&
-              XGBoosterCreate(&train, 1, &booster_) == 0;
-    const std::string seed = std::to_string(seed_ % 2147483647);
-    const std::pair<const char*, const char*> params[] = {
-        {"objective", "rank:pairwise"}, {"eta", "0.3"},     {"max_depth", "6"},
-        {"min_child_weight", "0.01"},   {"nthread", "1"},   {"tree_method", tree_method_.c_str()},
-        {"seed", seed.c_str()},         {"verbosity", "0"}, {"subsample", "1"}};
-    for (const auto& [name, value] : params) {
-      ok = ok && XGBoosterSetParam(booster_, name, value) == 0;
-    }
-    for (int round = 0; ok && round < rounds_; ++round) {
-      ok = XGBoosterUpdateOneIter(booster_, round, train) == 0;
-    }
-    XGDMatrixFree(train);
-    if (!ok) Free();
-    return ok;
-  }
-
-  // Scores of rows `x`; empty when there is no model or XGBoost fails.
-  std::vector<float> Predict(const std::vector<float>& x) const {
-    std::vector<float> scores;
-    if (booster_ == nullptr || x.empty()) return scores;
-    const bst_ulong rows = x.size() / features_;
-    DMatrixHandle matrix = nullptr;
-    if (XGDMatrixCreateFromMat(x.data(), rows, features_, NAN, &matrix) != 0) return scores;
-    const bst_ulong* shape = nullptr;
-    bst_ulong dims = 0;
-    const float* out = nullptr;
-    const char* config =
-        R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0,)"
-        R"( "strict_shape": false})";
-    if (XGBoosterPredictFromDMatrix(booster_, matrix, config, &shape, &dims, &out) == 0) {
-      scores.assign(out, out + rows);
-    }
-    XGDMatrixFree(matrix);
-    return scores;
-  }
-
- private:
-  void Free() {
-    if (booster_ != nullptr) XGBoosterFree(booster_);
-    booster_ = nullptr;
-  }
-
-  const int features_;
-  const uint64_t seed_;
-  const int rounds_;
-  const std::string tree_method_;
-  BoosterHandle booster_ = nullptr;
-};
 
 namespace {
 
@@ -204,7 +133,7 @@ void ModelStrategy::Refit() {
   std::vector<float> x, labels;
   std::vector<unsigned> groups;
   auto features_of = [this](uint64_t index, std::vector<float>& out) { Features(index, out); };
-  if (!history().empty()) AppendGroup(features_of, history(), x, labels, groups);
+  if (!history().empty()) AppendGroup(features_of, TrainingSet(), x, labels, groups);
   for (const std::vector<Result>& prior : priors_)
     AppendGroup(features_of, prior, x, labels, groups);
   fitted_ = !labels.empty() && model_->Fit(x, labels, groups);
@@ -231,6 +160,25 @@ void ModelStrategy::Refit() {
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return scores[a] < scores[b]; });
   ranked_.reserve(order.size());
   for (int k : order) ranked_.push_back(all[k]);
+}
+
+std::span<const Result> ModelStrategy::TrainingSet() {
+  const size_t limit = static_cast<size_t>(options_.train_limit);
+  if (limit == 0 || history().size() <= limit) return history();
+  // The fastest ok results (limit / 2), then the rest at random. Time ties by index, so the set
+  // does not depend on the order results came in.
+  std::vector<Result> all(history().begin(), history().end());
+  auto faster = [](const Result& a, const Result& b) {
+    if (a.ok != b.ok) return a.ok;
+    return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.index < b.index);
+  };
+  const size_t fastest = limit / 2;
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(fastest), all.end(),
+                    faster);
+  std::shuffle(all.begin() + static_cast<std::ptrdiff_t>(fastest), all.end(), rng_);
+  all.resize(limit);
+  training_ = std::move(all);
+  return training_;
 }
 
 bool ModelStrategy::RankByModel(std::vector<uint64_t>& points) {

@@ -128,7 +128,7 @@ class StandardGaStrategy final : public SpaceStrategy {
   int idle_generations_ = 0;
 };
 
-class CostModel;  // model.cc
+class CostModel;  // cost_model.h
 
 // Cost-model search: an XGBoost ranking model (rank:pairwise) trained on every result (failed
 // points rank last; warm-start workloads are extra query groups), refitted as results arrive
@@ -144,6 +144,12 @@ class ModelStrategy final : public SpaceStrategy {
     int pool_limit = 3000;       // pool of candidates ranked at each refit
     int rounds = 30;             // boosting rounds per fit
     double refit_growth = 0.08;  // refit when results grew by this fraction since the last fit
+    // Most results a fit trains on (0: all). Beyond it, the fastest half of the limit and a
+    // seeded random sample of the rest: a fit then costs the same however long the job, and the
+    // model keeps its detail where the search is, among the fastest. 400 leaves every budget up
+    // to 400 as it was; at 800 and 1600 it scored as training on all (BENCHMARKS.md "Strategy
+    // overhead").
+    int train_limit = 400;
     // XGBoost's tree method: "exact" enumerates every split; "hist" bins each feature (256 bins,
     // more than any param's values) and finds the same splits faster on larger histories.
     std::string tree_method = "exact";
@@ -198,6 +204,9 @@ class ModelStrategy final : public SpaceStrategy {
   bool local_wide_ = false;  // local_ is the Ball around a certified local optimum
   // Sorts `points` by predicted score, best last; false without a model.
   bool RankByModel(std::vector<uint64_t>& points);
+  // The results the next fit trains on: the history, or a subset of train_limit (training_).
+  std::span<const Result> TrainingSet();
+  std::vector<Result> training_;
   size_t fitted_at_ = 0;  // results in history at the last fit
   bool fitted_ = false;
 };
@@ -234,9 +243,10 @@ class AutoStrategy final : public SpaceStrategy {
     // the end values of 3 or 4, and one-hot features for them (the 8-param search_bench space)
     // doubled the model's cost per trial (BENCHMARKS.md "Strategy overhead").
     int one_hot_min_values = 5;
-    // ModelStrategy::Options rounds, refit_growth and tree_method for the model arm.
+    // ModelStrategy::Options rounds, refit_growth, train_limit and tree_method for the model arm.
     int rounds = 30;
     double refit_growth = 0.08;
+    int train_limit = 400;
     std::string tree_method = "exact";
   };
   AutoStrategy(const kernels::Space& space, uint64_t seed);

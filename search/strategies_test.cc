@@ -159,6 +159,32 @@ TEST(AutoStrategyTest, FindsTheKnownOptimumOfASyntheticSpace) {
   }
 }
 
+// The configs `spec` proposes over `budget` evaluations of SyntheticTime, in order.
+std::vector<Config> Proposals(const std::string& spec, int budget, uint64_t seed) {
+  kernels::Space space = SyntheticSpace();
+  auto strategy = *MakeStrategy(spec, space, seed);
+  std::vector<Config> proposed;
+  while (static_cast<int>(proposed.size()) < budget) {
+    std::vector<Config> batch = strategy->Propose(1);
+    if (batch.empty()) break;
+    proposed.push_back(batch[0]);
+    const std::vector<Observation> result = {{batch[0], true, SyntheticTime(batch[0])}};
+    strategy->Observe(result);
+  }
+  return proposed;
+}
+
+TEST(ModelStrategyTest, ATrainingLimitChangesNothingUntilTheHistoryExceedsIt) {
+  const std::vector<Config> all = Proposals("auto:train=0", 150, 3);
+  const std::vector<Config> limited = Proposals("auto:train=60", 150, 3);
+  ASSERT_EQ(all.size(), 150u);
+  ASSERT_EQ(limited.size(), 150u);
+  // The model arm's first fit past 60 results is the first that can differ.
+  EXPECT_TRUE(std::equal(all.begin(), all.begin() + 60, limited.begin()));
+  EXPECT_FALSE(std::equal(all.begin(), all.end(), limited.begin()))
+      << "a limit of 60 over 150 results changed no proposal: is it applied?";
+}
+
 TEST(WarmStartTest, PriorBestConfigsAreProposedFirst) {
   kernels::Space space = SyntheticSpace();
   // A neighbouring workload whose best config is near this one's optimum.
@@ -290,8 +316,12 @@ TEST(AutoStrategyTest, ParsesOptionsAndNamesTheBadOne) {
   EXPECT_EQ(model->rounds, 15);
   EXPECT_EQ(model->refit_growth, 0.16);
   EXPECT_EQ(model->tree_method, "hist");
+  auto limited = AutoStrategy::ParseOptions("train=64");
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  EXPECT_EQ(limited->train_limit, 64);
   for (const auto& [text, named] :
        std::vector<std::pair<std::string, std::string>>{{"arms=ga+sgd", "sgd"},
+                                                        {"train=-1", "train"},
                                                         {"floor=2", "floor"},
                                                         {"design", "design"},
                                                         {"speed=3", "speed"},
