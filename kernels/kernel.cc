@@ -70,7 +70,12 @@ absl::StatusOr<sim::SimResult> Evaluate(const Kernel& kernel, const Problem& pro
                                         const sim::SimOptions& options) {
   absl::StatusOr<sim::Program> program = kernel.Lower(problem, config, target);
   if (!program.ok()) return program.status();
-  return sim::Simulate(target, *program, options);
+  absl::StatusOr<sim::SimResult> result = sim::Simulate(target, *program, options);
+  if (result.ok()) {
+    const double minimum = RooflineNs(kernel, problem, target);
+    if (minimum > 0) result->roofline_ns = minimum;
+  }
+  return result;
 }
 
 double RooflineNs(const Kernel& kernel, const Problem& problem, const sim::Target& target) {

@@ -102,12 +102,13 @@ TEST(MatmulTest, The4096SpaceHasManyValidConfigs) {
   EXPECT_GT(double(valid) / samples * double(space.Size()), 20000.0);
 }
 
-TEST(MatmulTest, SmallDefaultGemmIsDmaBound) {
+TEST(MatmulTest, SmallDefaultGemmsBusiestResourceIsDma) {
   sim::Target t = Load("snc2");
   Problem p = Gemm(512, 512, 512);
   absl::StatusOr<sim::SimResult> r = Evaluate(Matmul(), p, Matmul().Default(p, t), t);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->bound, "dma");
+  // Not saturated (about half busy, so the bound is latency), but DMA is what is busiest.
+  EXPECT_EQ(r->busiest[0].resource, sim::EngineKind::kDma);
   EXPECT_EQ(r->engines[int(sim::EngineKind::kTensor)].instructions, 16);
 }
 
@@ -117,11 +118,13 @@ TEST(MatmulTest, BlockingTurnsTheDmaBound4096GemmTensorBound) {
   absl::StatusOr<sim::SimResult> def = Evaluate(Matmul(), p, Matmul().Default(p, t), t);
   absl::StatusOr<sim::SimResult> good = Evaluate(Matmul(), p, Parse(kBlocked4096), t);
   ASSERT_TRUE(def.ok() && good.ok());
-  EXPECT_EQ(def->bound, "dma");
+  EXPECT_EQ(def->busiest[0].resource, sim::EngineKind::kDma);
   EXPECT_EQ(good->bound, "tensor");
   EXPECT_GE(good->engines[int(sim::EngineKind::kTensor)].busy_frac, 0.85);
   EXPECT_GT(def->time_ns / good->time_ns, 2.0);
-  EXPECT_GE(good->roofline_ns / good->time_ns, 0.85);
+  // Near the bound of the work it issues; the problem's roofline is the whole chip's, and this
+  // config runs on one of its cores.
+  EXPECT_GE(good->issued_roofline_ns / good->time_ns, 0.85);
   EXPECT_GE(good->time_ns, good->roofline_ns);
   // Same flops, so the same compute roofline; blocking moves fewer bytes.
   EXPECT_LT(good->hbm_bytes, def->hbm_bytes / 4);

@@ -47,9 +47,26 @@ struct SimResult {
   int64_t hbm_bytes = 0;        // bytes moved between HBM and on-chip memories
   int64_t sbuf_peak_bytes = 0;  // per partition
   int64_t psum_peak_bytes = 0;  // per partition
-  double roofline_ns = 0;       // lower bound from flops/peak and hbm bytes/bandwidth
-  std::string bound;            // "dma" | "tensor" | "vector" | "scalar" | "gpsimd" | "latency"
+  // Lower bounds, max(flops / peak, HBM bytes / bandwidth): roofline_ns of the problem's
+  // minimum work (its compulsory bytes and flops, set by kernels::Evaluate; for a bare program,
+  // the program is the problem and it equals issued_roofline_ns), issued_roofline_ns of the work
+  // this program issues. roofline_ns <= issued_roofline_ns <= time_ns.
+  double roofline_ns = 0;
+  double issued_roofline_ns = 0;
+  // The resource whose busy time explains the run time: "tensor" | "vector" | "scalar" |
+  // "gpsimd" | "dma" when it is busy at least kBoundBusyFraction of the run (DMA: its engines or
+  // the core's HBM share), else "latency" (dependency chains, fill and drain).
+  std::string bound;
+  // The busiest resources, busiest first; an entry with busy_frac 0 is unused. (An array: a
+  // repeated simulation allocates nothing, sim/alloc_test.cc.)
+  struct Busy {
+    EngineKind resource = EngineKind::kTensor;
+    double busy_frac = 0;
+  };
+  std::array<Busy, 3> busiest{};
 };
+
+inline constexpr double kBoundBusyFraction = 0.7;
 
 }  // namespace tessel::sim
 

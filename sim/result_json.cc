@@ -22,7 +22,15 @@ nlohmann::json ResultJson(const SimResult& result) {
   out["sbuf_peak_bytes"] = result.sbuf_peak_bytes;
   out["psum_peak_bytes"] = result.psum_peak_bytes;
   out["roofline_ns"] = result.roofline_ns;
+  out["issued_roofline_ns"] = result.issued_roofline_ns;
   out["bound"] = result.bound;
+  nlohmann::json busiest = nlohmann::json::array();
+  for (const SimResult::Busy& busy : result.busiest) {
+    if (busy.busy_frac <= 0) continue;
+    busiest.push_back(
+        {{"resource", std::string(EngineName(busy.resource))}, {"busy_frac", busy.busy_frac}});
+  }
+  out["busiest"] = std::move(busiest);
   return out;
 }
 

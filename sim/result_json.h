@@ -11,7 +11,8 @@ namespace tessel::sim {
 
 // {"ticks", "tensor_cycles", "engines": {"<tensor|vector|scalar|gpsimd|dma>": {"busy_frac",
 // "busy_ticks", "instructions"}}, "hbm_bytes", "sbuf_peak_bytes", "psum_peak_bytes",
-// "roofline_ns", "bound"}. time_ns is left to the caller (a measurement may report a median).
+// "roofline_ns", "issued_roofline_ns", "bound", "busiest": [{"resource", "busy_frac"}]}. time_ns is
+// left to the caller (a measurement may report a median).
 nlohmann::json ResultJson(const SimResult& result);
 
 }  // namespace tessel::sim

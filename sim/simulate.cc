@@ -18,10 +18,6 @@
 namespace tessel::sim {
 namespace {
 
-// A resource counts as the bottleneck when it is busy at least this share of the run; otherwise
-// the program is latency-bound (dependency chains, fill/drain).
-constexpr double kSaturatedFraction = 0.5;
-
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 double DTypeFactor(const Target& target, DType dtype) {
@@ -376,20 +372,23 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   }
   const double compute_ns = flops_ns / num_cores;
   const double hbm_ns = chip_gbps > 0 ? out.hbm_bytes / chip_gbps : 0;
-  out.roofline_ns = std::max(compute_ns, hbm_ns);
+  out.issued_roofline_ns = std::max(compute_ns, hbm_ns);
+  out.roofline_ns = out.issued_roofline_ns;  // kernels::Evaluate sets the problem's minimum
 
-  // Bound: the busiest resource if saturated, else latency.
-  double best = 0;
-  std::string_view bound = "latency";
+  // Bound: the busiest resource if it explains the run time (kBoundBusyFraction), else latency.
+  std::array<SimResult::Busy, kNumEngines> use{};
   for (int e = 0; e < kNumEngines; ++e) {
-    double use = out.engines[e].busy_frac;
-    if (e == int(EngineKind::kDma) && out.time_ns > 0) use = std::max(use, hbm_ns / out.time_ns);
-    if (use > best) {
-      best = use;
-      bound = EngineName(EngineKind(e));
+    use[e] = {EngineKind(e), out.engines[e].busy_frac};
+    if (e == int(EngineKind::kDma) && out.time_ns > 0) {
+      use[e].busy_frac = std::max(use[e].busy_frac, hbm_ns / out.time_ns);
     }
   }
-  out.bound = std::string(best >= kSaturatedFraction ? bound : "latency");
+  // Ties by engine order. (std::sort: stable_sort may allocate a buffer.)
+  std::sort(use.begin(), use.end(), [](const auto& a, const auto& b) {
+    return a.busy_frac > b.busy_frac || (a.busy_frac == b.busy_frac && a.resource < b.resource);
+  });
+  std::copy(use.begin(), use.begin() + out.busiest.size(), out.busiest.begin());
+  out.bound = use[0].busy_frac >= kBoundBusyFraction ? EngineName(use[0].resource) : "latency";
 
   if (options.noise_sigma > 0) {
     double factor = 1.0 + options.noise_sigma * Gaussian(options.seed);

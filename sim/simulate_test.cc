@@ -113,7 +113,37 @@ TEST(DmaTest, FullPartitionTransfersUseAllEnginesAndHbmCapsBandwidth) {
   EXPECT_GE(r->time_ns, bytes / 410.0);
   EXPECT_LE(r->time_ns, 1.1 * bytes / 410.0);
   EXPECT_EQ(r->bound, "dma");
-  EXPECT_NEAR(r->roofline_ns, bytes / 410.0, 1e-6);
+  EXPECT_NEAR(r->issued_roofline_ns, bytes / 410.0, 1e-6);
+  EXPECT_EQ(r->roofline_ns, r->issued_roofline_ns) << "a bare program is its own problem";
+  EXPECT_EQ(r->busiest[0].resource, EngineKind::kDma);
+  EXPECT_GE(r->busiest[0].busy_frac, kBoundBusyFraction);
+}
+
+TEST(BoundTest, NoResourceBusyEnoughToExplainTheTimeIsLatencyWithTheBusiestListed) {
+  Target t = Load("snc2");
+  // A chain: each copy waits for the one before on another engine, so no engine is busy more
+  // than about half of the run.
+  Program p = OneCore();
+  CoreProgram& c = p.cores[0];
+  for (int i = 0; i < 40; ++i) {
+    const EngineKind engine = i % 2 ? EngineKind::kVector : EngineKind::kScalar;
+    if (i == 0) {
+      c.Add(MakeEngineOp(Op::kTensorCopy, engine, 512, 128), {});
+    } else {
+      c.Add(MakeEngineOp(Op::kTensorCopy, engine, 512, 128), {i - 1});
+    }
+  }
+  absl::StatusOr<SimResult> r = Simulate(t, p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double vector = r->engines[int(EngineKind::kVector)].busy_frac;
+  const double scalar = r->engines[int(EngineKind::kScalar)].busy_frac;
+  ASSERT_LT(std::max(vector, scalar), kBoundBusyFraction);
+  EXPECT_EQ(r->bound, "latency");
+  EXPECT_GT(r->busiest[0].busy_frac, 0.2);
+  EXPECT_EQ(r->busiest[0].busy_frac, std::max(vector, scalar));
+  EXPECT_GE(r->busiest[0].busy_frac, r->busiest[1].busy_frac);
+  EXPECT_EQ(r->busiest[1].busy_frac, std::min(vector, scalar));
+  EXPECT_EQ(r->busiest[2].busy_frac, 0) << "nothing else ran";
 }
 
 TEST(DmaTest, ShardedCoresShareTheChipHbm) {

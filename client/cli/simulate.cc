@@ -121,8 +121,23 @@ void SimulateCommand::PrintReport(const std::string& shape, const Config& config
                            workload_.kernel, shape, workload_.dtype, workload_.target,
                            config.ToString(), config_.empty() ? " (default)" : "",
                            HumanTime(result.time_ns), result.bound);
-  std::cout << fmt::format("  roofline: {} ({:.1f}% reached)\n", HumanTime(result.roofline_ns),
-                           result.time_ns > 0 ? 100 * result.roofline_ns / result.time_ns : 0);
+  if (result.bound == "latency" && result.busiest[0].busy_frac > 0) {
+    // No resource explains the time: say how busy the busiest ones were.
+    std::cout << "  busiest:  ";
+    for (const sim::SimResult::Busy& busy : result.busiest) {
+      if (busy.busy_frac > 0) {
+        std::cout << fmt::format(" {} {:.0f}%", sim::EngineName(busy.resource),
+                                 100 * busy.busy_frac);
+      }
+    }
+    std::cout << "\n";
+  }
+  auto percent = [&](double ns) { return result.time_ns > 0 ? 100 * ns / result.time_ns : 0; };
+  std::cout << fmt::format(
+      "  roofline: {} ({:.1f}% reached; the problem's compulsory bytes and flops)\n"
+      "  issued:   {} ({:.1f}%; the bytes and flops this schedule issues)\n",
+      HumanTime(result.roofline_ns), percent(result.roofline_ns),
+      HumanTime(result.issued_roofline_ns), percent(result.issued_roofline_ns));
   std::cout << "  engines: ";
   for (const auto& [name, e] : engines.items()) {
     std::cout << fmt::format(" {} {:.0f}%", name, 100 * e["busy_frac"].get<double>());
