@@ -34,6 +34,17 @@ double RelativeSpread(const v1::TrialResult& result) {
   return tessel::RelativeSpread({result.samples_ns().begin(), result.samples_ns().end()});
 }
 
+// A candidate from an OK result: not verified, whatever the worker says, and not promoted.
+Candidate MeasuredCandidate(const PendingTrial& trial, const v1::TrialResult& result) {
+  Candidate candidate;
+  candidate.time_ns = result.time_ns();
+  candidate.config = trial.config;
+  candidate.trial_id = trial.id;
+  candidate.measured_by = result.worker_id();
+  candidate.spread = RelativeSpread(result);
+  return candidate;
+}
+
 // A best whose samples spread more than this (relative sigma) is promoted by confidence bound
 // even when the server was not told of noise: about 4x the spread the simulator's rounding shows.
 constexpr double kNoisySpread = 0.01;
@@ -591,17 +602,7 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
   search::Observation observation{trial.config, status == TrialStatus::kOk, result.time_ns()};
   if (status == TrialStatus::kOk) {
     // Not verified, whatever the worker says: only a verify_final re-measure verifies.
-    Candidate candidate{result.time_ns(),
-                        trial.config,
-                        trial.id,
-                        false,
-                        result.worker_id(),
-                        RelativeSpread(result),
-                        0,
-                        0,
-                        {},
-                        0,
-                        false};
+    Candidate candidate = MeasuredCandidate(trial, result);
     job.candidates.push_back(candidate);
     if (!job.best || Faster(candidate, *job.best)) job.best = candidate;
     if (trial.is_default) job.default_result = candidate;
@@ -756,17 +757,7 @@ void JobManager::ApplyVerification(Job& job, const PendingTrial& trial, TrialSta
   // verified by another worker), and its other results are measured again (DropWorkerResults).
   auto replace_measurer = [&] {
     quarantine(best.measured_by, best.time_ns, result.time_ns());
-    best = Candidate{result.time_ns(),
-                     trial.config,
-                     trial.id,
-                     false,
-                     result.worker_id(),
-                     RelativeSpread(result),
-                     0,
-                     0,
-                     {},
-                     0,
-                     false};
+    best = MeasuredCandidate(trial, result);
     std::sort(job.candidates.begin(), job.candidates.end(), Faster);
     RecomputeBest(job);
   };

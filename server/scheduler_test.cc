@@ -197,6 +197,26 @@ class SchedulerTest : public ::testing::Test {
     return {};
   }
 
+  // Drives the job to its end with one worker whose results have `spec.protocol().repeats()`
+  // samples spread +-2% around `center(spec)`, and their median as the time.
+  v1::Job DriveWithSpreadSamples(int64_t job_id, const std::string& worker,
+                                 const std::function<double(const v1::TrialSpec&)>& center) {
+    return DriveToEnd(job_id, [&] {
+      std::vector<v1::TrialResult> results;
+      for (const auto& spec : Lease(worker, 8)) {
+        v1::TrialResult result = Measure(spec);
+        const int repeats = spec.protocol().repeats();
+        const double c = center(spec);
+        result.clear_samples_ns();
+        for (int i = 0; i < repeats; ++i) result.add_samples_ns(c * (0.98 + 0.04 * i / repeats));
+        result.set_time_ns(Median({result.samples_ns().begin(), result.samples_ns().end()}));
+        results.push_back(result);
+      }
+      if (!results.empty()) Report(worker, results);
+      return !results.empty();
+    });
+  }
+
   testing::TempDir tmp_{"tessel-scheduler-test-"};
   std::string db_;
   std::unique_ptr<Store> store_;
@@ -560,8 +580,7 @@ TEST_F(SchedulerTest, WithNoiseTheTopCandidatesAreReMeasuredAndALuckyFlukeDoesNo
   std::string fluke;
   std::map<std::string, int> promoted;  // config -> repeats asked
   // Samples around the config's true time, +-2%; the fluke's search samples are 20% fast.
-  auto measure = [&](const v1::TrialSpec& spec) {
-    v1::TrialResult result = Measure(spec);
+  v1::Job done = DriveWithSpreadSamples(job->id(), worker, [&](const v1::TrialSpec& spec) {
     const int repeats = spec.protocol().repeats();
     double center = FakeTime(spec.config());
     if (repeats == 20) {
@@ -573,16 +592,7 @@ TEST_F(SchedulerTest, WithNoiseTheTopCandidatesAreReMeasuredAndALuckyFlukeDoesNo
     if (spec.config() == fluke && repeats != 20 && spec.protocol().verify() != "always") {
       center *= 0.8;
     }
-    result.clear_samples_ns();
-    for (int i = 0; i < repeats; ++i) result.add_samples_ns(center * (0.98 + 0.04 * i / repeats));
-    result.set_time_ns(Median({result.samples_ns().begin(), result.samples_ns().end()}));
-    return result;
-  };
-  v1::Job done = DriveToEnd(job->id(), [&] {
-    std::vector<v1::TrialResult> results;
-    for (const auto& spec : Lease(worker, 8)) results.push_back(measure(spec));
-    if (!results.empty()) Report(worker, results);
-    return !results.empty();
+    return center;
   });
   ASSERT_EQ(done.state(), v1::JOB_COMPLETED);
   EXPECT_EQ(promoted.size(), 3u) << "the top 3 were re-measured with 20 repeats";
@@ -613,13 +623,11 @@ TEST_F(SchedulerTest, PromotionRacesAndDropsAConfigOnceItsIntervalLiesAboveTheLe
   ASSERT_TRUE(job.ok());
   const std::string worker = RegisterWorker();
   // In the race, the first two configs re-measured are 0.1% apart, well inside the noise; the
-  // others are 30% slower. Samples spread +-2% around the center.
+  // others are 30% slower.
   std::vector<std::string> raced;        // in order of first re-measure
   std::map<std::string, int> race_runs;  // config -> runs asked over all rounds
-  auto measure = [&](const v1::TrialSpec& spec) {
-    v1::TrialResult result = Measure(spec);
+  v1::Job done = DriveWithSpreadSamples(job->id(), worker, [&](const v1::TrialSpec& spec) {
     const int repeats = spec.protocol().repeats();
-    double center = FakeTime(spec.config());
     const bool verify = spec.protocol().verify() == "always";
     if (repeats == 10 && !verify) {
       if (race_runs[spec.config()] == 0) raced.push_back(spec.config());
@@ -628,18 +636,9 @@ TEST_F(SchedulerTest, PromotionRacesAndDropsAConfigOnceItsIntervalLiesAboveTheLe
     const auto place = std::find(raced.begin(), raced.end(), spec.config());
     if (place != raced.end() && (repeats == 10 || verify)) {  // the race and the final verify
       const double factor[] = {1.001, 1.0, 1.3, 1.3};
-      center = kFastNs * factor[place - raced.begin()];
+      return kFastNs * factor[place - raced.begin()];
     }
-    result.clear_samples_ns();
-    for (int i = 0; i < repeats; ++i) result.add_samples_ns(center * (0.98 + 0.04 * i / repeats));
-    result.set_time_ns(Median({result.samples_ns().begin(), result.samples_ns().end()}));
-    return result;
-  };
-  v1::Job done = DriveToEnd(job->id(), [&] {
-    std::vector<v1::TrialResult> results;
-    for (const auto& spec : Lease(worker, 8)) results.push_back(measure(spec));
-    if (!results.empty()) Report(worker, results);
-    return !results.empty();
+    return FakeTime(spec.config());
   });
   ASSERT_EQ(done.state(), v1::JOB_COMPLETED);
   ASSERT_EQ(raced.size(), 4u) << "the top 4 entered the race";
