@@ -45,7 +45,7 @@ Candidate MeasuredCandidate(const PendingTrial& trial, const v1::TrialResult& re
   return candidate;
 }
 
-// A best whose samples spread more than this (relative sigma) is promoted by confidence bound
+// A best whose samples spread more than this (relative sigma) goes through the promotion race
 // even when the server was not told of noise: about 4x the spread the simulator's rounding shows.
 constexpr double kNoisySpread = 0.01;
 

@@ -226,7 +226,7 @@ class JobManager {
   // Trials one job may have queued or leased now (see Options::max_in_flight_per_job).
   int InFlightLimit() const;
   void Finalize(Job& job, JobEffects& effects);
-  // Whether the job's measurements are noisy enough to promote by confidence bound.
+  // Whether the job's measurements are noisy enough for the promotion race.
   bool Noisy(const Job& job) const;
   // Enters the job's top candidates into the promotion race and queues its first round; false
   // when there is nothing to promote.

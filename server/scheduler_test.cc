@@ -564,8 +564,8 @@ TEST_F(SchedulerTest, AfterARestartAQuarantinedWorkersResultsAreMeasuredAgain) {
 }
 
 // With noise, a config whose search measurement was a lucky fluke does not win: the top
-// candidates are re-measured with more repeats (not charged), and the winner is the lowest upper
-// confidence bound of those re-measures, published with its interval.
+// candidates are re-measured with more repeats (not charged; one round here), and the winner is
+// the lowest trimmed mean of those re-measures, published with its interval.
 TEST_F(SchedulerTest, WithNoiseTheTopCandidatesAreReMeasuredAndALuckyFlukeDoesNotWin) {
   SchedulerOptions options;
   options.noise_sigma = 0.05;
