@@ -123,7 +123,7 @@ void SimulateCommand::PrintReport(const std::string& shape, const Config& config
                            HumanTime(result.time_ns), result.bound);
   if (result.bound == "latency" && result.busiest[0].busy_frac > 0) {
     // No resource explains the time: say how busy the busiest ones were.
-    std::cout << "  busiest:  ";
+    std::cout << "  busiest: ";
     for (const sim::SimResult::Busy& busy : result.busiest) {
       if (busy.busy_frac > 0) {
         std::cout << fmt::format(" {} {:.0f}%", sim::EngineName(busy.resource),
