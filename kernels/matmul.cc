@@ -565,7 +565,9 @@ class SimEmitter {
     const bool add = kind == EvictKind::kAddToAcc || kind == EvictKind::kFinalAdd;
     sim::Instruction inst = sim::MakeEngineOp(add ? Op::kTensorTensor : Op::kTensorCopy, engine,
                                               free, partitions, Mem::kPsum, Mem::kSbuf);
-    inst.dtype = DType::kFp32;
+    // Reads fp32 PSUM; writes the accumulator or the staging buffer, both in the output dtype
+    // (the cost of a PSUM-sourced op does not depend on it).
+    inst.dtype = p_.dtype == DType::kFp32 ? DType::kFp32 : DType::kBf16;
     if (add) inst.in1 = Mem::kSbuf;
     return writer_.Add(inst, {dep_mm, add ? dep_acc : -1, dep_stage});
   }
@@ -587,8 +589,8 @@ class SimEmitter {
   sim::StreamWriter writer_;
 };
 
-// Executes schedule steps on the CPU: fp32 PSUM accumulation, fp32 SBUF accumulator, rounded
-// output staging, stores into C.
+// Executes schedule steps on the CPU: fp32 PSUM accumulation, an SBUF accumulator in the output
+// dtype (each partial sum rounded to it), rounded output staging, stores into C.
 class CpuEmitter {
  public:
   CpuEmitter(const Plan& plan, const std::vector<float>& a, const std::vector<float>& b,
@@ -616,10 +618,10 @@ class CpuEmitter {
         const int64_t at = i * gemm_.stride() + j;
         switch (kind) {
           case EvictKind::kCopyToAcc:
-            acc[at] = ps[at];
+            acc[at] = RoundToOutput(ps[at], p_.dtype);
             break;
           case EvictKind::kAddToAcc:
-            acc[at] += ps[at];
+            acc[at] = RoundToOutput(acc[at] + ps[at], p_.dtype);
             break;
           case EvictKind::kFinal:
             staged[at] = RoundToOutput(ps[at], p_.dtype);
@@ -757,12 +759,17 @@ absl::Status MatmulKernel::Verify(const Problem& problem, const Config& config,
 
   // Inputs in [-1, 1), rounded to the input dtype, seeded by the config so reruns agree.
   std::mt19937_64 rng = VerifyRng(config, uint64_t(plan.m * 31 + plan.n));
+  // With an SBUF accumulator, every K block but the last leaves a partial sum rounded to the
+  // output dtype.
+  const bool sbuf_accumulates = !plan.full_k && plan.blocks_k > 1;
+  const int acc_roundings = sbuf_accumulates ? int(plan.blocks_k - 1) : 0;
   return VerifyGemm(
       "matmul", reduced.dims.ToString(), plan, /*batches=*/1, /*batched=*/false, rng,
       [&](const std::vector<float>& a, const std::vector<float>& b, std::vector<float>* c) {
         CpuEmitter emitter(plan, a, b, c);
         Generate(plan, emitter);
-      });
+      },
+      acc_roundings);
 }
 
 Kernel::Work MatmulKernel::MinimumWork(const Problem& problem) const {

@@ -38,7 +38,7 @@ class MatmulKernel final : public Kernel {
   std::string_view name() const override { return "matmul"; }
   // 1: initial lowering. 2: loop-structured (compact) programs; simulator model v2 (program-order
   // engines, static DMA queue shares).
-  int version() const override { return 2; }
+  int version() const override { return 3; }
   std::string_view description() const override {
     return "C[M,N] = A[M,K] x B[K,N]: tiles, blocking, loop order, hoisting, buffers, stationary "
            "operand, PSUM eviction engine, sharding";

@@ -90,7 +90,11 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
       if (inner_split) live = CeilDiv(live, p.shards);
     }
     p.live_acc_blocks = live;
-    p.sbuf_acc = groups_per_block * out_free_tile * 4 * live * out_partitions_tile /
+    // The partial sums accumulate in SBUF in the output dtype, as NKI kernels do (the matmul
+    // tutorial's result_tiles are allocated with the output's dtype and summed into with `+=`);
+    // PSUM alone accumulates in fp32 (nki.isa.nc_matmul: "accumulation and results are always in
+    // float32").
+    p.sbuf_acc = groups_per_block * out_free_tile * p.out_bytes * live * out_partitions_tile /
                  std::min<int64_t>(out_partitions_tile, target.sbuf_partitions);
   }
   p.sbuf_stage = out_free_tile * p.out_bytes;
@@ -99,8 +103,8 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   if (total > target.UsableSbufPerPartition()) {
     return absl::InvalidArgumentError(
         StrCat("SBUF capacity: A blocks ", p.sbuf_a, " x ", p.bufs, " bufs + B blocks ", p.sbuf_b,
-               " x ", p.bufs, " bufs + fp32 accumulator ", p.sbuf_acc, " + output staging ",
-               p.sbuf_stage * kGemmStagingBufs, " = ", total,
+               " x ", p.bufs, " bufs + ", p.out_bytes == 4 ? "fp32" : "bf16", " accumulator ",
+               p.sbuf_acc, " + output staging ", p.sbuf_stage * kGemmStagingBufs, " = ", total,
                " bytes per partition exceed the usable ", target.UsableSbufPerPartition()));
   }
   return p;

@@ -128,7 +128,8 @@ absl::Status VerifyGemm(
     std::string_view kernel, std::string reduced, const GemmOperands& operands, int64_t batches,
     bool batched, std::mt19937_64& rng,
     const std::function<void(const std::vector<float>&, const std::vector<float>&,
-                             std::vector<float>*)>& run) {
+                             std::vector<float>*)>& run,
+    int acc_roundings) {
   const GemmOperands& o = operands;
   const std::vector<float> a = RandomInputs(batches * o.m * o.k, rng, o.dtype);
   const std::vector<float> b = RandomInputs(batches * o.k * o.n, rng, o.dtype);
@@ -143,6 +144,7 @@ absl::Status VerifyGemm(
   result.n = o.n;
   result.k = o.k;
   result.dtype = o.dtype;
+  result.acc_roundings = acc_roundings;
   result.a = &a;
   result.b = &b;
   result.c = &c;

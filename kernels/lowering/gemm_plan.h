@@ -108,12 +108,13 @@ class CpuGemm {
 // A GEMM schedule's Verify on `operands` (its reduced problem, `batches` of them): draws A, then
 // B (RandomInputs in the operands' dtype) from `rng`, lets `run(a, b, &c)` execute the schedule on
 // the CPU into an Unwritten C, and checks C with CheckGemm (the message names `kernel` and
-// `reduced`, and shows C[b,i,j] when `batched`).
+// `reduced`, and shows C[b,i,j] when `batched`; `acc_roundings` as GemmResult's).
 absl::Status VerifyGemm(
     std::string_view kernel, std::string reduced, const GemmOperands& operands, int64_t batches,
     bool batched, std::mt19937_64& rng,
     const std::function<void(const std::vector<float>&, const std::vector<float>&,
-                             std::vector<float>*)>& run);
+                             std::vector<float>*)>& run,
+    int acc_roundings = 0);
 
 }  // namespace tessel::kernels
 

@@ -67,7 +67,8 @@ absl::Status CheckGemm(const GemmResult& r) {
       }
       for (int64_t j = 0; j < r.n; ++j) {
         const double got = c[(batch * r.m + i) * r.n + j];
-        const double tol = out_eps * std::abs(ref_row[j]) + acc_eps * abs_row[j] + 1e-30;
+        const double tol = out_eps * std::abs(ref_row[j]) +
+                           (acc_eps + r.acc_roundings * out_eps) * abs_row[j] + 1e-30;
         if (!Within(got, ref_row[j], tol)) {
           const std::string where =
               r.batched ? StrCat("C[", batch, ",", i, ",", j, "]") : StrCat("C[", i, ",", j, "]");

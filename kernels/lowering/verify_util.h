@@ -51,13 +51,16 @@ struct GemmResult {
   bool batched = false;     // the message shows C[b,i,j] (else C[i,j])
   int64_t batches = 1, m = 0, n = 0, k = 0;
   sim::DType dtype = sim::DType::kBf16;  // the inputs' dtype (the output's rounding follows it)
+  // Partial sums rounded to the output dtype on the way (an SBUF accumulator in that dtype).
+  int acc_roundings = 0;
   const std::vector<float>* a = nullptr;
   const std::vector<float>* b = nullptr;
   const std::vector<float>* c = nullptr;
 };
 // Compares `result` with a plain reference in double. The tolerance is the output's rounding
 // (2^-8 relative, 2^-22 for fp32) plus fp32 accumulation error (4 K 2^-24 of the sum of
-// |products|). OK on a match; WrongAnswer at the first element off.
+// |products|) plus, per rounded partial sum, the output's rounding of the sum of |products| (a
+// partial sum is at most that). OK on a match; WrongAnswer at the first element off.
 absl::Status CheckGemm(const GemmResult& result);
 
 }  // namespace tessel::kernels
