@@ -40,9 +40,12 @@ TEST(AttentionTest, ProblemValidationExplainsTheCausalConvention) {
   EXPECT_TRUE(Attention().ValidateProblem(Attn(1, 2, 128, 64, 64, 2), t).ok());
   EXPECT_THAT(std::string(Attention().ValidateProblem(Attn(1, 2, 64, 64, 256, 2), t).message()),
               HasSubstr("head_dim=256 exceeds the TensorE contraction limit 128"));
+  sim::Target no_fp8 = t;
+  no_fp8.matmul_fp8_factor = 0;
   EXPECT_THAT(
-      std::string(Attention().ValidateProblem(Attn(1, 2, 64, 64, 64, 2, "fp8"), t).message()),
+      std::string(Attention().ValidateProblem(Attn(1, 2, 64, 64, 64, 2, "fp8"), no_fp8).message()),
       HasSubstr("not supported"));
+  EXPECT_TRUE(Attention().ValidateProblem(Attn(1, 2, 64, 64, 64, 2, "fp8"), t).ok());
   EXPECT_TRUE(Attention().ValidateProblem(Attn(1, 2, 64, 64, 64, 2, "fp8"), Load("snc3")).ok());
 }
 

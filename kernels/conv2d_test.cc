@@ -39,8 +39,11 @@ TEST(Conv2dTest, DefaultIsValidAndVerifiesOnBothTargets) {
 
 TEST(Conv2dTest, ProblemAndConfigErrorsSayWhy) {
   sim::Target t2 = Load("snc2");
-  EXPECT_THAT(Conv2d().ValidateProblem(Conv(1, 8, 8, 8, 8, 3, 1, 1, "fp8"), t2).message(),
+  sim::Target no_fp8 = t2;
+  no_fp8.matmul_fp8_factor = 0;
+  EXPECT_THAT(Conv2d().ValidateProblem(Conv(1, 8, 8, 8, 8, 3, 1, 1, "fp8"), no_fp8).message(),
               HasSubstr("fp8 is not supported by TensorE on snc2"));
+  EXPECT_TRUE(Conv2d().ValidateProblem(Conv(1, 8, 8, 8, 8, 3, 1, 1, "fp8"), t2).ok());
   EXPECT_TRUE(Conv2d().ValidateProblem(Conv(1, 8, 8, 8, 8, 3, 1, 1, "fp8"), Load("snc3")).ok());
   EXPECT_THAT(Conv2d().ValidateProblem(Conv(1, 8, 2, 2, 8, 5, 1, 0), t2).message(),
               HasSubstr("larger than the padded input"));

@@ -45,10 +45,31 @@ TEST(MatmulTest, DefaultIsValidForAlignedAndRaggedShapesOnBothTargets) {
   }
 }
 
+// NeuronCore-v2 runs fp8 at the bf16 rate: "Two NeuronCore-v2 delivering ... 190
+// FP16/BF16/cFP8/TF32 TFLOPS" (Neuron docs, Trainium architecture). The same schedule keeps
+// TensorE exactly as busy in fp8 as in bf16; only the bytes moved halve.
+TEST(MatmulTest, Snc2RunsFp8AtTheBf16Rate) {
+  sim::Target t = Load("snc2");
+  EXPECT_EQ(t.PeakTflops(sim::DType::kFp8), t.PeakTflops(sim::DType::kBf16));
+  const Problem bf16 = Gemm(1024, 1024, 1024);
+  const Problem fp8 = Gemm(1024, 1024, 1024, "fp8");
+  const Config config = Matmul().Default(bf16, t);
+  absl::StatusOr<sim::SimResult> a = Evaluate(Matmul(), bf16, config, t);
+  absl::StatusOr<sim::SimResult> b = Evaluate(Matmul(), fp8, config, t);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+  const int tensor = int(sim::EngineKind::kTensor);
+  EXPECT_EQ(b->engines[tensor].busy_ticks, a->engines[tensor].busy_ticks);
+  EXPECT_LT(b->hbm_bytes, a->hbm_bytes);
+  EXPECT_TRUE(Matmul().Verify(fp8, config, t).ok()) << Matmul().Verify(fp8, config, t);
+}
+
 TEST(MatmulTest, ProblemValidationNamesTheProblem) {
   sim::Target t2 = Load("snc2");
-  EXPECT_THAT(std::string(Matmul().ValidateProblem(Gemm(8, 8, 8, "fp8"), t2).message()),
+  sim::Target no_fp8 = t2;
+  no_fp8.matmul_fp8_factor = 0;
+  EXPECT_THAT(std::string(Matmul().ValidateProblem(Gemm(8, 8, 8, "fp8"), no_fp8).message()),
               HasSubstr("fp8 is not supported by TensorE on snc2"));
+  EXPECT_TRUE(Matmul().ValidateProblem(Gemm(8, 8, 8, "fp8"), t2).ok());
   EXPECT_TRUE(Matmul().ValidateProblem(Gemm(8, 8, 8, "fp8"), Load("snc3")).ok());
   Problem missing{Dims{{"M", 8}, {"N", 8}}, "bf16"};
   EXPECT_THAT(std::string(Matmul().ValidateProblem(missing, t2).message()), HasSubstr("dim K"));

@@ -567,8 +567,16 @@ TEST(ValidateTest, InvalidProgramsNameTheViolatedLimit) {
   }
   {
     Program p = OneCore();
+    p.cores[0].Add(MakeMatmul(DType::kFp8, 256, 128, 512), {});
+    expect_error(p, "K=256 exceeds the TensorE limit K <= 128");  // no double row on snc2
+  }
+  {
+    Target no_fp8 = t;
+    no_fp8.matmul_fp8_factor = 0;
+    Program p = OneCore();
     p.cores[0].Add(MakeMatmul(DType::kFp8, 128, 128, 512), {});
-    expect_error(p, "does not support fp8");
+    absl::StatusOr<SimResult> r = Simulate(no_fp8, p);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("does not support fp8"));
   }
   {
     Program p = OneCore();

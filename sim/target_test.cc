@@ -25,7 +25,10 @@ TEST(TargetTest, Snc2HasTheDocumentedNumbers) {
   EXPECT_EQ(t->PsumBytesPerPartition(), 16 * 1024);
   EXPECT_EQ(t->dma_engines, 16);
   EXPECT_TRUE(t->port_conflict_vector_gpsimd_sbuf);
-  EXPECT_FALSE(t->SupportsDType(DType::kFp8));
+  // NeuronCore-v2: fp8 at the bf16 rate (trainium.rst: 190 FP16/BF16/cFP8/TF32 TFLOPS per chip).
+  EXPECT_TRUE(t->SupportsDType(DType::kFp8));
+  EXPECT_EQ(t->PeakTflops(DType::kFp8), t->PeakTflops(DType::kBf16));
+  EXPECT_EQ(t->MaxMatmulK(DType::kFp8), 128) << "no double-row mode";
   EXPECT_DOUBLE_EQ(t->HbmGbps(1), 410);
   EXPECT_DOUBLE_EQ(t->HbmGbps(2), 820);
 }
