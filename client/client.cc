@@ -72,9 +72,19 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
     return absl::InvalidArgumentError(StrCat("cannot create a channel to '", address, "'"));
   }
   if (!channel->WaitForConnected(DeadlineAfter(options.connect_timeout_ms))) {
+    // A refused TLS handshake looks the same from here as a server that is not there: name what
+    // to check for both.
+    const std::string tls_hint =
+        options.tls_ca_file.empty()
+            ? "; if the server uses TLS, pass its root certificate with --tls-ca"
+        : options.tls_cert_file.empty()
+            ? "; or the TLS handshake failed: check --tls-ca, and pass --tls-cert/--tls-key "
+              "if the server requires client certificates"
+            : "; or the TLS handshake failed: check --tls-ca, and that the server's "
+              "--tls-client-ca signed --tls-cert";
     return absl::UnavailableError(StrCat("cannot reach tessel server at ", address,
                                          " (is it running?): no connection within ",
-                                         options.connect_timeout_ms, " ms"));
+                                         options.connect_timeout_ms, " ms", tls_hint));
   }
   return std::make_unique<Client>(std::move(channel), address, options);
 }

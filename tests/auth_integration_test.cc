@@ -235,6 +235,9 @@ TEST_F(AuthTest, APlaintextClientIsRefusedByATlsServer) {
   RunResult cli = testing::Run(
       {kCliBin, "jobs", "--server", address_, "--tls-ca", dir_ + "/cert.pem", "--json"}, dir_);
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  RunResult plain_cli = testing::Run({kCliBin, "jobs", "--server", address_, "--json"}, dir_);
+  EXPECT_NE(plain_cli.exit_code, 0);
+  EXPECT_THAT(plain_cli.err, HasSubstr("pass its root certificate with --tls-ca"));
 }
 
 TEST_F(AuthTest, AMutualTlsServerServesClientsWithACertificateOfItsClientCaAndNoOthers) {
@@ -285,6 +288,8 @@ TEST_F(AuthTest, AMutualTlsServerServesClientsWithACertificateOfItsClientCaAndNo
   tune.insert(tune.end(), tls.begin(), tls.begin() + 2);  // --tls-ca only
   RunResult without_certificate = testing::Run(tune, dir_, seconds(60));
   EXPECT_NE(without_certificate.exit_code, 0);
+  EXPECT_THAT(without_certificate.err, HasSubstr("--tls-cert"))
+      << "the refusal names what to check";
   tune.insert(tune.end(), tls.begin() + 2, tls.end());
   RunResult tuned = testing::Run(tune, dir_, seconds(60));
   EXPECT_EQ(tuned.exit_code, 0) << tuned.err;
