@@ -116,11 +116,11 @@ bool CostModel::CopyTrees() {
         if (l < 0) {
           // A leaf at depth d fills the 2^(max - d) bottom slots under its slot.
           const int below = max_depth - depth[node];
+          // The splits under it keep any condition: every path ends at the same value.
           const size_t first = ((slot + 1) << below) - 1 - ((size_t{1} << max_depth) - 1);
-          for (size_t k = 0; k < (size_t{1} << below); ++k) {
-            leaves_[tree_copy.leaves + first + k] = value[node].get<float>();
-          }
-          // The splits under it (any condition: every path ends at the same value).
+          const float leaf = value[node].get<float>();
+          std::fill_n(leaves_.begin() + static_cast<std::ptrdiff_t>(tree_copy.leaves + first),
+                      size_t{1} << below, leaf);
           continue;
         }
         Split& split = splits_[tree_copy.splits + slot];

@@ -130,8 +130,9 @@ class StandardGaStrategy final : public SpaceStrategy {
 
 class CostModel;  // cost_model.h
 
-// Cost-model search: an XGBoost ranking model (rank:pairwise) trained on every result (failed
-// points rank last; warm-start workloads are extra query groups), refitted as results arrive
+// Cost-model search: an XGBoost ranking model (rank:pairwise) trained on the results (all of
+// them up to Options::train_limit; failed points rank with the median; warm-start workloads are
+// extra query groups), refitted as results arrive
 // (every result at first, then every ~8% growth), proposing the unseen candidates it ranks best
 // (a pool of valid points plus the neighbourhoods of the best ones), spread out within a batch,
 // half of them from the best point's neighbourhood, with a share of random points for

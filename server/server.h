@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/scheduler_options.h"
 
 namespace tessel::server {
 
@@ -29,9 +30,9 @@ struct ServerOptions {
   double noise_sigma = 0;
   // Noise-aware promotion (SchedulerOptions): with noise, the top promote_top candidates race,
   // promote_repeats runs per round for up to promote_rounds rounds. promote_top 0 turns it off.
-  int promote_top = 12;
-  int promote_repeats = 10;
-  int promote_rounds = 8;
+  int promote_top = SchedulerOptions{}.promote_top;
+  int promote_repeats = SchedulerOptions{}.promote_repeats;
+  int promote_rounds = SchedulerOptions{}.promote_rounds;
   // Verification policy for ordinary trials: "always", "never" or "sample:P". The config a job
   // publishes as its best is always verified first, whatever this says.
   std::string verify = "never";
