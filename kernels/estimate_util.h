@@ -24,16 +24,17 @@ namespace tessel::kernels {
 double EngineNs(const sim::Target& target, const sim::Instruction& inst, double count = 1);
 
 // The DMA traffic of one core, queue by queue, and the time it needs on the simulator's DMA
-// model (docs/simulator.md): each queue owns the share of every DMA engine and of the HBM
-// bandwidth that its bytes are of the core's (and the core's of the chip's).
+// model (docs/simulator.md): each queue owns the share of every DMA engine that its data time is
+// of the core's, and the share of the HBM bandwidth that its bytes are of the core's (and the
+// core's of the chip's); a queue generates one transfer's descriptors (the fixed cost) at a time.
 class DmaLoad {
  public:
   static constexpr int kMaxQueues = 8;
   // Adds `count` transfers like `inst` (a DMA instruction) on its queue (< kMaxQueues).
   void Add(const sim::Target& target, const sim::Instruction& inst, double count);
   // The busiest queue's time when `cores` cores run this traffic at once: its transfers' fixed
-  // costs and data at its share of the DMA engines, or the core's HBM bytes at its share of the
-  // chip's HBM bandwidth, whichever is longer.
+  // costs one after another, its data at its share of the DMA engines, or the core's HBM bytes
+  // at its share of the chip's HBM bandwidth, whichever is longest.
   double QueueNs(const sim::Target& target, int cores) const;
   // The same for the transfers of `queue` alone.
   double QueueNs(const sim::Target& target, int cores, int queue) const;
@@ -53,11 +54,12 @@ class DmaLoad {
  private:
   struct Queue {
     double bytes = 0, hbm_bytes = 0;
-    double fixed_ns = 0;  // summed over pieces
-    double data_ns = 0;   // summed over pieces, at the full engine rate
+    double fixed_ns = 0;   // summed over transfers
+    double data_ns = 0;    // summed over pieces, at the full engine rate
+    double padded_ns = 0;  // the same with each descriptor at least the minimum descriptor size
   };
   std::array<Queue, kMaxQueues> q_{};
-  double total_bytes_ = 0, hbm_bytes_ = 0;
+  double total_bytes_ = 0, hbm_bytes_ = 0, total_data_ns_ = 0;
 };
 
 // A stand-in for sim::CoreProgram that a kernel's emitter can write to instead (the same Add

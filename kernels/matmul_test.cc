@@ -63,6 +63,34 @@ TEST(MatmulTest, Snc2RunsFp8AtTheBf16Rate) {
   EXPECT_TRUE(Matmul().Verify(fp8, config, t).ok()) << Matmul().Verify(fp8, config, t);
 }
 
+// NeuronCore-v3 doubles fp8 matmul throughput only in its double-row mode (NKI nc_matmul
+// perf_mode=double_row: "2x matmul throughput by packing two FP8 pairs"; not on NeuronCore-v2):
+// a K=256 fp8 tile, two contraction rows per partition, takes as long as a K=128 one. An fp8 tile
+// of K=128 runs at the bf16 rate; snc2 offers no K=256 tile.
+TEST(MatmulTest, Snc3DoublesFp8ThroughputOnlyWithDoubleRowTiles) {
+  const Problem bf16 = Gemm(2048, 2048, 2048);
+  const Problem fp8 = Gemm(2048, 2048, 2048, "fp8");
+  const std::string base =
+      "tile_m=128,tile_n=512,block_m=4,block_n=2,block_k=4,loop_order=nkm,bufs=2,hoist=1,"
+      "stationary=a,evict=vector,shards=1,tile_k=";
+  const sim::Target t3 = Load("snc3");
+  const int tensor = int(sim::EngineKind::kTensor);
+  auto tensor_ticks = [&](const Problem& p, const std::string& tile_k) -> int64_t {
+    absl::StatusOr<sim::SimResult> r = Evaluate(Matmul(), p, Parse(base + tile_k), t3);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->engines[tensor].busy_ticks : 0;
+  };
+  const int64_t bf16_128 = tensor_ticks(bf16, "128");
+  EXPECT_EQ(tensor_ticks(fp8, "128"), bf16_128) << "fp8 without double-row: the bf16 rate";
+  const int64_t double_row = tensor_ticks(fp8, "256");
+  EXPECT_NEAR(double(bf16_128) / double(double_row), 2.0, 0.1) << "double-row: 2x";
+  EXPECT_TRUE(Matmul().Verify(fp8, Parse(base + "256"), t3).ok());
+  // snc2 (NeuronCore-v2) has no double-row mode.
+  const sim::Target t2 = Load("snc2");
+  EXPECT_THAT(std::string(Matmul().SpaceFor(fp8, t2)->Validate(Parse(base + "256")).message()),
+              HasSubstr("tile_k"));
+}
+
 TEST(MatmulTest, ProblemValidationNamesTheProblem) {
   sim::Target t2 = Load("snc2");
   sim::Target no_fp8 = t2;

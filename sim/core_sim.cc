@@ -199,29 +199,36 @@ class CoreSim {
       if (trace_) trace_->push_back({core_index_, e, int32_t(pos), start, finish});
     } else {
       const int q = c.queue;
-      const int64_t tick = std::max(ready, issue_[q]);
+      // The queue generates this transfer's descriptors (the fixed cost), then its pieces move
+      // data on the engines while the queue goes on to the next transfer's descriptors.
+      const int64_t tick = std::max(ready, issue_[q]) + fixed_ticks_;
       issue_[q] = tick;
       int64_t* vf = &vfree_[size_t(q) * ne_];  // sorted ascending
       int64_t finish = 0, first = std::numeric_limits<int64_t>::max();
-      const int64_t fixed = fixed_ticks_;
       int64_t ends[64];
       bool sorted = true;  // usual: starts and piece lengths grow with p
       // The queue's HBM free time and busy ticks in locals (the compiler cannot tell that the
       // pieces' stores do not alias them).
       int64_t hbm_free = hbm_free_[q], busy = 0;
+      int64_t hbm_full = hbm_free;  // this transfer's pieces through the HBM at the full rate
+      // A piece moves its data at the full rates of its engine and of the HBM (an idle engine
+      // serves whichever queue waits); the queue is charged that data at its shares, which is how
+      // soon its next pieces may follow, so a queue streams at its share.
       for (int p = 0; p < c.pieces; ++p) {
         const bool lo = p < c.n_lo;
         const int64_t start = std::max(tick, vf[p]);
         first = std::min(first, start);
-        int64_t end = start + (lo ? c.eng_lo : c.eng_hi);
+        int64_t end = start + (lo ? c.eng_full_lo : c.eng_full_hi);
+        int64_t charged = start + (lo ? c.eng_lo : c.eng_hi);
         if (c.hbm) {
-          const int64_t hs = std::max(start + fixed, hbm_free);
-          hbm_free = hs + (lo ? c.hbm_lo : c.hbm_hi);
-          end = std::max(end, hbm_free);
+          hbm_free = std::max(start, hbm_free) + (lo ? c.hbm_lo : c.hbm_hi);
+          hbm_full = std::max(start, hbm_full) + (lo ? c.hbm_full_lo : c.hbm_full_hi);
+          end = std::max(end, hbm_full);
         }
-        sorted &= p == 0 || end >= ends[p - 1];
-        ends[p] = end;
-        busy += end - start;
+        charged = std::max(charged, end);
+        sorted &= p == 0 || charged >= ends[p - 1];
+        ends[p] = charged;
+        busy += charged - start;
         finish = std::max(finish, end);
       }
       hbm_free_[q] = hbm_free;

@@ -24,8 +24,10 @@ struct Cost {
   bool matmul = false, reload = false, vg = false, vs = false, hbm = false;
   // DMA: `pieces` pieces, the first n_lo of share lo partitions, the rest lo + 1.
   int16_t pieces = 0, n_lo = 0;
-  int64_t eng_lo = 0, eng_hi = 0;  // engine ticks per piece (fixed + data at the queue's rate)
-  int64_t hbm_lo = 0, hbm_hi = 0;  // HBM ticks per piece at the queue's HBM rate
+  // Ticks per piece charged to the queue (its data at the queue's share of the engines and of the
+  // HBM bandwidth), and the ticks the piece takes itself (its data at the full rates).
+  int64_t eng_lo = 0, eng_hi = 0, eng_full_lo = 0, eng_full_hi = 0;
+  int64_t hbm_lo = 0, hbm_hi = 0, hbm_full_lo = 0, hbm_full_hi = 0;
 };
 
 // How CoreSimulator::Run runs one core.
@@ -33,7 +35,7 @@ struct CoreRun {
   bool exact = false;                        // simulate every iteration (no extrapolation)
   std::vector<TraceEvent>* trace = nullptr;  // when set, one event per instruction is appended
   int core_index = 0;                        // for the trace events
-  int64_t fixed_ticks = 0;                   // the fixed cost of a DMA transfer, in ticks
+  int64_t fixed_ticks = 0;                   // a DMA transfer's descriptor cost, in ticks
 };
 
 // Simulates one core's program. Every engine and DMA queue executes its instructions in program

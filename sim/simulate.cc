@@ -138,21 +138,40 @@ int64_t StationaryLoadCycles(const Target& target, const Instruction& inst) {
                            std::max(1.0, target.stationary_load_speedup)));
 }
 
-double DmaPieceNs(const Target& target, const Instruction& inst, int partitions) {
-  if (target.dma_gbps_per_engine <= 0) return 0;
+namespace {
+
+// Bytes per partition that `inst`'s descriptors take engine time for, each descriptor counted
+// as at least dma_min_descriptor_bytes when `padded`.
+int64_t DescriptorBytes(const Target& target, const Instruction& inst, bool padded) {
   const int64_t bpp = inst.bytes_per_partition;
   const int64_t chunk = inst.chunk_bytes > 0 ? std::min<int64_t>(inst.chunk_bytes, bpp) : bpp;
-  const int64_t min_desc = target.dma_min_descriptor_bytes;
+  const int64_t min_desc = padded ? target.dma_min_descriptor_bytes : 0;
   const int64_t full = bpp / chunk;
   const int64_t rest = bpp - full * chunk;
-  int64_t effective = full * std::max(chunk, min_desc) + (rest > 0 ? std::max(rest, min_desc) : 0);
-  double ns = double(effective) * partitions / target.dma_gbps_per_engine;
-  if (inst.transpose) {
-    double factor = inst.op == Op::kDmaCopy ? target.dma_transpose_factor_sbuf
-                                            : target.dma_transpose_factor_hbm;
-    if (factor > 0) ns /= factor;
-  }
-  return target.dma_fixed_ns + ns;
+  return full * std::max(chunk, min_desc) + (rest > 0 ? std::max(rest, min_desc) : 0);
+}
+
+// The engine-time multiplier of a transpose (1 for a plain transfer); index of the kind.
+int TransposeKind(const Instruction& inst) {
+  return !inst.transpose ? 0 : inst.op == Op::kDmaCopy ? 2 : 1;
+}
+double TransposeSlowdown(const Target& target, int kind) {
+  const double factor = kind == 0   ? 1.0
+                        : kind == 2 ? target.dma_transpose_factor_sbuf
+                                    : target.dma_transpose_factor_hbm;
+  return factor > 0 ? 1.0 / factor : 1.0;
+}
+
+}  // namespace
+
+double DmaDataNs(const Target& target, const Instruction& inst, int partitions, bool padded) {
+  if (target.dma_gbps_per_engine <= 0) return 0;
+  return double(DescriptorBytes(target, inst, padded)) * partitions / target.dma_gbps_per_engine *
+         TransposeSlowdown(target, TransposeKind(inst));
+}
+
+double DmaPieceNs(const Target& target, const Instruction& inst, int partitions) {
+  return target.dma_fixed_ns + DmaDataNs(target, inst, partitions, /*padded=*/true);
 }
 
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
@@ -185,7 +204,8 @@ struct Scratch {
   std::vector<bool> copies;                          // core c runs the same program as core c - 1
   std::vector<std::vector<int32_t>> same_operation;  // from ValidateProgram
   std::vector<std::vector<int64_t>> mult;
-  std::vector<std::vector<double>> dma_bytes, hbm_bytes;
+  std::vector<std::vector<int64_t>> dma_kind_bytes;  // per queue and TransposeKind
+  std::vector<std::vector<double>> dma_demand, hbm_bytes;
   std::vector<double> core_dma, core_hbm;
   std::vector<int64_t> factor;
   std::vector<Cost> costs;
@@ -214,17 +234,23 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
       FirstResultLatencyCycles(target) * target.ticks_per_cycle[int(EngineKind::kTensor)];
   const int64_t fixed_ticks = int64_t(std::llround(target.dma_fixed_ns * tick_ghz));
 
-  // Static traffic per core and queue: DMA shares are fixed fractions of the engines and HBM.
+  // Static load per core and queue. A queue's share of the engines is its part of the core's
+  // engine time (data ns, descriptor padding and transpose included), its share of the HBM its
+  // part of the HBM bytes: when every queue streams, a pool whose idle engines serve any waiting
+  // queue finishes each queue's work in the same time as these shares do.
   auto& mult = scratch.mult;
-  auto& dma_bytes = scratch.dma_bytes;
+  auto& dma_kind_bytes = scratch.dma_kind_bytes;
+  auto& dma_demand = scratch.dma_demand;
   auto& hbm_bytes = scratch.hbm_bytes;
   if (int(mult.size()) < num_cores) {
     mult.resize(num_cores);
-    dma_bytes.resize(num_cores);
+    dma_kind_bytes.resize(num_cores);
+    dma_demand.resize(num_cores);
     hbm_bytes.resize(num_cores);
   }
   for (int c = 0; c < num_cores; ++c) {
-    dma_bytes[c].assign(nq, 0.0);
+    dma_kind_bytes[c].assign(size_t(nq) * 3, 0);
+    dma_demand[c].assign(nq, 0.0);
     hbm_bytes[c].assign(nq, 0.0);
   }
   std::vector<double>& core_dma = scratch.core_dma;
@@ -244,8 +270,9 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
       out.engines[int(inst.engine)].instructions += n;
       if (inst.engine == EngineKind::kDma) {
         const double bytes = double(inst.partitions) * double(inst.bytes_per_partition) * n;
-        dma_bytes[c][inst.queue] += bytes;
-        core_dma[c] += bytes;
+        // Summed exactly (bytes by transpose kind), so a share does not depend on program form.
+        dma_kind_bytes[c][size_t(inst.queue) * 3 + size_t(TransposeKind(inst))] +=
+            DescriptorBytes(target, inst, false) * inst.partitions * n;
         if (inst.op != Op::kDmaCopy) {
           hbm_bytes[c][inst.queue] += bytes;
           core_hbm[c] += bytes;
@@ -255,6 +282,13 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
       } else if (inst.op == Op::kMatmul) {
         flops[int(inst.dtype)] += 2 * int64_t(inst.k) * inst.m * inst.n * n;
       }
+    }
+    for (int q = 0; q < nq; ++q) {
+      for (int kind = 0; kind < 3; ++kind) {
+        dma_demand[c][q] += double(dma_kind_bytes[c][size_t(q) * 3 + size_t(kind)]) *
+                            TransposeSlowdown(target, kind);
+      }
+      core_dma[c] += dma_demand[c][q];
     }
   }
   const double chip_gbps = target.HbmGbps(num_cores);
@@ -314,24 +348,34 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
       k.pieces = int16_t(std::min<int>(target.dma_engines, int(CeilDiv(inst.partitions, ppe))));
       const int lo = inst.partitions / k.pieces;
       k.n_lo = int16_t(k.pieces - inst.partitions % k.pieces);
-      // The queue's share of every DMA engine and of the core's HBM: its part of the core's bytes.
-      const double share = core_dma[c] > 0 ? dma_bytes[c][q] / core_dma[c] : 1.0;
-      auto eng_ticks = [&](int parts) {
+      // The queue's share of every DMA engine: its part of the core's DMA engine time. A piece
+      // holds its engine for its data only; the transfer's fixed cost (descriptor generation) is
+      // paid by the queue before the data moves and overlaps the previous transfer's data. The
+      // per-descriptor cost (descriptors under dma_min_descriptor_bytes take as long as one of
+      // that size) overlaps other pieces' data: it bounds how fast the piece itself completes,
+      // while the engines' shared capacity is spent on the bytes moved.
+      const double share = core_dma[c] > 0 ? dma_demand[c][q] / core_dma[c] : 1.0;
+      auto eng_ticks = [&](int parts, bool padded, double at) {
         if (parts <= 0) return int64_t(0);
-        const double ns = DmaPieceNs(target, inst, parts);
-        const double data = ns - target.dma_fixed_ns;
-        return int64_t(std::ceil((target.dma_fixed_ns + data / std::max(share, 1e-12)) * tick_ghz));
+        const double data = DmaDataNs(target, inst, parts, padded);
+        return int64_t(std::ceil(data / std::max(at, 1e-12) * tick_ghz));
       };
-      k.eng_lo = eng_ticks(lo);
-      k.eng_hi = eng_ticks(lo + 1);
+      k.eng_lo = eng_ticks(lo, false, share);
+      k.eng_hi = eng_ticks(lo + 1, false, share);
+      k.eng_full_lo = eng_ticks(lo, true, 1.0);
+      k.eng_full_hi = eng_ticks(lo + 1, true, 1.0);
       if (k.hbm) {
         // Bytes per tick for this queue: the chip's HBM split by HBM bytes over cores and queues.
+        // At full rate: the core's part of the chip's HBM bytes.
         const double rate = chip_gbps / tick_ghz * (hbm_bytes[c][q] / chip_hbm);
-        auto hbm_ticks = [&](int parts) {
-          return int64_t(std::ceil(double(parts) * double(inst.bytes_per_partition) / rate));
+        const double full = chip_gbps / tick_ghz * (core_hbm[c] / chip_hbm);
+        auto hbm_ticks = [&](int parts, double r) {
+          return int64_t(std::ceil(double(parts) * double(inst.bytes_per_partition) / r));
         };
-        k.hbm_lo = hbm_ticks(lo);
-        k.hbm_hi = hbm_ticks(lo + 1);
+        k.hbm_lo = hbm_ticks(lo, rate);
+        k.hbm_hi = hbm_ticks(lo + 1, rate);
+        k.hbm_full_lo = hbm_ticks(lo, full);
+        k.hbm_full_hi = hbm_ticks(lo + 1, full);
       }
     }
     CoreSimulator& sim = scratch.sim;
@@ -341,9 +385,19 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                     .core_index = c,
                                     .fixed_ticks = fixed_ticks}));
     makespan = std::max(makespan, sim.makespan());
+    // Borrowing lets each queue's last transfers run at the full rates (CoreSim), so a run's tail
+    // may beat the shares by up to a transfer per queue; the core is never faster than its bytes
+    // at the chip's HBM bandwidth (its part of it) and its engine time over all the engines.
+    if (chip_gbps > 0 && core_hbm[c] > 0) {
+      makespan = std::max(makespan, int64_t(std::ceil(chip_hbm / chip_gbps * tick_ghz)));
+    }
+    if (target.dma_gbps_per_engine > 0) {
+      const double engines_gbps = target.dma_gbps_per_engine * target.dma_engines;
+      makespan = std::max(makespan, int64_t(std::ceil(core_dma[c] / engines_gbps * tick_ghz)));
+    }
     core_dma_busy = 0;
     for (int q = 0; q < nq; ++q) {
-      const double share = core_dma[c] > 0 ? dma_bytes[c][q] / core_dma[c] : 0.0;
+      const double share = core_dma[c] > 0 ? dma_demand[c][q] / core_dma[c] : 0.0;
       core_dma_busy += share * double(sim.dma_busy()[q]);
     }
     dma_busy += core_dma_busy;

@@ -69,8 +69,14 @@ int64_t FirstResultLatencyCycles(const Target& target);
 // unlimited bandwidth: folds x (2R + C + T - 2) - 1 (ws, is) or folds x (R + C + T - 2) - 1 (os).
 int64_t SystolicGemmCycles(int rows, int cols, Dataflow dataflow, int64_t m, int64_t n, int64_t k);
 
-// Nanoseconds one DMA engine is busy moving `partitions` partitions of `inst` (fixed cost plus
-// descriptors at the engine rate), ignoring HBM contention.
+// Nanoseconds one DMA engine takes to move `partitions` partitions of `inst` at the engine rate,
+// slowed by the transpose factor: its bytes (`padded` false: the engines' capacity it uses), or
+// its descriptors each counted as at least dma_min_descriptor_bytes (`padded` true: how soon the
+// piece completes, the per-descriptor cost overlapping other pieces' data).
+double DmaDataNs(const Target& target, const Instruction& inst, int partitions, bool padded);
+
+// The latency of one piece alone: the transfer's fixed cost (descriptor generation, paid by the
+// queue, overlapping earlier transfers' data) plus its padded DmaDataNs. Ignores HBM contention.
 double DmaPieceNs(const Target& target, const Instruction& inst, int partitions);
 
 }  // namespace tessel::sim
