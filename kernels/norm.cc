@@ -307,7 +307,10 @@ RowwiseKernel::Steps NormSteps(bool rms) {
                 {ResidentParam(),
                  {"stats", kStats,
                   "bn_stats/bn_aggr or explicit sums (squares on Scalar or Vector)"},
-                 {"apply", {"vector", "scalar"}, "engine of the normalisation"},
+                 {"apply",
+                  {"vector", "scalar"},
+                  "engine of the normalisation (vector: bf16 tensor_scalar in snc3's VectorE "
+                  "performance mode)"},
                  {"affine",
                   {"fused", "separate"},
                   rms ? "gamma fused or a separate pass" : "gamma/beta fused or a separate pass"}},

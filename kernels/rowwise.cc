@@ -113,6 +113,7 @@ void SimSink::operator()(const Step& s) {
       for (int i = 0; i < count; ++i) {
         sim::Instruction inst = sim::MakeEngineOp(op, s.engine, int(free), partitions);
         inst.dtype = s.in_dtype;
+        inst.out_dtype = s.out_dtype;
         inst.add_op = s.kind == Kind::kReduce;
         last = core_->Add(inst, std::span<const int32_t>(deps_.data(), first_dep_size));
       }

@@ -245,7 +245,10 @@ std::vector<Param> Params(const Problem&, const sim::Target& target) {
       {{"algorithm", {"multi_pass", "online"}, "max/sum/normalise passes or online rescaling"},
        ResidentParam(),
        {"scale_engine", {"vector", "scalar"}, "engine of the final multiply by 1/sum"},
-       {"exp_dtype", {"fp32", "bf16"}, "dtype exp results are kept in"}},
+       {"exp_dtype",
+        {"fp32", "bf16"},
+        "dtype exp results are kept in (bf16: a VectorE normalise runs in snc3's performance "
+        "mode)"}},
       target);
 }
 

@@ -55,8 +55,12 @@ struct Instruction {
   Op op = Op::kTensorCopy;
   EngineKind engine = EngineKind::kVector;
   DType dtype = DType::kBf16;  // matmul operands; element type of engine-op inputs
-  Mem in0 = Mem::kSbuf;        // first input
-  Mem in1 = Mem::kSbuf;        // second input (tensor_tensor only)
+  // Engine ops: element type of the output (decides VectorE's performance mode with `dtype`).
+  // fp32 unless the kernel says otherwise: no kernel gains the mode without declaring it.
+  DType out_dtype = DType::kFp32;
+  uint8_t unused = 0;    // explicit, so SameOperation's byte compare sees no padding
+  Mem in0 = Mem::kSbuf;  // first input
+  Mem in1 = Mem::kSbuf;  // second input (tensor_tensor only)
   Mem out = Mem::kSbuf;
   bool reload_stationary = true;  // matmul: a new stationary tile is loaded (in the background)
   bool transpose = false;         // DMA: transposing transfer (slower, see target)
@@ -101,8 +105,8 @@ inline bool Instruction::operator==(const Instruction& other) const {
 // first and dep_begin follows chunk_bytes: a new field must be placed in a run and checked here.
 static_assert(offsetof(Instruction, op) == 0 && sizeof(Op) == 1);
 static_assert(offsetof(Instruction, queue) + sizeof(int16_t) - offsetof(Instruction, engine) ==
-                  sizeof(EngineKind) + sizeof(DType) + 3 * sizeof(Mem) + 4 * sizeof(bool) +
-                      3 * sizeof(int16_t),
+                  sizeof(EngineKind) + 2 * sizeof(DType) + sizeof(uint8_t) + 3 * sizeof(Mem) +
+                      4 * sizeof(bool) + 3 * sizeof(int16_t),
               "Instruction changed: update SameOperation");
 static_assert(offsetof(Instruction, dep_begin) - offsetof(Instruction, k) ==
                   4 * sizeof(int32_t) + sizeof(int64_t) + sizeof(int32_t),

@@ -55,6 +55,27 @@ bool TouchesPsum(const Instruction& inst) {
          (inst.op == Op::kTensorTensor && inst.in1 == Mem::kPsum);
 }
 
+bool Half(DType d) { return d == DType::kBf16 || d == DType::kFp16; }
+
+// VectorE's performance-mode multiplier for `inst` (trainium2_arch.rst, "Vector Engine
+// Performance Mode"; the hardware engages it when the conditions hold): 1 when they do not.
+int64_t VectorPerfMode(const Target& target, const Instruction& inst) {
+  if (inst.engine != EngineKind::kVector || !Half(inst.dtype) || !Half(inst.out_dtype)) return 1;
+  double factor = 1;
+  if (inst.op == Op::kTensorCopy || inst.op == Op::kTensorScalar) {
+    const bool sbuf = inst.in0 == Mem::kSbuf && inst.out == Mem::kSbuf;
+    const bool one_psum = (inst.in0 == Mem::kPsum) != (inst.out == Mem::kPsum);
+    if (sbuf && !inst.strided) {
+      factor = target.vector_perf_contiguous;
+    } else if (sbuf || (one_psum && !inst.strided)) {
+      factor = target.vector_perf;
+    }
+  } else if (inst.op == Op::kTensorTensor && inst.in0 == Mem::kSbuf && inst.in1 == Mem::kSbuf) {
+    factor = target.vector_perf;
+  }
+  return std::max<int64_t>(1, std::llround(factor));
+}
+
 }  // namespace
 
 int64_t FirstResultLatencyCycles(const Target& target) {
@@ -101,13 +122,14 @@ int64_t InstructionCycles(const Target& target, const Instruction& inst) {
     case Op::kTensorCopy:
     case Op::kBnStats:
     case Op::kMemset:
-      cycles = std::max(min_ii, n);
+      cycles = std::max(min_ii, CeilDiv(n, VectorPerfMode(target, inst)));
       break;
     case Op::kTensorTensor: {
       bool one_in_psum = inst.in0 == Mem::kPsum || inst.in1 == Mem::kPsum;
       bool both_bf16_sbuf =
           inst.dtype == DType::kBf16 && inst.in0 == Mem::kSbuf && inst.in1 == Mem::kSbuf;
-      cycles = std::max(min_ii, (one_in_psum || both_bf16_sbuf) ? n : 2 * n);
+      cycles = std::max(min_ii, CeilDiv((one_in_psum || both_bf16_sbuf) ? n : 2 * n,
+                                        VectorPerfMode(target, inst)));
       break;
     }
     case Op::kTensorReduce:

@@ -39,6 +39,43 @@ TEST(InstructionCyclesTest, MatmulFollowsTheCostFormula) {
   EXPECT_EQ(InstructionCycles(t3, MakeMatmul(DType::kFp8, 128, 128, 512)), 512);
 }
 
+// NeuronCore-v3's VectorE performance mode (Trainium2 architecture guide for NKI, "Vector Engine
+// Performance Mode"): 4x for bf16 tensor_copy / tensor_scalar SBUF to SBUF with contiguous
+// elements, 2x when strided or with one side in PSUM and for bf16 tensor_tensor from SBUF; none
+// with an fp32 side, on other engines, or on NeuronCore-v2.
+TEST(InstructionCyclesTest, Snc3VectorPerformanceModeFollowsTheGuide) {
+  const Target t2 = Load("snc2"), t3 = Load("snc3");
+  const int64_t fixed = t3.fixed_access_cycles;
+  auto op = [](Op o, DType in, DType out, Mem in0 = Mem::kSbuf, Mem dst = Mem::kSbuf) {
+    Instruction i = MakeEngineOp(o, EngineKind::kVector, 4096);
+    i.dtype = in;
+    i.out_dtype = out;
+    i.in0 = in0;
+    i.out = dst;
+    return i;
+  };
+  const Instruction copy = op(Op::kTensorCopy, DType::kBf16, DType::kBf16);
+  EXPECT_EQ(InstructionCycles(t3, copy), fixed + 4096 / 4);
+  EXPECT_EQ(InstructionCycles(t2, copy), t2.fixed_access_cycles + 4096) << "not on snc2";
+  EXPECT_EQ(InstructionCycles(t3, op(Op::kTensorScalar, DType::kFp16, DType::kBf16)),
+            fixed + 4096 / 4);
+  Instruction strided = copy;
+  strided.strided = true;
+  EXPECT_EQ(InstructionCycles(t3, strided), fixed + 2 * 4096 / 2) << "2x, then the stride cost";
+  EXPECT_EQ(InstructionCycles(t3, op(Op::kTensorCopy, DType::kBf16, DType::kBf16, Mem::kPsum)),
+            fixed + 4096 / 2);
+  EXPECT_EQ(InstructionCycles(t3, op(Op::kTensorCopy, DType::kBf16, DType::kFp32)), fixed + 4096)
+      << "an fp32 output";
+  EXPECT_EQ(InstructionCycles(t3, op(Op::kTensorCopy, DType::kFp32, DType::kBf16)), fixed + 4096);
+  EXPECT_EQ(InstructionCycles(t3, op(Op::kTensorTensor, DType::kBf16, DType::kBf16)),
+            fixed + 4096 / 2);
+  EXPECT_EQ(InstructionCycles(t3, op(Op::kActivation, DType::kBf16, DType::kBf16)), fixed + 4096)
+      << "not a listed instruction";
+  Instruction on_gpsimd = copy;
+  on_gpsimd.engine = EngineKind::kGpSimd;
+  EXPECT_EQ(InstructionCycles(t3, on_gpsimd), fixed + 4096) << "VectorE only";
+}
+
 TEST(InstructionCyclesTest, EngineOpsFollowTheTablePlusFixedOverhead) {
   Target t = Load("snc2");
   const int64_t fixed = t.fixed_access_cycles;

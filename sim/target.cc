@@ -74,6 +74,8 @@ const ScalarField kScalarFields[] = {
     {"max_bn_stats_free", &Target::max_bn_stats_free},
     {"port_conflict_vector_gpsimd_sbuf", &Target::port_conflict_vector_gpsimd_sbuf},
     {"port_conflict_vector_scalar_psum", &Target::port_conflict_vector_scalar_psum},
+    {"vector_perf_contiguous", &Target::vector_perf_contiguous},
+    {"vector_perf", &Target::vector_perf},
     {"dma_engines", &Target::dma_engines},
     {"dma_queues", &Target::dma_queues},
     {"dma_gbps_per_engine", &Target::dma_gbps_per_engine},

@@ -82,6 +82,13 @@ struct Target {
   int max_bn_stats_free = 0;
   bool port_conflict_vector_gpsimd_sbuf = false;
   bool port_conflict_vector_scalar_psum = false;
+  // VectorE performance mode (engaged by the hardware on its own): throughput multiplier of
+  // tensor_copy / tensor_scalar with bf16/fp16 input and output, both in SBUF, contiguous
+  // (`vector_perf_contiguous`), and of the other qualifying cases (`vector_perf`): those ops
+  // strided, or with one side in PSUM, and tensor_tensor with both inputs in SBUF, all bf16/fp16.
+  // 1 = no performance mode.
+  double vector_perf_contiguous = 1;
+  double vector_perf = 1;
 
   // DMA (per core).
   int dma_engines = 0;
