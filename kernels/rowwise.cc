@@ -79,8 +79,10 @@ void SimSink::operator()(const Step& s) {
   if (s.from_output) read(kHbmRegionBase + s.hbm_region);
   const int32_t written =
       is_store ? (s.hbm_region >= 0 ? kHbmRegionBase + s.hbm_region : -1) : s.dst.buf;
-  if (written >= 0) {
-    BufState& w = bufs_[written];
+  const int32_t accum = s.accum.buf != written ? s.accum.buf : -1;  // a second written buffer
+  for (int32_t buf : {written, accum}) {
+    if (buf < 0) continue;
+    BufState& w = bufs_[buf];
     if (w.writer >= 0) deps_.push_back(w.writer);
     deps_.insert(deps_.end(), w.readers.begin(), w.readers.end());
   }
@@ -130,8 +132,9 @@ void SimSink::operator()(const Step& s) {
   reader(s.scalar0.buf);
   reader(s.scalar1.buf);
   if (s.from_output) reader(kHbmRegionBase + s.hbm_region);
-  if (written >= 0) {
-    BufState& w = bufs_[written];
+  for (int32_t buf : {written, accum}) {
+    if (buf < 0) continue;
+    BufState& w = bufs_[buf];
     w.writer = last;
     w.readers.clear();
   }
@@ -188,13 +191,16 @@ void CpuSink::operator()(const Step& s) {
       case Kind::kActivation: {
         const float scale = Scalar(s.scalar0, s.imm0, r);
         const float bias = Scalar(s.scalar1, s.imm1, r);
+        float sum = 0;
         for (int64_t j = 0; j < s.width; ++j) {
           const float v = At(s.src.buf, r, s.src.col + j) * scale + bias;
           float f = v;
           if (s.fn == Fn::kExp) f = std::exp(v);
           if (s.fn == Fn::kSquare) f = v * v;
           At(s.dst.buf, r, s.dst.col + j) = out(f);
+          sum += At(s.dst.buf, r, s.dst.col + j);
         }
+        if (s.accum.buf >= 0) At(s.accum.buf, r, s.accum.col) = sum;
         break;
       }
       case Kind::kTensorScalar: {

@@ -101,6 +101,9 @@ struct Step {
   bool src1_vector = false;  // tensor_tensor: src1 is a [width] vector shared by all rows
   Fn fn = Fn::kNone, fn1 = Fn::kNone;
   Ref scalar0, scalar1;  // activation: scale, bias; tensor_scalar: operands of fn, fn1
+  // Activation: also the sum of each row's results into this statistic (NKI activation_reduce:
+  // ScalarE reduces along the free dimension in the same instruction, at no extra cost here).
+  Ref accum;
   float imm0 = 0, imm1 = 0;
   sim::DType in_dtype = sim::DType::kFp32, out_dtype = sim::DType::kFp32;
   int queue = 0;             // DMA queue

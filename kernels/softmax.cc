@@ -28,6 +28,7 @@ enum Stat : int32_t { kMax, kMaxNext, kPartial, kNegMax, kSum, kPartialSum, kRec
 
 struct Plan : RowTiling {
   bool online = false, scale_on_scalar = false;
+  bool sum_on_scalar = false;  // the exp instruction sums its row (activation_reduce)
   DType exp_dtype = DType::kFp32;
 };
 
@@ -50,6 +51,12 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   p.online = algorithm == "online";
   p.scale_on_scalar = scale == "scalar";
   p.exp_dtype = exp_dtype == "bf16" ? DType::kBf16 : DType::kFp32;
+  // Added after configs were stored: when absent, the Vector reduction they were tuned with.
+  if (config.Get("sum_engine")) {
+    std::string sum;
+    TESSEL_RETURN_IF_ERROR(ChoiceParams(config, {{"sum_engine", {"vector", "scalar"}, &sum}}));
+    p.sum_on_scalar = sum == "scalar";
+  }
 
   if (p.exp_dtype == DType::kBf16 && p.dtype != DType::kBf16) {
     return absl::InvalidArgumentError(
@@ -101,9 +108,15 @@ void Generate(const Plan& p, Sink& sink) {
         s.scalar1 = bias;
         sink(s);
       };
-      // exp(x - max) in place, kept in exp_dtype.
-      auto exp_chunk = [&](Ref buf, int64_t j, Ref neg_max) {
-        exp_op(buf, buf, 1, neg_max, width(j), p.dtype, p.exp_dtype);
+      // exp(x - max) in place, kept in exp_dtype; with `sum`, ScalarE also takes the chunk's row
+      // sum in the same instruction (sum_engine=scalar) into kSum (first chunk) or kPartialSum.
+      auto exp_chunk = [&](Ref buf, int64_t j, Ref neg_max, bool sum = false) {
+        Step s = tile.Compute(Kind::kActivation, EngineKind::kScalar, Fn::kExp, buf, buf, width(j),
+                              p.dtype, p.exp_dtype);
+        s.imm0 = 1;
+        s.scalar1 = neg_max;
+        if (sum) s.accum = stat(j == 0 ? kSum : kPartialSum);
+        sink(s);
       };
       // Loads chunk j into `buf` and takes its row max: into kMax for the first chunk, else into
       // kPartial and then max(kMax, kPartial) into `next`.
@@ -116,13 +129,14 @@ void Generate(const Plan& p, Sink& sink) {
         reduce(Fn::kMax, buf, p.dtype, width(j), stat(kPartial));
         stat_op(Fn::kMax, stat(kMax), stat(kPartial), stat(next));
       };
-      // Adds the chunk's exp sum to the row sum.
+      // Adds the chunk's exp sum to the row sum (already taken by the exp on ScalarE with
+      // sum_engine=scalar: then only the running add).
       auto sum_chunk = [&](Ref buf, int64_t j) {
         if (j == 0) {
-          reduce(Fn::kAdd, buf, p.exp_dtype, width(j), stat(kSum));
+          if (!p.sum_on_scalar) reduce(Fn::kAdd, buf, p.exp_dtype, width(j), stat(kSum));
           return;
         }
-        reduce(Fn::kAdd, buf, p.exp_dtype, width(j), stat(kPartialSum));
+        if (!p.sum_on_scalar) reduce(Fn::kAdd, buf, p.exp_dtype, width(j), stat(kPartialSum));
         const bool drop =
             g_fault == SoftmaxFault::kDropTailChunkFromSum && j == nc - 1 && p.cols % p.chunk != 0;
         if (!drop) stat_op(Fn::kAdd, stat(kSum), stat(kPartialSum), stat(kSum));
@@ -154,7 +168,7 @@ void Generate(const Plan& p, Sink& sink) {
         for (int64_t j = 0; j < nc; ++j) {
           Ref buf = p.resident ? bufs[j] : data(j);
           if (!p.resident) load(buf, j);
-          exp_chunk(buf, j, stat(kNegMax));
+          exp_chunk(buf, j, stat(kNegMax), p.sum_on_scalar);
           sum_chunk(buf, j);
         }
         reciprocal();
@@ -186,7 +200,7 @@ void Generate(const Plan& p, Sink& sink) {
           scale_stat(stat(kMaxNext), stat(kMax), 1);
         }
         scale_stat(stat(kMax), neg_j, -1);
-        exp_chunk(bufs[j], j, neg_j);
+        exp_chunk(bufs[j], j, neg_j, p.sum_on_scalar);
         sum_chunk(bufs[j], j);
       }
       reciprocal();
@@ -238,13 +252,17 @@ absl::Status RunReduced(const Plan& full, const Config& config, const sim::Targe
 
 constexpr char kDescription[] =
     "row softmax of X[rows,cols]: row tiles, rows per partition, column chunks, multi-pass vs "
-    "online, SBUF residency, normalise engine, exp dtype, buffers, sharding";
+    "online, SBUF residency, normalise and row-sum engines, exp dtype, buffers, sharding";
 
 std::vector<Param> Params(const Problem&, const sim::Target& target) {
   return TilingParams(
       {{"algorithm", {"multi_pass", "online"}, "max/sum/normalise passes or online rescaling"},
        ResidentParam(),
        {"scale_engine", {"vector", "scalar"}, "engine of the final multiply by 1/sum"},
+       {"sum_engine",
+        {"vector", "scalar"},
+        "engine of the row sum: a Vector reduction, or the exp instruction on ScalarE "
+        "(activation_reduce)"},
        {"exp_dtype",
         {"fp32", "bf16"},
         "dtype exp results are kept in (bf16: a VectorE normalise runs in snc3's performance "
@@ -279,6 +297,7 @@ Config SoftmaxKernel::Default(const Problem& problem, const sim::Target&) const 
   return rowwise::PlainConfig(t, {{"algorithm", "multi_pass"},
                                   {"resident", rowwise::ResidentValue(t)},
                                   {"scale_engine", "vector"},
+                                  {"sum_engine", "vector"},
                                   {"exp_dtype", "fp32"}});
 }
 

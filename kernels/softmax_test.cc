@@ -89,6 +89,34 @@ TEST(SoftmaxTest, BrokenSchedulesAreCaught) {
   }
 }
 
+// sum_engine=scalar: the exp instruction also takes its row sum on ScalarE (NKI
+// activation_reduce), so VectorE no longer reduces every chunk; the result still verifies, in
+// both algorithms, and a config stored before the parameter existed reads as sum_engine=vector.
+TEST(SoftmaxTest, TheRowSumCanRideOnTheExpInstruction) {
+  const Problem p{Dims{{"rows", 4096}, {"cols", 4096}}, "bf16"};
+  const sim::Target t = Load("snc3");
+  for (const char* algorithm : {"multi_pass", "online"}) {
+    const std::string base =
+        std::string(
+            "tile_rows=128,rows_per_partition=2,chunk=2048,resident=1,scale_engine=vector,"
+            "exp_dtype=bf16,bufs=3,shards=1,algorithm=") +
+        algorithm;
+    absl::StatusOr<sim::SimResult> vector =
+        Evaluate(Softmax(), p, Parse(base + ",sum_engine=vector"), t);
+    absl::StatusOr<sim::SimResult> scalar =
+        Evaluate(Softmax(), p, Parse(base + ",sum_engine=scalar"), t);
+    absl::StatusOr<sim::SimResult> stored = Evaluate(Softmax(), p, Parse(base), t);
+    ASSERT_TRUE(vector.ok() && scalar.ok() && stored.ok()) << algorithm;
+    const int v = int(sim::EngineKind::kVector);
+    EXPECT_LT(scalar->engines[v].busy_ticks, vector->engines[v].busy_ticks) << algorithm;
+    EXPECT_LT(scalar->time_ns, vector->time_ns) << algorithm;
+    EXPECT_EQ(stored->time_ns, vector->time_ns) << algorithm;
+    const Problem small{Dims{{"rows", 1000}, {"cols", 5000}}, "bf16"};
+    const absl::Status verified = Softmax().Verify(small, Parse(base + ",sum_engine=scalar"), t);
+    EXPECT_TRUE(verified.ok()) << algorithm << ": " << verified;
+  }
+}
+
 TEST(SoftmaxTest, LargeShapesHaveThousandsOfValidConfigs) {
   test_support::ExpectValidConfigsOnSnc2AndSnc3(Softmax(), Rows(8192, 8192), 2000);
 }
