@@ -62,6 +62,14 @@ expect_error "cannot reach tessel server at 127.0.0.1:9" \
 expect_error "no tessel database" lookup matmul --shape M=512,N=512,K=512 --db missing.db
 expect_error "unknown kernel" simulate nosuch --shape M=1 --json
 expect_error "bad --config" simulate matmul --shape M=512,N=512,K=512 --config "tile_m" --json
+expect_error "matmul has no parameter 'tile_q'" \
+  simulate matmul --shape M=512,N=512,K=512 --config tile_q=128 --json
+# A partial config takes the default's other values (not an error).
+if ! "$TESSEL" simulate matmul --shape M=512,N=512,K=512 --config block_m=2 --json |
+  grep -q '"config": "tile_m=128,tile_n=512,tile_k=128,block_m=2,'; then
+  echo "FAIL: a partial --config did not complete from the default"
+  failures=$((failures + 1))
+fi
 expect_error "unknown command 'frobnicate'" frobnicate
 expect_error "tessel --help" tune matmul --shape M=1,N=1,K=1 --budget notanumber
 expect_error "tessel --help" tune

@@ -2,6 +2,7 @@
 // server).
 #include "sim/simulate.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <iostream>
 #include <string>
@@ -33,8 +34,10 @@ class SimulateCommand final : public Command {
  private:
   void AddOptions(CLI::App& command) override {
     AddWorkloadOptions(command, workload_);
-    command.add_option("--config", config_,
-                       "config, e.g. tile_m=128,tile_n=512 (default: the kernel's default)");
+    command.add_option(
+        "--config", config_,
+        "config, e.g. tile_m=128,tile_n=512; parameters not given take the kernel's default "
+        "values");
     command.add_option("--trace", trace_,
                        "write a Chrome trace-event JSON file (Perfetto / chrome://tracing)");
     command.add_option("--noise", noise_, "relative run-to-run noise sigma (0 = off)");
@@ -63,7 +66,23 @@ absl::StatusOr<Config> SimulateCommand::ChosenConfig(const Workload& workload,
     return absl::InvalidArgumentError(
         StrCat("bad --config '", config_, "': ", std::string(parsed.status().message())));
   }
-  return parsed;
+  // The parameters given override the kernel's default; a name the kernel lacks is refused (the
+  // simulator would ignore it).
+  TESSEL_ASSIGN_OR_RETURN(const kernels::Space space,
+                          workload.kernel->SpaceFor(workload.problem, target));
+  Config config = workload.kernel->Default(workload.problem, target);
+  for (const auto& [name, value] : parsed->items()) {
+    const auto& params = space.params();
+    if (std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.name == name; })) {
+      std::string known;
+      for (const auto& p : params) known += (known.empty() ? "" : ", ") + p.name;
+      return absl::InvalidArgumentError(StrCat("bad --config: ", workload_.kernel,
+                                               " has no parameter '", name,
+                                               "' (its parameters: ", known, ")"));
+    }
+    config.Set(name, value);
+  }
+  return config;
 }
 
 absl::Status SimulateCommand::Run(int&) {
