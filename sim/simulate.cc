@@ -257,7 +257,8 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   const int64_t fixed_ticks = int64_t(std::llround(target.dma_fixed_ns * tick_ghz));
 
   // Static load per core and queue. A queue's share of the engines is its part of the core's
-  // engine time (data ns, descriptor padding and transpose included), its share of the HBM its
+  // engine time (the bytes it moves, slowed by transposes; descriptor padding is not capacity),
+  // its share of the HBM its
   // part of the HBM bytes: when every queue streams, a pool whose idle engines serve any waiting
   // queue finishes each queue's work in the same time as these shares do.
   auto& mult = scratch.mult;
@@ -314,6 +315,9 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
     }
   }
   const double chip_gbps = target.HbmGbps(num_cores);
+  // The chip's HBM bytes at its bandwidth: no core that moves HBM bytes finishes sooner.
+  const int64_t hbm_floor_ticks =
+      chip_gbps > 0 ? int64_t(std::ceil(chip_hbm / chip_gbps * tick_ghz)) : 0;
 
   int64_t makespan = 0;
   double dma_busy = 0, core_dma_busy = 0;
@@ -410,9 +414,7 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
     // Borrowing lets each queue's last transfers run at the full rates (CoreSim), so a run's tail
     // may beat the shares by up to a transfer per queue; the core is never faster than its bytes
     // at the chip's HBM bandwidth (its part of it) and its engine time over all the engines.
-    if (chip_gbps > 0 && core_hbm[c] > 0) {
-      makespan = std::max(makespan, int64_t(std::ceil(chip_hbm / chip_gbps * tick_ghz)));
-    }
+    if (core_hbm[c] > 0) makespan = std::max(makespan, hbm_floor_ticks);
     if (target.dma_gbps_per_engine > 0) {
       const double engines_gbps = target.dma_gbps_per_engine * target.dma_engines;
       makespan = std::max(makespan, int64_t(std::ceil(core_dma[c] / engines_gbps * tick_ghz)));
