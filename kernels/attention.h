@@ -66,7 +66,7 @@
 //   max_dtype     input | fp8 (two_pass, TensorE with fp8): the max pass's QK^T on fp8 copies
 //                 of Q^T and K^T (GpSimd). The output stays exact up to rounding (the exp pass
 //                 uses the same m for P and l); the fp8 error only bounds how far exp can
-//                 exceed 1: safe while scale x |q| x |k| < ~700 and |Q|, |K| elements < 448
+//                 exceed 1: safe while scale x |q| x |k| < ~700 and |Q|, |K| elements < 240
 //   shards        cores the batch x heads pairs are split over
 #ifndef TESSEL_KERNELS_ATTENTION_H_
 #define TESSEL_KERNELS_ATTENTION_H_

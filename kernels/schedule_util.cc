@@ -16,7 +16,7 @@ absl::Status CheckProblem(std::string_view kernel, const std::vector<std::string
   for (const auto& [name, value] : problem.dims.items()) {
     if (std::find(dims.begin(), dims.end(), name) == dims.end()) {
       return absl::InvalidArgumentError(
-          StrCat(kernel, " has dims ", names, "; got unknown dim ", name));
+          StrCat(kernel, " has dims ", names, "; got unknown dim ", Shown(name)));
     }
     const bool zero_ok =
         std::find(may_be_zero.begin(), may_be_zero.end(), name) != may_be_zero.end();
@@ -32,7 +32,8 @@ absl::Status CheckProblem(std::string_view kernel, const std::vector<std::string
   }
   if (std::find(dtypes.begin(), dtypes.end(), problem.dtype) == dtypes.end()) {
     return absl::InvalidArgumentError(StrCat(kernel, " dtype must be one of ",
-                                             StrJoin(dtypes, ", "), ", not '", problem.dtype, "'"));
+                                             StrJoin(dtypes, ", "), ", not '", Shown(problem.dtype),
+                                             "'"));
   }
   absl::StatusOr<sim::DType> dtype = sim::ParseDType(problem.dtype);
   if (!dtype.ok()) return dtype.status();
@@ -100,7 +101,7 @@ float RoundToDType(float x, sim::DType dtype) {
     case sim::DType::kBf16:
       return RoundTo(x, 7, -126, std::numeric_limits<float>::max());
     case sim::DType::kFp8:
-      return RoundTo(x, 3, -6, 448.0f);  // e4m3
+      return RoundTo(x, 3, -6, sim::kFp8MaxFinite);  // e4m3, saturating
     case sim::DType::kFp16:
       return RoundTo(x, 10, -14, 65504.0f);
     default:

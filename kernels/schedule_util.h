@@ -65,7 +65,8 @@ std::vector<std::string> ShardValues(const sim::Target& target);
 // Rounds to the nearest value with `mantissa_bits` explicit mantissa bits (ties to even), the
 // smallest normal exponent `min_exp` (gradual underflow below) and saturation at `max_value`.
 float RoundTo(float x, int mantissa_bits, int min_exp, float max_value);
-// `x` as stored in `dtype` (fp32: unchanged; bf16, fp16, fp8 e4m3: rounded).
+// `x` as stored in `dtype` (fp32: unchanged; bf16, fp16, fp8 e4m3: rounded; fp8 saturates at
+// sim::kFp8MaxFinite).
 float RoundToDType(float x, sim::DType dtype);
 
 // Bytes of one output element of a matmul-family kernel: fp32 for fp32 inputs, else bf16.

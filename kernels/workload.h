@@ -16,6 +16,21 @@
 
 namespace tessel::kernels {
 
+// Limits on what a workload may ask for, checked by Resolve before anything is computed from it
+// (docs/api.md, "Limits"), so no request can make a worker or the CLI lower a program for hours:
+//   names (kernel, target, dtype, dim) at most kMaxNameBytes; at most kMaxDims dims;
+//   every dim at most kMaxDimValue;
+//   inputs and outputs (Kernel::MinimumWork's bytes) within the target's HBM (hbm_gib_per_chip);
+//   at least flops / kLargestTileFlops TensorE instructions, at most kMaxTensorInstructions
+//   (and a lowered program holds at most 2^21 instructions per core: sim/program.h).
+inline constexpr size_t kMaxNameBytes = 64;
+inline constexpr int kMaxDims = 16;
+inline constexpr int64_t kMaxDimValue = int64_t{1} << 24;
+// The most flops one TensorE instruction does on any target here: K=256 (fp8 double row) x 128
+// stationary columns x 512 moving columns, two flops each.
+inline constexpr double kLargestTileFlops = 2.0 * 256 * 128 * 512;
+inline constexpr double kMaxTensorInstructions = double(int64_t{1} << 20);
+
 // What a caller names. Empty `target` and `dtype` mean kDefaultTarget and kDefaultDtype; `dims`
 // may be in any order.
 struct WorkloadRequest {
@@ -41,7 +56,8 @@ struct ResolvedWorkload {
 //   "no kernel given; known kernels: ..." / "unknown kernel 'x'; known kernels: ...";
 //   "unknown target 'x': ..." (the target loader's reason);
 //   "kernel K has no dim 'Q'; its dims are ..." / "missing dim K for kernel matmul (needs ...)";
-//   the kernel's ValidateProblem reason (non-positive dims, an unsupported dtype, ...).
+//   the kernel's ValidateProblem reason (non-positive dims, an unsupported dtype, ...);
+//   a limit above, naming the field and the limit. Names are never echoed whole (Shown).
 absl::StatusOr<ResolvedWorkload> Resolve(const WorkloadRequest& request);
 
 // Resolves a wire workload: as above, after checking its dims list, which a Dims value cannot

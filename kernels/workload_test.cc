@@ -4,15 +4,25 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 
+#include "schema/strings.h"
 #include "sim/api.h"
 
 namespace tessel::kernels {
 namespace {
 
 using ::testing::HasSubstr;
+
+WorkloadRequest Request(const std::string& kernel, std::string_view shape = "",
+                        const std::string& dtype = "", const std::string& target = "") {
+  return {.kernel = kernel,
+          .dims = shape.empty() ? Dims() : *Dims::Parse(shape),
+          .dtype = dtype,
+          .target = target};
+}
 
 WorkloadRequest Matmul(std::string_view shape) {
   return {.kernel = "matmul", .dims = *Dims::Parse(shape), .dtype = "", .target = ""};
@@ -110,6 +120,59 @@ TEST(ResolveTest, EveryKernelsExampleResolvesOnBothTargets) {
       EXPECT_EQ(resolved->problem.dims, example.dims);
     }
   }
+}
+
+// Issue 17: no request can make a worker lower a program for hours, and no message echoes a
+// client's bytes whole. Each limit names its field; each check answers at once.
+TEST(ResolveLimitsTest, HugeDimsAreRefusedBeforeAnythingIsComputedFromThem) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<ResolvedWorkload> huge = Resolve(Matmul("M=1099511627776,N=128,K=128"));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(huge.status().message(), HasSubstr("dim M=1099511627776 exceeds the largest dim"));
+  v1::Workload wire = Resolve(Matmul("M=128,N=128,K=128"))->ToProto();
+  wire.mutable_dims(0)->set_value(int64_t{1} << 62);
+  EXPECT_THAT(Resolve(wire).status().message(), HasSubstr("exceeds the largest dim, 16777216"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+}
+
+TEST(ResolveLimitsTest, AWorkloadMustFitTheTargetsHbmAndATrialsInstructionBudget) {
+  WorkloadRequest rows = Request("softmax", "rows=16777216,cols=4096");
+  absl::StatusOr<ResolvedWorkload> big = Resolve(rows);  // 2 x 128 GiB of bf16 on snc2
+  EXPECT_THAT(big.status().message(), HasSubstr("take 256.0 GiB; snc2's HBM holds 32 GiB"));
+  rows.target = "snc3";
+  rows.dims = *Dims::Parse("rows=1048576,cols=4096");  // 16 GiB
+  EXPECT_TRUE(Resolve(rows).ok());
+
+  WorkloadRequest gemm = Matmul("M=65536,N=65536,K=65536");  // 24 GiB, 2^49 flops
+  gemm.target = "snc3";
+  absl::StatusOr<ResolvedWorkload> slow = Resolve(gemm);
+  EXPECT_THAT(slow.status().message(), HasSubstr("at least 1.68e+07 TensorE instructions"));
+  EXPECT_TRUE(Resolve(Matmul("M=16384,N=16384,K=16384")).ok());
+  // The systolic target has no memory model, but the instruction budget still holds.
+  gemm.target = "systolic-128x128-ws";
+  EXPECT_THAT(Resolve(gemm).status().message(), HasSubstr("TensorE instructions"));
+}
+
+TEST(ResolveLimitsTest, LongOrHostileNamesAreNamedByTheirFieldAndNeverEchoedWhole) {
+  const std::string long_name(10'000, 'k');
+  for (const WorkloadRequest& request :
+       {Request(long_name), Request("matmul", "M=1,N=1,K=1", "", long_name),
+        Request("matmul", "M=1,N=1,K=1", long_name)}) {
+    absl::Status status = Resolve(request).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(status.message(), HasSubstr("10000 bytes; names are at most 64"));
+    EXPECT_LT(status.message().size(), 200u) << status.message();
+  }
+  const std::string forged = "mat\nmul\x1b[31m ERROR forged";
+  const std::string message(Resolve(Request(forged)).status().message());
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+  EXPECT_THAT(message, HasSubstr("unknown kernel 'mat\\x0amul\\x1b[31m ERROR forged'"));
+
+  v1::Workload wire = Resolve(Matmul("M=128,N=128,K=128"))->ToProto();
+  for (int i = 0; i < 20; ++i) wire.add_dims()->set_name(StrCat("d", i));
+  EXPECT_THAT(Resolve(wire).status().message(), HasSubstr("dims has 23 entries; at most 16"));
 }
 
 TEST(CachedTargetTest, ReturnsWhatLoadTargetDoesAndFailsTheSameWay) {

@@ -61,6 +61,28 @@ inline std::string_view StripWhitespace(std::string_view s) {
   return s;
 }
 
+// `s` as it may appear in a message, a log line or a table, whoever sent it: printable ASCII kept,
+// every other byte written as \xNN (so no newline, escape sequence or terminal control gets
+// through), and at most `max_bytes` of the input shown, with how many were left out.
+inline std::string Shown(std::string_view s, size_t max_bytes = 64) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  const size_t shown = s.size() > max_bytes ? max_bytes : s.size();
+  out.reserve(shown + 16);
+  for (size_t i = 0; i < shown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(char(c));
+    } else {
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  if (shown < s.size()) out += fmt::format("... ({} more bytes)", s.size() - shown);
+  return out;
+}
+
 }  // namespace tessel
 
 #endif  // TESSEL_SCHEMA_STRINGS_H_

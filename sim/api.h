@@ -4,6 +4,7 @@
 #define TESSEL_SIM_API_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -31,6 +32,9 @@ struct SimOptions {
   double noise_sigma = 0;  // relative run-to-run noise; 0 = deterministic
   uint64_t seed = 0;       // seeds the noise
   bool exact = false;      // disable the steady-state fast path
+  // When set, Simulate checks it between cores and every 65,536 instructions, and ends with
+  // Cancelled once it is true (a worker stops a trial its job no longer wants).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct EngineStats {

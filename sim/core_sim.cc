@@ -116,7 +116,12 @@ class CoreSim {
     }
     mask_ = int64_t(cap - 1);
     if (!compact) {
-      for (uint32_t i = 0; i < core().instructions.size(); ++i) Step<false>(i);
+      for (uint32_t i = 0; i < core().instructions.size(); ++i) {
+        if ((i & 0xffff) == 0 && cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) {
+          return absl::CancelledError("simulation cancelled");
+        }
+        Step<false>(i);
+      }
     } else {
       AssignPinSlots();
       if (!exact_) Liveness();
@@ -757,6 +762,7 @@ class CoreSim {
   std::vector<TraceEvent>* trace_ = nullptr;
   int core_index_ = 0;
   int64_t fixed_ticks_ = 0;
+  const std::atomic<bool>* cancel_ = nullptr;  // CoreRun::cancel
 
  private:
   const CoreProgram* core_ptr_ = nullptr;
@@ -822,6 +828,7 @@ absl::Status CoreSimulator::Run(const Target& target, const CoreProgram& core,
   impl_->trace_ = run.trace;
   impl_->core_index_ = run.core_index;
   impl_->fixed_ticks_ = run.fixed_ticks;
+  impl_->cancel_ = run.cancel;
   return impl_->Run();
 }
 

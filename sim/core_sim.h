@@ -3,6 +3,7 @@
 #ifndef TESSEL_SIM_CORE_SIM_H_
 #define TESSEL_SIM_CORE_SIM_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -32,10 +33,11 @@ struct Cost {
 
 // How CoreSimulator::Run runs one core.
 struct CoreRun {
-  bool exact = false;                        // simulate every iteration (no extrapolation)
-  std::vector<TraceEvent>* trace = nullptr;  // when set, one event per instruction is appended
-  int core_index = 0;                        // for the trace events
-  int64_t fixed_ticks = 0;                   // a DMA transfer's descriptor cost, in ticks
+  bool exact = false;                         // simulate every iteration (no extrapolation)
+  std::vector<TraceEvent>* trace = nullptr;   // when set, one event per instruction is appended
+  int core_index = 0;                         // for the trace events
+  int64_t fixed_ticks = 0;                    // a DMA transfer's descriptor cost, in ticks
+  const std::atomic<bool>* cancel = nullptr;  // SimOptions::cancel
 };
 
 // Simulates one core's program. Every engine and DMA queue executes its instructions in program

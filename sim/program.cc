@@ -10,6 +10,12 @@
 namespace tessel::sim {
 namespace {
 
+// The most instructions a core's program holds (issue 17): Add and AddCompact stop storing at
+// this size, and ValidateProgram refuses a core that reached it, so no request can make a worker
+// hold or simulate an unbounded program (~190 bytes and ~0.3 us per instruction, lowering and
+// simulation together).
+constexpr size_t kMaxCoreInstructions = size_t{1} << 21;
+
 bool EngineAllowed(Op op, EngineKind engine) {
   switch (op) {
     case Op::kDmaLoad:
@@ -259,6 +265,7 @@ std::string_view OpName(Op op) {
 }
 
 int32_t CoreProgram::Add(Instruction inst, std::span<const int32_t> inst_deps) {
+  if (instructions.size() >= kMaxCoreInstructions) return int32_t(instructions.size()) - 1;
   inst.dep_begin = uint32_t(deps.size());
   uint32_t count = 0;
   for (int32_t d : inst_deps) {
@@ -273,6 +280,7 @@ int32_t CoreProgram::Add(Instruction inst, std::span<const int32_t> inst_deps) {
 
 int32_t CoreProgram::AddCompact(const Instruction& inst, std::span<const int32_t> distances,
                                 std::span<const AnchorForm> forms) {
+  if (instructions.size() >= kMaxCoreInstructions) return int32_t(instructions.size()) - 1;
   const int32_t index = int32_t(instructions.size());
   const uint32_t dep_begin = uint32_t(deps.size());
   for (size_t j = 0; j < distances.size(); ++j) {
@@ -438,6 +446,14 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
     same_operation->resize(program.cores.size());
   }
   if (program.cores.empty()) return absl::InvalidArgumentError("program has no cores");
+  for (const CoreProgram& core : program.cores) {
+    if (core.instructions.size() >= kMaxCoreInstructions) {
+      return absl::InvalidArgumentError(
+          StrCat("the lowered program reaches ", kMaxCoreInstructions,
+                 " instructions on a core, more than one trial simulates (larger tiles or a "
+                 "smaller problem)"));
+    }
+  }
   if (int(program.cores.size()) > target.cores_per_chip) {
     return absl::InvalidArgumentError(StrCat("program uses ", program.cores.size(), " cores; ",
                                              target.name, " has ", target.cores_per_chip,

@@ -175,8 +175,10 @@ struct CoreProgram {
   std::vector<Segment> segments;  // empty = flat program
 
   // Appends `inst` depending on `deps` (negative entries are ignored, so "no producer yet" can be
-  // passed as -1). Returns the new instruction's index. Deps must name earlier instructions;
-  // ValidateProgram reports it otherwise.
+  // passed as -1). Returns the new instruction's index. A core holds at most 2^21 instructions:
+  // past that, nothing is added (the last index is returned) and ValidateProgram refuses the
+  // program, so an oversized lowering costs its loops, not memory. Deps must name earlier
+  // instructions; ValidateProgram reports it otherwise.
   int32_t Add(Instruction inst, std::span<const int32_t> deps);
   int32_t Add(Instruction inst, std::initializer_list<int32_t> deps) {
     return Add(inst, std::span<const int32_t>(deps.begin(), deps.size()));

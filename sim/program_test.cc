@@ -17,6 +17,25 @@ TEST(ProgramTest, AddRecordsDependenciesAndSkipsNegativeOnes) {
   EXPECT_TRUE(core.DepsOf(b).empty());
 }
 
+// Issue 17: a core's program stops growing at 2^21 instructions and such a program is refused,
+// so an oversized lowering cannot hold unbounded memory or be simulated.
+TEST(ProgramTest, ACoreHoldsAtMostTwoToThe21InstructionsAndSuchAProgramIsRefused) {
+  Program program;
+  CoreProgram& core = program.cores.emplace_back();
+  const int32_t max = int32_t{1} << 21;
+  int32_t last = -1;
+  for (int32_t i = 0; i < max + 1000; ++i)
+    last = core.Add(MakeDma(Op::kDmaLoad, 128, 64, 0), {last});
+  EXPECT_EQ(core.instructions.size(), size_t(max));
+  EXPECT_EQ(last, max - 1);
+  absl::StatusOr<Target> target = LoadTarget("snc2");
+  ASSERT_TRUE(target.ok());
+  absl::Status valid = ValidateProgram(*target, program);
+  EXPECT_EQ(valid.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(valid.message().find("reaches 2097152 instructions"), std::string_view::npos)
+      << valid.message();
+}
+
 TEST(ProgramTest, PeakBytesCountBuffers) {
   CoreProgram core;
   core.allocations.push_back({"a", Mem::kSbuf, 0, 128, 1000, 3});

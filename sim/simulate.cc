@@ -405,11 +405,15 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
       }
     }
     CoreSimulator& sim = scratch.sim;
+    if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
+      return absl::CancelledError("simulation cancelled");
+    }
     TESSEL_RETURN_IF_ERROR(sim.Run(target, core, costs,
                                    {.exact = options.exact || trace != nullptr,
                                     .trace = trace,
                                     .core_index = c,
-                                    .fixed_ticks = fixed_ticks}));
+                                    .fixed_ticks = fixed_ticks,
+                                    .cancel = options.cancel}));
     makespan = std::max(makespan, sim.makespan());
     // Borrowing lets each queue's last transfers run at the full rates (CoreSim), so a run's tail
     // may beat the shares by up to a transfer per queue; the core is never faster than its bytes

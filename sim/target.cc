@@ -48,6 +48,7 @@ const ScalarField kScalarFields[] = {
     {"cores_per_chip", &Target::cores_per_chip},
     {"hbm_gbps_per_core", &Target::hbm_gbps_per_core},
     {"hbm_gbps_per_chip", &Target::hbm_gbps_per_chip},
+    {"hbm_gib_per_chip", &Target::hbm_gib_per_chip},
     {"sbuf_partitions", &Target::sbuf_partitions},
     {"sbuf_bytes_per_partition", &Target::sbuf_bytes_per_partition},
     {"sbuf_reserved_bytes_per_partition", &Target::sbuf_reserved_bytes_per_partition},
@@ -90,7 +91,7 @@ absl::StatusOr<int> ParsePositive(std::string_view text) {
   int value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size() || value <= 0) {
-    return absl::InvalidArgumentError(StrCat("not a positive integer: '", text, "'"));
+    return absl::InvalidArgumentError(StrCat("not a positive integer: '", Shown(text), "'"));
   }
   return value;
 }
@@ -103,7 +104,7 @@ absl::StatusOr<Target> LoadSystolic(std::string_view name) {
   std::vector<std::string_view> parts = StrSplit(rest, '-');
   auto bad = [&](const std::string& why) {
     return absl::NotFoundError(
-        StrCat("unknown target '", name, "' (", why,
+        StrCat("unknown target '", Shown(name), "' (", why,
                "); expected systolic-RxC-{ws,os,is}; known targets: ", KnownNames()));
   };
   if (parts.size() != 2) return bad("malformed systolic name");
@@ -163,7 +164,7 @@ absl::StatusOr<DType> ParseDType(std::string_view name) {
     if (DTypeName(DType(i)) == name) return DType(i);
   }
   return absl::InvalidArgumentError(
-      StrCat("unknown dtype '", name, "'; known: fp8, bf16, fp16, tf32, fp32"));
+      StrCat("unknown dtype '", Shown(name), "'; known: fp8, bf16, fp16, tf32, fp32"));
 }
 
 int DTypeBytes(DType dtype) {
@@ -257,8 +258,8 @@ absl::StatusOr<Target> LoadTarget(std::string_view name) {
     if (stem == "systolic" || stem != name) continue;
     return ParseTargetJson(text);
   }
-  return absl::NotFoundError(StrCat("unknown target '", name, "'; known targets: ", KnownNames(),
-                                    " (systolic-RxC-{ws,os,is} for any R, C)"));
+  return absl::NotFoundError(StrCat("unknown target '", Shown(name), "'; known targets: ",
+                                    KnownNames(), " (systolic-RxC-{ws,os,is} for any R, C)"));
 }
 
 std::vector<std::string> TargetNames() {

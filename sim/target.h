@@ -18,9 +18,12 @@
 
 namespace tessel::sim {
 
-// Element types the engines understand.
+// Element types the engines understand. fp8 is NKI's float8_e4m3 as NeuronCore-v2 and -v3 hold it:
+// IEEE-754 style e4m3 (bias 7, infinities and NaNs kept), so its largest finite value is
+// S.1110.111 = 1.875 x 2^7 = 240 (kFp8MaxFinite). The extended-range e4m3fn (448) is not this type.
 enum class DType : uint8_t { kFp8 = 0, kBf16 = 1, kFp16 = 2, kTf32 = 3, kFp32 = 4 };
 inline constexpr int kNumDTypes = 5;
+inline constexpr float kFp8MaxFinite = 240.0f;
 // "fp8", "bf16", "fp16", "tf32", "fp32".
 std::string_view DTypeName(DType dtype);
 // Parses a dtype name; InvalidArgument listing the known names otherwise.
@@ -50,6 +53,7 @@ struct Target {
   int cores_per_chip = 1;
   double hbm_gbps_per_core = 0;  // 0 = unlimited
   double hbm_gbps_per_chip = 0;  // 0 = unlimited
+  double hbm_gib_per_chip = 0;   // device memory; 0 = unlimited
 
   // On-chip memories (per core).
   int sbuf_partitions = 128;
