@@ -177,8 +177,15 @@ absl::StatusOr<Job> Client::WatchJob(int64_t job_id, const JobEventCallback& on_
 absl::StatusOr<std::vector<tessel::v1::TrialResult>> Client::ListTrials(int64_t job_id) {
   tessel::v1::ListTrialsRequest request;
   request.set_job_id(job_id);
-  TESSEL_ASSIGN_OR_RETURN(auto response, Call(&Stub::ListTrials, "ListTrials", request));
-  return std::vector<tessel::v1::TrialResult>(response.trials().begin(), response.trials().end());
+  std::vector<tessel::v1::TrialResult> trials;
+  do {  // every page
+    TESSEL_ASSIGN_OR_RETURN(auto response, Call(&Stub::ListTrials, "ListTrials", request));
+    for (tessel::v1::TrialResult& trial : *response.mutable_trials()) {
+      trials.push_back(std::move(trial));
+    }
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return trials;
 }
 
 absl::StatusOr<tessel::v1::LookupResponse> Client::Lookup(const tessel::v1::Workload& workload) {

@@ -79,6 +79,7 @@ class Client {
   // when on_event stopped the watch before a final state.
   absl::StatusOr<tessel::v1::Job> WatchJob(int64_t job_id, const JobEventCallback& on_event);
 
+  // Every trial of the job, by id, fetched a page at a time.
   absl::StatusOr<std::vector<tessel::v1::TrialResult>> ListTrials(int64_t job_id);
   absl::StatusOr<tessel::v1::LookupResponse> Lookup(const tessel::v1::Workload& workload);
   // As above with every request field (e.g. a pinned snapshot_id).

@@ -98,8 +98,8 @@ absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request
   std::string strategy = request.strategy().empty() ? kDefaultStrategy : request.strategy();
   auto names = search::StrategyNames();
   if (std::find(names.begin(), names.end(), strategy) == names.end()) {
-    return absl::InvalidArgumentError(
-        StrCat("unknown strategy '", strategy, "'; known strategies: ", StrJoin(names, ", ")));
+    return absl::InvalidArgumentError(StrCat("unknown strategy '", tessel::Shown(strategy),
+                                             "'; known strategies: ", StrJoin(names, ", ")));
   }
   // The effort preset fills the budget and the no-improvement stop where the request left them 0.
   const search::EffortPreset* preset = nullptr;
@@ -108,7 +108,7 @@ absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request
     if (preset == nullptr) {
       return absl::InvalidArgumentError(StrCat("effort must be one of ",
                                                search::EffortPresetNames(), " (or empty), got '",
-                                               request.effort(), "'"));
+                                               tessel::Shown(request.effort()), "'"));
     }
   }
   const int budget = request.budget() == 0 && preset ? preset->budget : request.budget();
@@ -139,10 +139,13 @@ absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request
     if (!space.ok()) return space.status();
     for (const std::string& text : request.seed_configs()) {
       auto config = Config::Parse(text);
-      if (!config.ok()) return config.status();
+      if (!config.ok()) {
+        return absl::InvalidArgumentError(StrCat("seed_configs: '", tessel::Shown(text),
+                                                 "': ", std::string(config.status().message())));
+      }
       if (absl::Status valid = space->Validate(*config); !valid.ok()) {
-        return absl::InvalidArgumentError(
-            StrCat("seed config ", text, " is invalid: ", std::string(valid.message())));
+        return absl::InvalidArgumentError(StrCat("seed_configs: '", tessel::Shown(text),
+                                                 "' is invalid: ", std::string(valid.message())));
       }
       submission.seeds.push_back(*std::move(config));
     }
@@ -156,6 +159,7 @@ absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request
   record.strategy = strategy;
   record.budget = budget;
   record.seed = request.seed();
+  record.priority = request.priority();
   record.state = JobState::kQueued;
   record.default_config = resolved->kernel->Default(resolved->problem, resolved->target).ToString();
   record.roofline_ns = kernels::RooflineNs(*resolved->kernel, resolved->problem, resolved->target);
@@ -353,6 +357,23 @@ std::optional<v1::Job> JobManager::View(int64_t job_id) const {
 
 bool JobManager::IsActive(int64_t job_id) const { return Find(job_id) != nullptr; }
 
+std::vector<int64_t> JobManager::ActiveJobIds() const {
+  std::vector<int64_t> ids;
+  for (const auto& [id, job] : jobs_) ids.push_back(id);
+  return ids;
+}
+
+std::optional<int64_t> JobManager::ActiveJobFor(const WorkloadRecord& workload) const {
+  for (const auto& [id, job] : jobs_) {  // by id: the oldest first
+    const WorkloadRecord& w = job->record.workload;
+    if (!job->cancelled && job->phase != Job::Phase::kDone && w.kernel == workload.kernel &&
+        w.dims == workload.dims && w.dtype == workload.dtype && w.target == workload.target) {
+      return id;
+    }
+  }
+  return std::nullopt;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cancelling
 
@@ -485,32 +506,47 @@ std::vector<v1::TrialSpec> JobManager::TakeTrials(const v1::WorkerInfo& worker, 
                                                   JobEffects& effects) {
   std::vector<v1::TrialSpec> specs;
   const auto& offered = worker.targets();
-  for (auto& [job_id, job_ptr] : jobs_) {
-    Job& job = *job_ptr;
-    if (job.queue.empty()) continue;
-    if (!offered.empty() &&
-        std::find(offered.begin(), offered.end(), job.record.workload.target) == offered.end()) {
+  std::vector<Job*> open;  // jobs with queued trials on a target this worker runs
+  for (auto& [job_id, job] : jobs_) {
+    if (!job->queue.empty() &&
+        (offered.empty() ||
+         std::find(offered.begin(), offered.end(), job->record.workload.target) != offered.end())) {
+      open.push_back(job.get());
+    }
+  }
+  // One trial at a time to the job that comes first: the highest priority, then (fair share
+  // among equal priorities) the fewest trials in flight, then the least recently served (round
+  // robin), then the oldest.
+  auto first = [](const Job* a, const Job* b) {
+    if (a->record.priority != b->record.priority) return a->record.priority > b->record.priority;
+    if (a->leased.size() != b->leased.size()) return a->leased.size() < b->leased.size();
+    if (a->last_served != b->last_served) return a->last_served < b->last_served;
+    return a->record.id < b->record.id;
+  };
+  while (static_cast<int>(specs.size()) < max_trials && !open.empty()) {
+    auto next = std::min_element(open.begin(), open.end(), first);
+    Job& job = **next;
+    // A trial whose earlier measurers disagree goes to another worker while there is one.
+    auto it = std::find_if(job.queue.begin(), job.queue.end(), [&](const PendingTrial& t) {
+      return alive_workers_ <= static_cast<int>(t.avoid_workers.size()) ||
+             std::find(t.avoid_workers.begin(), t.avoid_workers.end(), worker.worker_id()) ==
+                 t.avoid_workers.end();
+    });
+    if (it == job.queue.end()) {
+      open.erase(next);
       continue;
     }
-    for (auto it = job.queue.begin();
-         it != job.queue.end() && static_cast<int>(specs.size()) < max_trials;) {
-      if (alive_workers_ > static_cast<int>(it->avoid_workers.size()) &&
-          std::find(it->avoid_workers.begin(), it->avoid_workers.end(), worker.worker_id()) !=
-              it->avoid_workers.end()) {
-        ++it;  // for another worker
-        continue;
-      }
-      PendingTrial trial = std::move(*it);
-      it = job.queue.erase(it);
-      specs.push_back(SpecFor(job, trial));
-      job.leased[trial.id] = std::move(trial);
-    }
+    PendingTrial trial = std::move(*it);
+    job.queue.erase(it);
+    specs.push_back(SpecFor(job, trial));
+    job.leased[trial.id] = std::move(trial);
+    job.last_served = ++lease_seq_;
     if (!job.running_persisted) {
       job.running_persisted = true;
       job.record.state = JobState::kRunning;
-      effects.running_jobs.push_back(job_id);
+      effects.running_jobs.push_back(job.record.id);
     }
-    if (static_cast<int>(specs.size()) >= max_trials) break;
+    if (job.queue.empty()) open.erase(next);
   }
   return specs;
 }
@@ -752,7 +788,7 @@ void JobManager::ApplyVerification(Job& job, const PendingTrial& trial, TrialSta
                      best.time_ns, best.measured_by, result.time_ns(), result.worker_id())
                : result.message();
   spdlog::warn("job {}: best candidate {} failed verification: {}", job.record.id,
-               trial.config.ToString(), why);
+               trial.config.ToString(), tessel::Shown(why, 512));
   // The measurer is the outlier: its time is replaced by this honest measurement (still to be
   // verified by another worker), and its other results are measured again (DropWorkerResults).
   auto replace_measurer = [&] {

@@ -121,6 +121,7 @@ struct Job {
   Phase phase = Phase::kSearching;
   std::deque<PendingTrial> queue;
   std::map<int64_t, PendingTrial> leased;  // by trial id
+  uint64_t last_served = 0;                // when it last had a trial leased (JobManager order)
   int charged = 0;                         // results charged to the budget
   v1::TrialCounts counts;
   absl::flat_hash_set<std::string> tried;  // configs queued or measured
@@ -177,6 +178,10 @@ class JobManager {
   std::optional<v1::Job> View(int64_t job_id) const;
   // Whether the job is held in memory and not final.
   bool IsActive(int64_t job_id) const;
+  // The ids of the active jobs.
+  std::vector<int64_t> ActiveJobIds() const;
+  // The oldest active job (queued or running, not cancelled) of `workload`, for single-flight.
+  std::optional<int64_t> ActiveJobFor(const WorkloadRecord& workload) const;
 
   // OK when the job can be cancelled; FailedPrecondition naming its state otherwise (or the
   // store's NotFound).
@@ -187,7 +192,8 @@ class JobManager {
   // Cancels the job (after CheckCancellable): its queued and leased trials are dropped.
   void Cancel(int64_t job_id, JobEffects& effects);
 
-  // The trial specs (up to `max_trials`, of jobs on the targets `worker` offers) to lease now.
+  // The trial specs (up to `max_trials`, of jobs on the targets `worker` offers) to lease now:
+  // the highest priority first, shared fairly (fewest in flight first) among equal priorities.
   std::vector<v1::TrialSpec> TakeTrials(const v1::WorkerInfo& worker, int max_trials,
                                         JobEffects& effects);
   // The stored form of a reported result of a leased trial, or nullopt when the job no longer
@@ -260,6 +266,7 @@ class JobManager {
   int worker_slots_ = 0;
   int alive_workers_ = 0;
   std::map<int64_t, std::unique_ptr<Job>> jobs_;  // active jobs
+  uint64_t lease_seq_ = 0;                        // counts trials leased, for last_served
   std::map<int64_t, v1::Job> finished_;           // final views
 };
 

@@ -220,6 +220,14 @@ void LeaseTable::MarkSilentWorkersLost(int64_t now_ms) {
   }
 }
 
+void LeaseTable::ForgetLostWorkers(int64_t now_ms) {
+  std::erase_if(workers_, [&](const auto& entry) {
+    const Worker& w = entry.second;
+    return w.lost && w.info.quarantine_reason().empty() && w.info.leased_trials() == 0 &&
+           now_ms - w.info.last_heartbeat_unix_ms() > kForgetLostWorkerMs;
+  });
+}
+
 std::vector<LeaseTable::Expired> LeaseTable::ExpireLeases(int64_t now_ms) {
   std::vector<Expired> expired;
   for (const auto& [trial_id, lease] : leases_) {

@@ -72,6 +72,8 @@ class LeaseTable {
   void ServeParked(const TakeFn& take, Replies& replies);
   // Removes every parked call and returns its callback (to answer after the lock is released).
   std::vector<LeaseCallback> DropParked();
+  // Trials leased and not yet reported, released or expired.
+  size_t Outstanding() const { return leases_.size(); }
 
   // The lease on `trial_id` when `worker_id` holds it.
   std::optional<Lease> HeldBy(int64_t trial_id, const std::string& worker_id) const;
@@ -89,6 +91,10 @@ class LeaseTable {
   void ExpireParked(int64_t now_ms, Replies& replies);
   // Declares lost the workers silent for too many heartbeat intervals.
   void MarkSilentWorkersLost(int64_t now_ms);
+  // Forgets lost workers silent for kForgetLostWorkerMs that hold no lease (quarantined workers
+  // are kept: their reason still matters); one that comes back registers again.
+  void ForgetLostWorkers(int64_t now_ms);
+  static constexpr int64_t kForgetLostWorkerMs = 3'600'000;
   // Removes and returns the leases past their deadline or held by a lost worker.
   std::vector<Expired> ExpireLeases(int64_t now_ms);
 

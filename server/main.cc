@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -61,6 +62,11 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert");
   app.add_option("--tls-client-ca", options.tls_client_ca,
                  "PEM CA certificates: require client certificates signed by them (mutual TLS)");
+  app.add_option("--drain-s", options.drain_s,
+                 "on SIGTERM, wait up to this long for leased trials to be reported before "
+                 "exiting (a second signal exits at once)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   std::string port_file;
   app.add_option("--port-file", port_file,
                  "write the bound port to this file once listening (useful with port 0)");
@@ -94,11 +100,25 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // The first signal drains; a second one, during the drain, stops at once.
   std::thread signal_thread([&] {
     int signal = 0;
     sigwait(&signals, &signal);
-    spdlog::info("signal {} received: shutting down", signal);
-    (*server)->Shutdown();
+    spdlog::info("signal {} received: draining (send it again to stop at once)", signal);
+    std::atomic<bool> drained{false};
+    std::thread drain([&] {
+      (*server)->Drain();
+      drained = true;
+    });
+    const timespec tick{0, 100'000'000};
+    while (!drained) {
+      if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+        spdlog::info("signal received again: shutting down");
+        (*server)->Shutdown();
+        break;
+      }
+    }
+    drain.join();
   });
   (*server)->Wait();
   signal_thread.join();

@@ -37,6 +37,14 @@ constexpr int kMaxLeaseWaitMs = 30'000;
 // Most trials one Lease call may take.
 constexpr int kMaxTrialsPerLease = 256;
 
+// Worker rows (not quarantined) older than this are deleted when a server starts.
+constexpr int64_t kWorkerRowRetentionMs = 24 * 3'600'000;
+
+// What Lease and SubmitJob answer while the server drains.
+absl::Status Draining() {
+  return absl::UnavailableError("server is draining for a restart; retry after it is back");
+}
+
 void LogIfError(const absl::Status& status, const std::string& what) {
   if (!status.ok()) spdlog::error("store: {}: {}", what, std::string(status.message()));
 }
@@ -59,6 +67,12 @@ class Scheduler::Impl {
       if (absl::Status s = jobs_.Recover(effects.jobs); !s.ok()) return s;
     }
     Apply(std::move(effects));
+    // Workers register again after a restart: rows not heard from in a day are history.
+    if (auto purged = store_->PurgeWorkers(NowUnixMs() - kWorkerRowRetentionMs); !purged.ok()) {
+      LogIfError(purged.status(), "purging old worker rows");
+    } else if (*purged > 0) {
+      spdlog::info("forgot {} worker row(s) not heard from in a day", *purged);
+    }
     housekeeping_ = std::thread([this] { Housekeeping(); });
     return absl::OkStatus();
   }
@@ -77,11 +91,47 @@ class Scheduler::Impl {
     pool_.join();
   }
 
+  void BeginDrain() ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<LeaseCallback> parked;
+    {
+      absl::MutexLock lock(&mu_);
+      draining_ = true;
+      parked = leases_.DropParked();
+    }
+    for (LeaseCallback& done : parked) done(Draining());
+  }
+
+  size_t OutstandingLeases() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return leases_.Outstanding();
+  }
+
   // ---- jobs ----
   absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (draining_) return Draining();
+      if (!store_fault_.ok()) return store_fault_;
+    }
     auto submission = PrepareSubmission(request);
     if (!submission.ok()) return submission.status();
     JobRecord& record = submission->record;
+    // Single-flight: the check for a running job of the workload and the new job's start are one
+    // step, so two concurrent submissions of a workload make one job.
+    absl::MutexLock single_flight(&submit_mu_);
+    if (!request.new_job()) {
+      std::optional<v1::Job> running;
+      {
+        absl::MutexLock lock(&mu_);
+        if (std::optional<int64_t> id = jobs_.ActiveJobFor(record.workload)) {
+          running = jobs_.View(*id);
+        }
+      }
+      if (running) {
+        running->set_attached(true);
+        return *running;
+      }
+    }
     auto id = store_->CreateJob(record);
     if (!id.ok()) return id.status();
     record.id = *id;
@@ -110,7 +160,9 @@ class Scheduler::Impl {
 
   std::optional<v1::Job> MemoryView(int64_t job_id) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    return jobs_.View(job_id);
+    std::optional<v1::Job> view = jobs_.View(job_id);
+    if (view && !store_fault_.ok()) view->set_paused(std::string(store_fault_.message()));
+    return view;
   }
 
   absl::StatusOr<v1::Job> GetJob(int64_t job_id) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -118,8 +170,9 @@ class Scheduler::Impl {
     return StoredJobView(*store_, job_id);
   }
 
-  absl::StatusOr<std::vector<v1::Job>> ListJobs(int limit) ABSL_LOCKS_EXCLUDED(mu_) {
-    auto records = store_->ListJobs(limit);
+  absl::StatusOr<std::vector<v1::Job>> ListJobs(int limit, int64_t before_id)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    auto records = store_->ListJobs(limit, before_id);
     if (!records.ok()) return records.status();
     // Jobs in memory answer from there; the others from their stored trials, read in one query.
     std::vector<std::optional<v1::Job>> views(records->size());
@@ -163,10 +216,11 @@ class Scheduler::Impl {
     return GetJob(job_id);
   }
 
-  absl::StatusOr<std::vector<v1::TrialResult>> ListTrials(int64_t job_id) {
+  absl::StatusOr<std::vector<v1::TrialResult>> ListTrials(int64_t job_id, int64_t after_id,
+                                                          int limit) {
     auto record = store_->GetJob(job_id);
     if (!record.ok()) return record.status();
-    auto trials = store_->TrialsForJob(job_id);
+    auto trials = store_->TrialsForJobPage(job_id, after_id, limit);
     if (!trials.ok()) return trials.status();
     std::vector<v1::TrialResult> out;
     out.reserve(trials->size());
@@ -188,13 +242,9 @@ class Scheduler::Impl {
   // ---- workers ----
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    if (request.slots() < 0) {
-      return absl::InvalidArgumentError(StrCat("slots must be >= 0, got ", request.slots()));
-    }
-    for (const std::string& target : request.targets()) {
+    for (const std::string& target : request.targets()) {  // the shape is request_check's
       if (auto t = kernels::CachedTarget(target); !t.ok()) {
-        return absl::InvalidArgumentError(
-            StrCat("worker offers unknown target: ", std::string(t.status().message())));
+        return absl::InvalidArgumentError(StrCat("targets: ", std::string(t.status().message())));
       }
     }
     WorkerRecord record;
@@ -233,12 +283,16 @@ class Scheduler::Impl {
       absl::MutexLock lock(&mu_);
       if (shutdown_) {
         refused = absl::UnavailableError("server is shutting down");
+      } else if (draining_) {
+        refused = Draining();
+      } else if (!store_fault_.ok()) {
+        refused = store_fault_;
       } else if (auto why = leases_.QuarantineReason(request.worker_id())) {
         refused = absl::PermissionDeniedError(
             StrCat("worker ", request.worker_id(), " is quarantined: ", *why));
       } else if (!leases_.Touch(request.worker_id())) {
         refused = absl::NotFoundError(
-            StrCat("unknown worker id '", request.worker_id(), "'; register again"));
+            StrCat("unknown worker id '", Shown(request.worker_id()), "'; register again"));
       } else {
         std::vector<v1::TrialSpec> specs =
             leases_.Take(request.worker_id(), request.max_trials(), TakeFn(effects));
@@ -293,10 +347,15 @@ class Scheduler::Impl {
       }
       // Commit before acknowledging: a result the worker saw acknowledged is never lost.
       if (absl::Status s = store_->InsertTrials(rows); !s.ok()) {
-        absl::MutexLock lock(&mu_);
-        for (Claimed& c : claimed) leases_.Restore(c.trial_id, std::move(c.lease));
-        done(absl::UnavailableError(
-            StrCat("cannot store results, retry: ", std::string(s.message()))));
+        absl::Status answer;
+        std::vector<int64_t> paused;
+        {
+          absl::MutexLock lock(&mu_);
+          for (Claimed& c : claimed) leases_.Restore(c.trial_id, std::move(c.lease));
+          answer = NoteStoreFault(s, &paused);
+        }
+        done(answer);
+        for (int64_t job_id : paused) Notify(job_id, {});  // watchers see the job paused
         return;
       }
       Effects effects;
@@ -356,7 +415,7 @@ class Scheduler::Impl {
     suspects.swap(effects.jobs.quarantine);
     for (const auto& [worker_id, why] : suspects) {
       if (leases_.QuarantineReason(worker_id)) continue;
-      spdlog::warn("worker {} quarantined: {}", worker_id, why);
+      spdlog::warn("worker {} quarantined: {}", worker_id, Shown(why, 512));
       for (const LeaseTable::Expired& e : leases_.Quarantine(worker_id, why)) {
         jobs_.LoseTrial(e.lease.job_id, e.trial_id, worker_id, e.why, effects.jobs);
       }
@@ -423,7 +482,7 @@ class Scheduler::Impl {
       jobs_.MarkFinished(job_id, *end);
     }
     spdlog::info("job {} {}{}{}", job_id, JobStateName(end->state),
-                 end->message.empty() ? "" : ": ", end->message);
+                 end->message.empty() ? "" : ": ", Shown(end->message, 512));
     Notify(job_id, {});
   }
 
@@ -431,6 +490,43 @@ class Scheduler::Impl {
       ABSL_LOCKS_EXCLUDED(mu_) {
     watchers_.Notify(
         job_id, [this, job_id] { return MemoryView(job_id); }, new_trials);
+  }
+
+  // A failed store write. A lasting fault (disk full, read-only or corrupt database) pauses the
+  // server: no lease and no new job until ProbeStore sees a write succeed; `paused` gets the
+  // active jobs when the fault is new. Returns what the writer's caller is answered.
+  absl::Status NoteStoreFault(const absl::Status& s, std::vector<int64_t>* paused)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const bool lasting =
+        absl::IsResourceExhausted(s) || absl::IsPermissionDenied(s) || absl::IsDataLoss(s);
+    if (!lasting) {
+      return absl::UnavailableError(
+          StrCat("cannot store results, retry: ", std::string(s.message())));
+    }
+    if (store_fault_.ok()) {
+      spdlog::error("store: cannot write the database ({}): jobs are paused until it can",
+                    std::string(s.message()));
+      *paused = jobs_.ActiveJobIds();
+    }
+    store_fault_ = absl::ResourceExhaustedError(
+        StrCat("the server cannot write its database (", std::string(s.message()),
+               "); jobs are paused and resume once it can"));
+    return store_fault_;
+  }
+
+  // While the store is faulted, a probe write once a second; when one succeeds the jobs resume.
+  void ProbeStore(Effects& effects) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (store_fault_.ok() || now < next_probe_) return;
+    next_probe_ = now + std::chrono::seconds(1);
+    mu_.Unlock();
+    const absl::Status probe = store_->ProbeWrite();
+    mu_.Lock();
+    if (!probe.ok() || store_fault_.ok()) return;
+    store_fault_ = absl::OkStatus();
+    spdlog::info("store: the database can be written again: jobs resume");
+    for (int64_t job_id : jobs_.ActiveJobIds()) effects.jobs.changed_jobs.push_back(job_id);
+    ServeParked(effects);
   }
 
   void Housekeeping() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -443,12 +539,14 @@ class Scheduler::Impl {
       const int64_t now = NowUnixMs();
       leases_.ExpireParked(now, effects.leases);
       leases_.MarkSilentWorkersLost(now);
+      leases_.ForgetLostWorkers(now);
       jobs_.SetAliveWorkers(leases_.AliveWorkers(), leases_.AliveSlots());
       const std::vector<LeaseTable::Expired> expired = leases_.ExpireLeases(now);
       for (const LeaseTable::Expired& e : expired) {
         jobs_.LoseTrial(e.lease.job_id, e.trial_id, e.lease.worker_id, e.why, effects.jobs);
       }
       jobs_.CheckStops(effects.jobs);  // applies a time limit even while no results arrive
+      ProbeStore(effects);
       if (!expired.empty()) ServeParked(effects);
       mu_.Unlock();
       Apply(std::move(effects));
@@ -464,6 +562,11 @@ class Scheduler::Impl {
 
   absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;     // BeginDrain
+  absl::Status store_fault_ ABSL_GUARDED_BY(mu_);  // NoteStoreFault; OK when writes succeed
+  std::chrono::steady_clock::time_point next_probe_ ABSL_GUARDED_BY(mu_);
+  // Held by Submit from its single-flight check until the new job is added (taken before mu_).
+  absl::Mutex submit_mu_;
   JobManager jobs_ ABSL_GUARDED_BY(mu_);
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   std::thread housekeeping_;
@@ -492,12 +595,15 @@ absl::StatusOr<v1::Job> Scheduler::Submit(const v1::SubmitJobRequest& request) {
   return impl_->Submit(request);
 }
 absl::StatusOr<v1::Job> Scheduler::GetJob(int64_t job_id) { return impl_->GetJob(job_id); }
-absl::StatusOr<std::vector<v1::Job>> Scheduler::ListJobs(int limit) {
-  return impl_->ListJobs(limit);
+absl::StatusOr<std::vector<v1::Job>> Scheduler::ListJobs(int limit, int64_t before_id) {
+  return impl_->ListJobs(limit, before_id);
 }
+void Scheduler::BeginDrain() { impl_->BeginDrain(); }
+size_t Scheduler::OutstandingLeases() { return impl_->OutstandingLeases(); }
 absl::StatusOr<v1::Job> Scheduler::Cancel(int64_t job_id) { return impl_->Cancel(job_id); }
-absl::StatusOr<std::vector<v1::TrialResult>> Scheduler::ListTrials(int64_t job_id) {
-  return impl_->ListTrials(job_id);
+absl::StatusOr<std::vector<v1::TrialResult>> Scheduler::ListTrials(int64_t job_id, int64_t after_id,
+                                                                   int limit) {
+  return impl_->ListTrials(job_id, after_id, limit);
 }
 absl::StatusOr<v1::LookupResponse> Scheduler::Lookup(const v1::LookupRequest& request) {
   return impl_->catalog().Lookup(request);

@@ -40,17 +40,28 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
+  // Drain (SIGTERM): from here Lease and SubmitJob answer UNAVAILABLE (parked leases at once),
+  // while reports of trials already leased are still taken and committed. Everything else
+  // serves as before.
+  void BeginDrain();
+  // Trials leased and not yet reported or expired: the drain waits for this to reach 0.
+  size_t OutstandingLeases();
+
   // ---- client side ----
   // InvalidArgument for an unknown kernel, target, strategy, dtype or effort, a bad shape or
   // budget, or a negative early stop (each message names the field). An effort preset
   // (search::kEffortPresets) fills the budget and stop_after_no_improvement where they are 0.
   absl::StatusOr<v1::Job> Submit(const v1::SubmitJobRequest& request);
   absl::StatusOr<v1::Job> GetJob(int64_t job_id);  // NotFound when absent
-  absl::StatusOr<std::vector<v1::Job>> ListJobs(int limit);
+  // Newest first, at most `limit`; with `before_id` > 0, only jobs older than it (a page).
+  absl::StatusOr<std::vector<v1::Job>> ListJobs(int limit, int64_t before_id = 0);
   // Cancels a queued or running job (its pending trials become CANCELLED); a finished job is
   // returned unchanged with FailedPrecondition.
   absl::StatusOr<v1::Job> Cancel(int64_t job_id);
-  absl::StatusOr<std::vector<v1::TrialResult>> ListTrials(int64_t job_id);
+  // The job's trials by id ascending: those above `after_id`, at most `limit` (all when 0).
+  // NotFound for an unknown job.
+  absl::StatusOr<std::vector<v1::TrialResult>> ListTrials(int64_t job_id, int64_t after_id = 0,
+                                                          int limit = 0);
   // Graded lookup (see Catalog::Lookup).
   absl::StatusOr<v1::LookupResponse> Lookup(const v1::LookupRequest& request);
   // The newest publication of every workload (of the named kernels; all when none), with the

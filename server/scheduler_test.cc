@@ -38,11 +38,13 @@ v1::Workload Gemm(int64_t m, int64_t n, int64_t k, const std::string& target = "
   return w;
 }
 
+// new_job: these tests run several jobs of one workload at once (single-flight has its own test).
 v1::SubmitJobRequest Job(const v1::Workload& w, int budget, uint64_t seed = 1) {
   v1::SubmitJobRequest r;
   *r.mutable_workload() = w;
   r.set_budget(budget);
   r.set_seed(seed);
+  r.set_new_job(true);
   return r;
 }
 
@@ -259,6 +261,77 @@ TEST_F(SchedulerTest, SubmitRejectsBadWorkloadsWithActionableMessages) {
   auto jobs = scheduler_->ListJobs(10);
   ASSERT_TRUE(jobs.ok());
   EXPECT_TRUE(jobs->empty()) << "a rejected job must not be stored";
+}
+
+// Issue 17, single-flight: a submission of a workload that has a queued or running job returns
+// that job (attached) unless new_job; two submissions from different threads make one job.
+TEST_F(SchedulerTest, ASubmissionOfAWorkloadWithARunningJobAttachesToIt) {
+  v1::SubmitJobRequest request = Job(Gemm(512, 512, 512), 20);
+  request.set_new_job(false);
+  absl::StatusOr<v1::Job> first, second;
+  std::thread a([&] { first = scheduler_->Submit(request); });
+  std::thread b([&] { second = scheduler_->Submit(request); });
+  a.join();
+  b.join();
+  ASSERT_TRUE(first.ok() && second.ok()) << first.status() << second.status();
+  EXPECT_EQ(first->id(), second->id());
+  EXPECT_NE(first->attached(), second->attached());  // exactly one of them started it
+
+  request.set_new_job(true);
+  absl::StatusOr<v1::Job> another = scheduler_->Submit(request);
+  ASSERT_TRUE(another.ok()) << another.status();
+  EXPECT_NE(another->id(), first->id());
+  EXPECT_FALSE(another->attached());
+  // Another shape is another workload.
+  v1::SubmitJobRequest other = Job(Gemm(512, 512, 256), 20);
+  other.set_new_job(false);
+  absl::StatusOr<v1::Job> third = scheduler_->Submit(other);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_FALSE(third->attached());
+  // A cancelled job is not joined.
+  ASSERT_TRUE(scheduler_->Cancel(third->id()).ok());
+  absl::StatusOr<v1::Job> after_cancel = scheduler_->Submit(other);
+  ASSERT_TRUE(after_cancel.ok()) << after_cancel.status();
+  EXPECT_NE(after_cancel->id(), third->id());
+}
+
+// Issue 17: equal priorities share the workers (within 20% of each other's progress); a higher
+// priority submitted later is served first and finishes first.
+TEST_F(SchedulerTest, EqualPrioritiesShareFairlyAndAHigherPriorityGoesFirst) {
+  const std::string worker = RegisterWorker(4);
+  auto a = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 60, 1));
+  auto b = scheduler_->Submit(Job(Gemm(1024, 1024, 512), 60, 2));
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::map<int64_t, int> done;  // results reported, by job
+  auto step = [&](int n) {
+    std::vector<v1::TrialResult> results;
+    for (const auto& spec : Lease(worker, n)) {
+      results.push_back(Measure(spec));
+      ++done[spec.job_id()];
+    }
+    if (!results.empty()) Report(worker, results);
+  };
+  for (int round = 0; round < 8; ++round) step(3);  // an odd lease size, so order matters
+  ASSERT_GT(done[a->id()] + done[b->id()], 20);
+  EXPECT_LE(std::abs(done[a->id()] - done[b->id()]), 0.2 * std::max(done[a->id()], done[b->id()]))
+      << done[a->id()] << " vs " << done[b->id()];
+
+  v1::SubmitJobRequest urgent_request = Job(Gemm(512, 512, 512), 30, 3);
+  urgent_request.set_priority(5);
+  auto urgent = scheduler_->Submit(urgent_request);
+  ASSERT_TRUE(urgent.ok());
+  EXPECT_EQ(urgent->priority(), 5);
+  const v1::Job finished = DriveToEnd(urgent->id(), [&] {
+    step(3);
+    return true;
+  });
+  EXPECT_EQ(finished.state(), v1::JOB_COMPLETED);
+  for (int64_t other : {a->id(), b->id()}) {
+    auto job = scheduler_->GetJob(other);
+    ASSERT_TRUE(job.ok());
+    EXPECT_EQ(job->state(), v1::JOB_RUNNING)
+        << "job " << other << " finished before the urgent one";
+  }
 }
 
 TEST_F(SchedulerTest, TheDefaultConfigIsMeasuredFirst) {

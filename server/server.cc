@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -86,6 +88,7 @@ class Server::Impl {
   std::unique_ptr<grpc::Service> worker_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int port = 0;
+  int drain_s = 0;  // ServerOptions::drain_s
 
   std::mutex mu;
   std::condition_variable cv;
@@ -125,9 +128,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   auto scheduler = Scheduler::Create(impl->store.get(), scheduler_options);
   if (!scheduler.ok()) return scheduler.status();
   impl->scheduler = std::move(*scheduler);
+  impl->drain_s = options.drain_s;
 
   impl->client_service = MakeTesselService(impl->scheduler.get(), &impl->auth);
   impl->worker_service = MakeWorkerService(impl->scheduler.get(), &impl->auth);
+  // Standard probes (grpc.health.v1 and server reflection) for grpcurl, grpc_health_probe and
+  // Kubernetes gRPC probes. They answer without a token, as probes do; they reveal the schema
+  // (public in schema/tessel.proto) and whether the server serves, nothing stored. Health says
+  // SERVING from here (the store is open and migrated) until Shutdown begins.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   if (!options.listen.empty()) {
     builder.AddListeningPort(options.listen, credentials, &impl->port);
@@ -159,11 +169,41 @@ void Server::Wait() {
   impl_->cv.wait(lock, [this] { return impl_->shut_down; });
 }
 
+void Server::Drain() {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::seconds(impl_->drain_s);
+  if (grpc::HealthCheckServiceInterface* health = impl_->grpc_server->GetHealthCheckService()) {
+    health->SetServingStatus(false);
+  }
+  impl_->scheduler->BeginDrain();
+  size_t outstanding = impl_->scheduler->OutstandingLeases();
+  spdlog::info("draining: {} leased trial(s) outstanding, waiting up to {} s", outstanding,
+               impl_->drain_s);
+  {
+    std::unique_lock<std::mutex> lock(impl_->mu);
+    while (!impl_->shut_down && outstanding > 0 && Clock::now() < deadline) {
+      impl_->cv.wait_for(lock, std::chrono::milliseconds(50));
+      lock.unlock();
+      outstanding = impl_->scheduler->OutstandingLeases();
+      lock.lock();
+    }
+  }
+  if (outstanding > 0) {
+    spdlog::warn("drain: {} leased trial(s) not reported in {} s; they run again after a restart",
+                 outstanding, impl_->drain_s);
+  }
+  Shutdown();
+}
+
 void Server::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->shut_down) return;
     impl_->shut_down = true;
+  }
+  // Probes see NOT_SERVING from the start of the drain.
+  if (grpc::HealthCheckServiceInterface* health = impl_->grpc_server->GetHealthCheckService()) {
+    health->Shutdown();
   }
   // Answer parked lease calls and end watches first, so the gRPC shutdown does not wait on them.
   impl_->scheduler->Shutdown();

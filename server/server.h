@@ -49,6 +49,8 @@ struct ServerOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  // Drain() waits at most this long for leased trials to be reported.
+  int drain_s = 20;
 };
 
 // True when `listen` (HOST:PORT) names a loopback host: 127.0.0.0/8, ::1 or localhost.
@@ -71,6 +73,11 @@ class Server {
   void Wait();
   // Stops accepting calls, cancels open streams and closes the store. Idempotent, thread-safe.
   void Shutdown();
+  // A graceful stop (SIGTERM): health says NOT_SERVING, no new job or lease is given out, and
+  // trials already leased may report until none is outstanding or `drain_s` has passed; then
+  // Shutdown(). A Shutdown() from another thread ends the wait early. Jobs still running resume
+  // when a server opens the same database.
+  void Drain();
 
  private:
   class Impl;

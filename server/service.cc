@@ -12,6 +12,7 @@
 #include "schema/strings.h"
 #include "schema/tessel.grpc.pb.h"
 #include "server/catalog.h"
+#include "server/request_check.h"
 #include "server/wire.h"
 #include "sim/target.h"
 
@@ -21,6 +22,11 @@ namespace {
 // Most jobs one ListJobs call returns.
 constexpr int kMaxListedJobs = 10'000;
 constexpr int kDefaultListedJobs = 100;
+// ListTrials pages: trials per page by default and at most, and the bytes a page stays under
+// (gRPC's default message limit is 4 MiB).
+constexpr int kDefaultTrialPage = 1000;
+constexpr int kMaxTrialPage = 10'000;
+constexpr size_t kMaxPageBytes = size_t{3} << 20;
 
 // Answers the call at once with `status` (the response as it stands when OK).
 grpc::ServerUnaryReactor* AnswerNow(grpc::CallbackServerContext* context,
@@ -61,10 +67,7 @@ absl::Status AddEach(absl::StatusOr<std::vector<T>> result,
 }
 
 // InvalidArgument unless `job_id` is positive.
-absl::Status CheckJobId(int64_t job_id) {
-  if (job_id <= 0) return absl::InvalidArgumentError("job_id must be positive");
-  return absl::OkStatus();
-}
+absl::Status CheckJobId(int64_t job_id) { return CheckId("job_id", job_id); }
 
 // The rule of every unary method of both services, one overload per request type: check the
 // request's shape (an error answers the call without asking the scheduler), ask the scheduler,
@@ -75,6 +78,7 @@ class Rules {
 
   // ---- TesselService ----
   absl::Status Run(const v1::SubmitJobRequest& request, v1::Job* response) {
+    TESSEL_RETURN_IF_ERROR(CheckRequest(request));
     return Set(scheduler_->Submit(request), response);
   }
   absl::Status Run(const v1::GetJobRequest& request, v1::Job* response) {
@@ -86,7 +90,12 @@ class Rules {
       return absl::InvalidArgumentError(StrCat("limit must be between 0 and ", kMaxListedJobs));
     }
     const int limit = request.limit() == 0 ? kDefaultListedJobs : request.limit();
-    return AddEach(scheduler_->ListJobs(limit), response->mutable_jobs());
+    TESSEL_ASSIGN_OR_RETURN(const int64_t before, PageTokenId(request.page_token(), 'j'));
+    TESSEL_RETURN_IF_ERROR(AddEach(scheduler_->ListJobs(limit, before), response->mutable_jobs()));
+    if (response->jobs_size() == limit) {
+      response->set_next_page_token(PageToken('j', response->jobs(limit - 1).id()));
+    }
+    return absl::OkStatus();
   }
   absl::Status Run(const v1::CancelJobRequest& request, v1::Job* response) {
     TESSEL_RETURN_IF_ERROR(CheckJobId(request.job_id()));
@@ -94,7 +103,25 @@ class Rules {
   }
   absl::Status Run(const v1::ListTrialsRequest& request, v1::ListTrialsResponse* response) {
     TESSEL_RETURN_IF_ERROR(CheckJobId(request.job_id()));
-    return AddEach(scheduler_->ListTrials(request.job_id()), response->mutable_trials());
+    if (request.page_size() < 0 || request.page_size() > kMaxTrialPage) {
+      return absl::InvalidArgumentError(StrCat("page_size must be between 0 and ", kMaxTrialPage));
+    }
+    const int page_size = request.page_size() == 0 ? kDefaultTrialPage : request.page_size();
+    TESSEL_ASSIGN_OR_RETURN(const int64_t after, PageTokenId(request.page_token(), 't'));
+    TESSEL_ASSIGN_OR_RETURN(std::vector<v1::TrialResult> trials,
+                            scheduler_->ListTrials(request.job_id(), after, page_size));
+    // A page ends before it would pass kMaxPageBytes (at least one trial per page).
+    size_t bytes = 0;
+    for (v1::TrialResult& trial : trials) {
+      bytes += trial.ByteSizeLong();
+      if (bytes > kMaxPageBytes && response->trials_size() > 0) break;
+      *response->add_trials() = std::move(trial);
+    }
+    if (response->trials_size() < int(trials.size()) || int(trials.size()) == page_size) {
+      response->set_next_page_token(
+          PageToken('t', response->trials(response->trials_size() - 1).trial_id()));
+    }
+    return absl::OkStatus();
   }
   absl::Status Run(const v1::LookupRequest& request, v1::LookupResponse* response) {
     return Set(scheduler_->Lookup(request), response);
@@ -118,6 +145,7 @@ class Rules {
     return AddEach<v1::WorkerInfo>(scheduler_->ListWorkers(), response->mutable_workers());
   }
   absl::Status Run(const v1::ExportRequest& request, v1::ExportResponse* response) {
+    TESSEL_RETURN_IF_ERROR(CheckRequest(request));
     return Set(scheduler_->Export(request), response);
   }
   absl::Status Run(const v1::ImportRequest& request, v1::ImportResponse* response) {
@@ -126,19 +154,25 @@ class Rules {
 
   // ---- WorkerService ----
   absl::Status Run(const v1::RegisterRequest& request, v1::RegisterResponse* response) {
+    TESSEL_RETURN_IF_ERROR(CheckRequest(request));
     return Set(scheduler_->Register(request), response);
   }
   void Start(const v1::LeaseRequest& request, LeaseCallback done) {
+    if (absl::Status shape = CheckRequest(request); !shape.ok()) {
+      done(shape);
+      return;
+    }
     scheduler_->Lease(request, std::move(done));
   }
   void Start(const v1::ReportRequest& request, ReportCallback done) {
-    if (request.worker_id().empty()) {
-      done(absl::InvalidArgumentError("worker_id is required"));
+    if (absl::Status shape = CheckRequest(request); !shape.ok()) {
+      done(shape);
       return;
     }
     scheduler_->Report(request, std::move(done));
   }
   absl::Status Run(const v1::HeartbeatRequest& request, v1::HeartbeatResponse* response) {
+    TESSEL_RETURN_IF_ERROR(CheckRequest(request));
     return Set(scheduler_->Heartbeat(request), response);
   }
 
@@ -284,6 +318,7 @@ class TesselServiceImpl final : public v1::TesselService::CallbackService {
     if (absl::Status allowed = auth_->Check("WatchJob", *context); !allowed.ok()) {
       return new RefusedWatch(allowed);
     }
+    if (absl::Status id = CheckJobId(request->job_id()); !id.ok()) return new RefusedWatch(id);
     return new WatchReactor(scheduler_, request->job_id());
   }
 

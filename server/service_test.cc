@@ -5,8 +5,10 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "schema/tessel.grpc.pb.h"
 #include "server/server.h"
@@ -84,6 +86,104 @@ TEST_F(ServiceTest, AReportNeedsAWorkerId) {
   grpc::ClientContext context;
   v1::ReportResponse response;
   ExpectInvalid(worker_->Report(&context, v1::ReportRequest(), &response), "worker_id is required");
+}
+
+// Issue 17: trials and jobs page with tokens, so no answer grows past gRPC's message limit.
+TEST_F(ServiceTest, TrialsAndJobsPageWithTokens) {
+  v1::SubmitJobRequest submit;
+  v1::Workload* w = submit.mutable_workload();
+  w->set_kernel("matmul");
+  for (const char* dim : {"M", "N", "K"}) {
+    v1::Dim* d = w->add_dims();
+    d->set_name(dim);
+    d->set_value(512);
+  }
+  submit.set_strategy("random");
+  submit.set_budget(23);
+  submit.set_new_job(true);  // three jobs of one workload
+  v1::Job job;
+  for (int i = 0; i < 3; ++i) {  // three jobs for the job pages
+    grpc::ClientContext context;
+    submit.set_seed(i);
+    ASSERT_TRUE(client_->SubmitJob(&context, submit, &job).ok());
+  }
+  grpc::ClientContext register_context;
+  v1::RegisterRequest reg;
+  reg.set_name("pager");
+  reg.set_slots(8);
+  v1::RegisterResponse worker;
+  ASSERT_TRUE(worker_->Register(&register_context, reg, &worker).ok());
+  // A worker that finds every config invalid: results charged to the budget, no times to check.
+  int reported = 0;
+  for (int round = 0; round < 200 && reported < 23; ++round) {
+    grpc::ClientContext lease_context;
+    v1::LeaseRequest lease;
+    lease.set_worker_id(worker.worker_id());
+    lease.set_max_trials(8);
+    v1::LeaseResponse leased;
+    ASSERT_TRUE(worker_->Lease(&lease_context, lease, &leased).ok());
+    v1::ReportRequest report;
+    report.set_worker_id(worker.worker_id());
+    for (const v1::TrialSpec& spec : leased.trials()) {
+      v1::TrialResult* r = report.add_results();
+      r->set_trial_id(spec.trial_id());
+      r->set_status(v1::TRIAL_INVALID_CONFIG);
+      r->set_message("refused by the test");
+      r->set_config(spec.config());
+      reported += spec.job_id() == job.id();
+    }
+    grpc::ClientContext report_context;
+    v1::ReportResponse ack;
+    ASSERT_TRUE(worker_->Report(&report_context, report, &ack).ok());
+  }
+  ASSERT_GE(reported, 23);
+
+  std::vector<int64_t> ids;
+  v1::ListTrialsRequest request;
+  request.set_job_id(job.id());
+  request.set_page_size(7);
+  int pages = 0;
+  do {
+    grpc::ClientContext context;
+    v1::ListTrialsResponse page;
+    ASSERT_TRUE(client_->ListTrials(&context, request, &page).ok());
+    EXPECT_LE(page.trials_size(), 7);
+    for (const v1::TrialResult& t : page.trials()) ids.push_back(t.trial_id());
+    request.set_page_token(page.next_page_token());
+    ++pages;
+  } while (!request.page_token().empty() && pages < 100);
+  EXPECT_GE(ids.size(), 23u);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end());  // no trial twice
+  EXPECT_EQ(pages, int(ids.size()) / 7 + 1);
+  {
+    grpc::ClientContext context;
+    v1::ListTrialsResponse all;
+    request.clear_page_token();
+    request.set_page_size(0);
+    ASSERT_TRUE(client_->ListTrials(&context, request, &all).ok());
+    EXPECT_EQ(all.trials_size(), int(ids.size()));
+    EXPECT_TRUE(all.next_page_token().empty());
+  }
+  for (const char* token : {"x12", "t", "t-4", "j5", "t99999999999999999999999"}) {
+    grpc::ClientContext context;
+    v1::ListTrialsResponse page;
+    request.set_page_token(token);
+    ExpectInvalid(client_->ListTrials(&context, request, &page),
+                  "page_token is not one this server issued");
+  }
+
+  std::vector<int64_t> job_ids;
+  v1::ListJobsRequest jobs;
+  jobs.set_limit(2);
+  do {
+    grpc::ClientContext context;
+    v1::ListJobsResponse page;
+    ASSERT_TRUE(client_->ListJobs(&context, jobs, &page).ok());
+    for (const v1::Job& j : page.jobs()) job_ids.push_back(j.id());
+    jobs.set_page_token(page.next_page_token());
+  } while (!jobs.page_token().empty() && job_ids.size() < 10);
+  EXPECT_EQ(job_ids, (std::vector<int64_t>{job.id(), job.id() - 1, job.id() - 2}));
 }
 
 TEST_F(ServiceTest, ListsKernelsAndTargets) {

@@ -96,7 +96,7 @@ constexpr std::string_view kJobSelect =
     "SELECT j.id, w.kernel, w.dims, w.dtype, w.target, j.dims_display, j.kernel_version, "
     "j.target_version, j.strategy, j.budget, j.seed, j.state, j.message, j.default_config, "
     "j.roofline_ns, j.created_ms, j.finished_ms, j.time_limit_s, j.stop_after_no_improvement, "
-    "j.target_time_ns, j.effort, j.stopped_by FROM jobs j JOIN workloads w ON w.id = "
+    "j.target_time_ns, j.effort, j.stopped_by, j.priority FROM jobs j JOIN workloads w ON w.id = "
     "j.workload_id ";
 
 absl::StatusOr<JobRecord> JobFromRow(const Statement& row) {
@@ -120,6 +120,7 @@ absl::StatusOr<JobRecord> JobFromRow(const Statement& row) {
   job.target_time_ns = row.Double(19);
   job.effort = row.Text(20);
   job.stopped_by = row.Text(21);
+  job.priority = static_cast<int>(row.Int(22));
   return job;
 }
 
@@ -213,12 +214,12 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
     if (!workload_id.ok()) return workload_id.status();
     TESSEL_ASSIGN_OR_RETURN(
         Statement insert,
-        db.Prepare(
-            "INSERT INTO jobs (workload_id, dims_display, kernel_version, target_version, "
-            "strategy, budget, seed, state, message, default_config, roofline_ns, "
-            "created_ms, finished_ms, time_limit_s, stop_after_no_improvement, "
-            "target_time_ns, effort, stopped_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?)"));
+        db.Prepare("INSERT INTO jobs (workload_id, dims_display, kernel_version, target_version, "
+                   "strategy, budget, seed, state, message, default_config, roofline_ns, "
+                   "created_ms, finished_ms, time_limit_s, stop_after_no_improvement, "
+                   "target_time_ns, effort, stopped_by, priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+                   "?, ?, ?, "
+                   "?, ?, ?, ?, ?, ?, ?, ?)"));
     insert.BindInt(*workload_id)
         .BindText(job.dims_display)
         .BindInt(job.kernel_version)
@@ -236,7 +237,8 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
         .BindInt(job.stop_after_no_improvement)
         .BindDouble(job.target_time_ns)
         .BindText(job.effort)
-        .BindText(job.stopped_by);
+        .BindText(job.stopped_by)
+        .BindInt(job.priority);
     TESSEL_RETURN_IF_ERROR(insert.Run());
     job_id = db.LastInsertRowId();
     return absl::OkStatus();
@@ -373,6 +375,30 @@ absl::Status Store::UpsertWorker(const WorkerRecord& worker) {
   });
 }
 
+absl::Status Store::ProbeWrite() {
+  return impl_->Write([](Database& db) -> absl::Status {
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement touch,
+        db.Prepare("UPDATE jobs SET message = message WHERE id = (SELECT MAX(id) FROM jobs)"));
+    return touch.Run();
+  });
+}
+
+absl::StatusOr<int64_t> Store::PurgeWorkers(int64_t before_ms) {
+  int64_t purged = 0;
+  absl::Status status = impl_->Write([&](Database& db) -> absl::Status {
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement purge,
+        db.Prepare("DELETE FROM workers WHERE last_heartbeat_ms < ? AND quarantine_reason = ''"));
+    purge.BindInt(before_ms);
+    TESSEL_RETURN_IF_ERROR(purge.Run());
+    purged = db.Changes();
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return purged;
+}
+
 absl::Status Store::QuarantineWorker(const std::string& worker_id, const std::string& why) {
   return impl_->Write([&](Database& db) -> absl::Status {
     TESSEL_ASSIGN_OR_RETURN(Statement update,
@@ -441,11 +467,13 @@ absl::StatusOr<std::vector<T>> ReadAllRows(StoreImpl& impl, const std::string& s
 
 }  // namespace
 
-absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(int limit) {
-  static const std::string kSql = std::string(kJobSelect) + "ORDER BY j.id DESC LIMIT ?";
+absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(int limit, int64_t before_id) {
+  static const std::string kSql =
+      std::string(kJobSelect) + "WHERE j.id < ? ORDER BY j.id DESC LIMIT ?";
   return ReadAllRows<JobRecord>(
       *impl_, kSql,
       [&](Statement& select) {
+        select.BindInt(before_id > 0 ? before_id : std::numeric_limits<int64_t>::max());
         select.BindInt(limit > 0 ? limit : -1);  // a negative LIMIT means none
       },
       JobFromRow);
@@ -488,6 +516,20 @@ absl::StatusOr<std::vector<TrialRecord>> Store::TrialsForJob(int64_t job_id) {
   static const std::string kSql = std::string(kTrialSelect) + "WHERE job_id = ? ORDER BY id";
   return ReadAllRows<TrialRecord>(
       *impl_, kSql, [&](Statement& select) { select.BindInt(job_id); }, TrialFromRow);
+}
+
+absl::StatusOr<std::vector<TrialRecord>> Store::TrialsForJobPage(int64_t job_id, int64_t after_id,
+                                                                 int limit) {
+  static const std::string kSql =
+      std::string(kTrialSelect) + "WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?";
+  return ReadAllRows<TrialRecord>(
+      *impl_, kSql,
+      [&](Statement& select) {
+        select.BindInt(job_id);
+        select.BindInt(after_id);
+        select.BindInt(limit > 0 ? limit : -1);
+      },
+      TrialFromRow);
 }
 
 absl::StatusOr<std::map<int64_t, std::vector<TrialRecord>>> Store::TrialsForJobs(

@@ -56,6 +56,8 @@ struct JobRecord {
   // stopped (v1::Job.stopped_by; "" until the job is final). Set by CreateJob and UpdateJobState.
   std::string effort;
   std::string stopped_by;
+  // schema/sql/006_job_priority.sql: higher first (v1::SubmitJobRequest.priority).
+  int priority = 0;
 };
 
 struct TrialRecord {
@@ -146,13 +148,23 @@ class Store {
   absl::Status UpsertWorker(const WorkerRecord& worker);
   // Marks the worker quarantined (a known worker id; others are ignored), with why.
   absl::Status QuarantineWorker(const std::string& worker_id, const std::string& why);
+  // One small write (the newest job's row rewritten unchanged): OK when the database can be
+  // written again after a fault (disk full, read-only), the failed write's error otherwise.
+  absl::Status ProbeWrite();
+  // Deletes the rows of workers last heard from before `before_ms`, except quarantined ones;
+  // returns how many.
+  absl::StatusOr<int64_t> PurgeWorkers(int64_t before_ms);
 
   // ---- reads ----
   // A stored state or status this build does not know (schema/sql forbids them) is DataLoss.
-  absl::StatusOr<JobRecord> GetJob(int64_t job_id);            // NotFound when absent
-  absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit);  // newest first
+  absl::StatusOr<JobRecord> GetJob(int64_t job_id);  // NotFound when absent
+  // Newest first, at most `limit` (all when <= 0); with `before_id` > 0, only jobs older than it.
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(int limit, int64_t before_id = 0);
   absl::StatusOr<std::vector<JobRecord>> JobsInState(JobState state);
   absl::StatusOr<std::vector<TrialRecord>> TrialsForJob(int64_t job_id);  // by id ascending
+  // One page of them: ids above `after_id`, at most `limit`.
+  absl::StatusOr<std::vector<TrialRecord>> TrialsForJobPage(int64_t job_id, int64_t after_id,
+                                                            int limit);
   // The trials of every job in `job_ids`, in one query: job id -> its trials by id ascending
   // (jobs without trials are absent).
   absl::StatusOr<std::map<int64_t, std::vector<TrialRecord>>> TrialsForJobs(

@@ -7,6 +7,7 @@
 
 #include "fmt/format.h"
 #include "schema/status_macros.h"
+#include "schema/strings.h"
 
 namespace tessel::server {
 
@@ -53,11 +54,31 @@ void Store::Impl::ReleaseReader(std::unique_ptr<sqlite::Database> reader) {
   idle_readers_.push_back(std::move(reader));
 }
 
+absl::Status Store::Impl::QuickCheck() {
+  TESSEL_ASSIGN_OR_RETURN(sqlite::Statement check, writer_db_->Prepare("PRAGMA quick_check"));
+  absl::StatusOr<bool> row = check.Step();
+  if (!row.ok()) {
+    return absl::DataLossError(
+        fmt::format("database {} cannot be read ({}); restore it from a "
+                    "backup or point --db elsewhere",
+                    path_, std::string(row.status().message())));
+  }
+  const std::string verdict = *row ? check.Text(0) : "no answer";
+  if (verdict != "ok") {
+    return absl::DataLossError(fmt::format(
+        "database {} is corrupt (quick_check: {}); restore it from a backup or point --db "
+        "elsewhere",
+        path_, Shown(verdict, 200)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Store::Impl::Open() {
   sqlite::OpenOptions writer = ConnectionOptions();
   writer.create = true;
   writer.wal = true;
   TESSEL_ASSIGN_OR_RETURN(writer_db_, sqlite::Database::Open(path_, writer));
+  TESSEL_RETURN_IF_ERROR(QuickCheck());
   TESSEL_RETURN_IF_ERROR(ApplyMigrations());
   {
     // One reader at once, so a file that cannot be read fails Open rather than the first read.

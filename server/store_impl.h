@@ -48,6 +48,8 @@ class Store::Impl {
   // Opens both connections (the writer in WAL mode), applies migrations and starts the writer
   // thread.
   absl::Status Open();
+  // PRAGMA quick_check on the writer: DataLoss naming the file unless it says "ok".
+  absl::Status QuickCheck();
 
   // Stops accepting writes, commits everything queued, joins the writer. Idempotent.
   void Shutdown();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -687,6 +688,51 @@ TEST_F(StoreTest, UpsertWorkerKeepsRegistrationTimeAndUpdatesTheRest) {
   EXPECT_EQ(got.registered_ms, 1000);
   EXPECT_EQ(got.last_heartbeat_ms, 6000);
   EXPECT_EQ(got.trials_done, 17);
+}
+
+// Issue 17: a database whose pages are damaged is refused when the store opens, with the file
+// named, rather than written to and exported from.
+TEST_F(StoreTest, ACorruptDatabaseIsRefusedAtOpen) {
+  {
+    std::unique_ptr<Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < 40; ++i) ASSERT_TRUE(store->CreateJob(MatmulJob()).ok());
+  }
+  const auto size = std::filesystem::file_size(path_);
+  ASSERT_GT(size, 4 * 4096u);
+  {
+    FILE* f = std::fopen(path_.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    // The headers of pages 2..5 (b-tree pages; page 1 holds the file header and the schema).
+    const std::string garbage(64, '\x5a');
+    for (long page = 1; page < 5; ++page) {
+      std::fseek(f, page * 4096, SEEK_SET);
+      std::fwrite(garbage.data(), 1, garbage.size(), f);
+    }
+    std::fclose(f);
+  }
+  absl::StatusOr<std::unique_ptr<Store>> reopened = Store::Open(path_);
+  ASSERT_FALSE(reopened.ok());
+  EXPECT_EQ(reopened.status().code(), absl::StatusCode::kDataLoss) << reopened.status();
+  EXPECT_THAT(std::string(reopened.status().message()), ::testing::HasSubstr(path_));
+}
+
+// Issue 17: worker rows do not pile up forever; a quarantined worker's row stays.
+TEST_F(StoreTest, PurgeWorkersDeletesOldRowsButKeepsQuarantinedOnes) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->UpsertWorker({"w-old", "a", "", 1, 1000, 1000, 0}).ok());
+  ASSERT_TRUE(store->UpsertWorker({"w-liar", "b", "", 1, 1000, 1000, 0}).ok());
+  ASSERT_TRUE(store->UpsertWorker({"w-new", "c", "", 1, 9000, 9000, 0}).ok());
+  ASSERT_TRUE(store->QuarantineWorker("w-liar", "reported 1 ns").ok());
+  absl::StatusOr<int64_t> purged = store->PurgeWorkers(5000);
+  ASSERT_TRUE(purged.ok()) << purged.status();
+  EXPECT_EQ(*purged, 1);
+  absl::StatusOr<std::vector<WorkerRecord>> workers = store->ListWorkers();
+  ASSERT_TRUE(workers.ok());
+  ASSERT_THAT(*workers, SizeIs(2));
+  EXPECT_EQ((*workers)[0].id, "w-liar");
+  EXPECT_EQ((*workers)[1].id, "w-new");
 }
 
 TEST_F(StoreTest, DestructorCommitsEveryQueuedWrite) {

@@ -1,11 +1,14 @@
 // End to end: a real tessel-server and tessel-worker processes on 127.0.0.1 (port 0), driven by
 // the tessel CLI, checked against the SQLite file the server writes.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/mount.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -233,6 +236,122 @@ TEST_F(Cluster, ARestartedServerResumesARunningJobWithoutLosingTrials) {
   EXPECT_TRUE(dupes.empty()) << dupes.size() << " configs measured twice";
 }
 
+// Issue 17: SIGTERM drains (no new leases or jobs, leased trials may report) and exits 0 within
+// --drain-s; a server opened on the same database finishes the job with nothing lost.
+TEST_F(Cluster, SigtermDrainsWithinDrainSecondsAndARestartFinishesTheJob) {
+  const std::vector<std::string> flags = {"--lease-ms", "3000",      "--heartbeat-ms",
+                                          "200",        "--drain-s", "4"};
+  StartServer(flags);
+  StartWorker("w1");
+  constexpr int kBudget = 120;
+  RunResult first = Cli({"tune", "matmul", "--shape", "M=4096,N=2048,K=2048", "--budget",
+                         std::to_string(kBudget), "--server", address_, "--json", "--no-wait"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string job_id = std::to_string(json::parse(first.out)["job_id"].get<int64_t>());
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  int before = 0;
+  while (std::chrono::steady_clock::now() < deadline && before < 5) {
+    auto rows = Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + job_id);
+    before = rows.empty() ? 0 : std::stoi(rows[0][0]);
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_GE(before, 5);
+  ASSERT_LT(before, kBudget) << "the job ended before the signal; make it bigger";
+  const auto signalled = std::chrono::steady_clock::now();
+  server_->Signal(SIGTERM);
+  std::optional<int> exit_code = server_->Wait(seconds(10));
+  const auto took = std::chrono::steady_clock::now() - signalled;
+  ASSERT_TRUE(exit_code.has_value()) << "the server did not exit";
+  EXPECT_EQ(*exit_code, 0);
+  EXPECT_LT(took, seconds(4) + milliseconds(900));
+  server_.reset();
+  workers_.clear();
+
+  StartServer(flags);
+  StartWorker("w2");
+  json watched = CliJson({"watch", job_id, "--server", address_, "--json"});
+  EXPECT_EQ(watched["state"], "completed");
+  EXPECT_EQ(watched["trials"]["total"].get<int>(), kBudget);
+  auto dupes = Query(db_, "SELECT config, COUNT(*) c FROM trials WHERE job_id = " + job_id +
+                              " AND is_verify = 0 AND status NOT IN ('WORKER_LOST','CANCELLED') "
+                              "GROUP BY config HAVING c > 1");
+  EXPECT_TRUE(dupes.empty()) << dupes.size() << " configs measured twice";
+}
+
+// Issue 17, single-flight: two concurrent tunes of one workload make one job; a tune of a
+// workload already tuned (and not stale) prints the stored result and starts nothing, unless
+// --retune; --new-job starts another job even while one runs.
+TEST_F(Cluster, ConcurrentTunesOfOneWorkloadShareOneJobAndATunedOneIsNotTunedAgain) {
+  StartServer();
+  StartWorker("w1");
+  const std::vector<std::string> tune = {"tune",     "matmul", "--shape",  "M=2048,N=2048,K=2048",
+                                         "--budget", "100",    "--server", address_,
+                                         "--json",   "-q"};
+  RunResult a, b;
+  std::thread first([&] { a = Cli(tune); });
+  std::thread second([&] { b = Cli(tune); });
+  first.join();
+  second.join();
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const int64_t job = json::parse(a.out)["job_id"].get<int64_t>();
+  EXPECT_EQ(json::parse(b.out)["job_id"].get<int64_t>(), job);
+  EXPECT_EQ(Query(db_, "SELECT COUNT(*) FROM jobs")[0][0], "1");
+
+  RunResult again = Cli(tune);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(json::parse(again.out)["job_id"].get<int64_t>(), job);
+  EXPECT_EQ(Query(db_, "SELECT COUNT(*) FROM jobs")[0][0], "1");
+
+  std::vector<std::string> retune = tune;
+  retune.push_back("--retune");
+  RunResult fresh = Cli(retune);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_NE(json::parse(fresh.out)["job_id"].get<int64_t>(), job);
+  EXPECT_EQ(Query(db_, "SELECT COUNT(*) FROM jobs")[0][0], "2");
+}
+
+// Issue 17: a full disk is a clear error for the client within seconds, not a silent stall; the
+// job pauses, nothing measured is lost, and once space is freed `tessel watch` finishes it.
+// Needs a small tmpfs (root or CAP_SYS_ADMIN); skips, saying so, without one.
+TEST_F(Cluster, AFullDiskPausesTheTuneWithAClearErrorAndFreeingSpaceFinishesIt) {
+  const std::string small = dir_ + "/small";
+  std::filesystem::create_directory(small);
+  if (mount("tmpfs", small.c_str(), "tmpfs", 0, "size=768k") != 0) {
+    GTEST_SKIP() << "cannot mount a 768 KiB tmpfs (" << std::strerror(errno)
+                 << "): the disk-full test needs root or CAP_SYS_ADMIN";
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{small};
+  db_ = small + "/tessel.db";
+  StartServer({"--lease-ms", "3000", "--heartbeat-ms", "200"});
+  StartWorker("w1");
+  constexpr int kBudget = 3000;
+  RunResult tune =
+      Cli({"tune", "matmul", "--shape", "M=2048,N=2048,K=2048", "--budget", std::to_string(kBudget),
+           "--strategy", "random", "--server", address_, "-q"});
+  EXPECT_NE(tune.exit_code, 0) << tune.out;
+  EXPECT_THAT(tune.err, ::testing::HasSubstr("disk is full")) << tune.err;
+  EXPECT_THAT(tune.err, ::testing::HasSubstr("is paused")) << tune.err;
+  const std::string job_id = Query(db_, "SELECT MAX(id) FROM jobs")[0][0];
+  auto before = Query(
+      db_, "SELECT id, status, time_ns FROM trials WHERE job_id = " + job_id + " ORDER BY id");
+  ASSERT_GT(before.size(), 0u);
+  ASSERT_LT(before.size(), size_t(kBudget)) << "the job ended before the disk filled up";
+
+  ASSERT_EQ(mount("tmpfs", small.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0)
+      << std::strerror(errno);
+  json watched = CliJson({"watch", job_id, "--server", address_, "--json"});
+  EXPECT_EQ(watched["state"], "completed");
+  EXPECT_EQ(watched["trials"]["total"].get<int>(), kBudget);
+  auto after = Query(
+      db_, "SELECT id, status, time_ns FROM trials WHERE job_id = " + job_id + " ORDER BY id");
+  ASSERT_GE(after.size(), before.size());
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i]);
+}
+
 TEST_F(Cluster, AnUnreachableServerIsAClearErrorNotAHang) {
   const auto start = std::chrono::steady_clock::now();
   RunResult r =
@@ -419,10 +538,11 @@ TEST_F(Local, EachEffortRunsItsDocumentedBudgetAndStops) {
                               " without a faster one"),
                 std::string::npos);
     }
-    // The job runs with them (a short time limit keeps the big presets' test short).
+    // The job runs with them (a short time limit keeps the big presets' test short; --retune:
+    // the workload was tuned by the preset before).
     json tune = CliJson({"tune", "matmul", "--shape", "M=512,N=512,K=512", "--effort",
                          std::string(preset.name), "--time-limit", "3", "--workers", "2",
-                         "--cold-start", "--db", db_, "--json", "-q"});
+                         "--cold-start", "--retune", "--db", db_, "--json", "-q"});
     ASSERT_TRUE(tune.is_object());
     EXPECT_EQ(tune["state"], "completed");
     EXPECT_EQ(tune["effort"], std::string(preset.name));
@@ -440,7 +560,7 @@ TEST_F(Local, EachEffortRunsItsDocumentedBudgetAndStops) {
   }
   // An explicit --budget wins over the preset's.
   json own = CliJson({"tune", "matmul", "--shape", "M=512,N=512,K=512", "--effort", "quick",
-                      "--budget", "5", "--cold-start", "--db", db_, "--json", "-q"});
+                      "--budget", "5", "--cold-start", "--retune", "--db", db_, "--json", "-q"});
   EXPECT_EQ(own["budget"], 5);
   EXPECT_EQ(own["trials"]["total"], 5);
   EXPECT_EQ(own["stopped_by"], "budget");

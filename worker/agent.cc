@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -43,6 +46,17 @@ constexpr int kLeaseMarginMs = 5000;
 // Retry backoff after a failed call: doubles from the first to the last value.
 constexpr std::chrono::milliseconds kFirstBackoff(100);
 constexpr std::chrono::milliseconds kMaxBackoff(2000);
+// A batch of results the server keeps refusing (e.g. its disk is full) is dropped after this
+// long, with an error in the log; the server re-runs those trials when their leases expire.
+constexpr std::chrono::minutes kReportGiveUp(10);
+
+// `backoff` spread by +-25% (from the clock's low bits), so workers refused together do not
+// retry together.
+std::chrono::milliseconds Jittered(std::chrono::milliseconds backoff) {
+  const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
+  const double spread = 0.75 + 0.5 * double(uint64_t(ticks) % 1024) / 1024.0;
+  return std::chrono::milliseconds(int64_t(double(backoff.count()) * spread));
+}
 // Results sent in one Report call.
 constexpr size_t kMaxResultsPerReport = 64;
 
@@ -66,7 +80,7 @@ v1::TrialStatus StatusFor(const absl::Status& status) {
   }
 }
 
-v1::TrialResult MeasureOrFail(const v1::TrialSpec& spec) {
+v1::TrialResult MeasureOrFail(const v1::TrialSpec& spec, const std::atomic<bool>* cancel) {
   v1::TrialResult result;
   result.set_trial_id(spec.trial_id());
   result.set_config(spec.config());
@@ -101,8 +115,12 @@ v1::TrialResult MeasureOrFail(const v1::TrialSpec& spec) {
       sim::SimOptions options;
       options.noise_sigma = std::max(0.0, protocol.noise_sigma());
       options.seed = RunSeed(spec.seed(), run);
+      options.cancel = cancel;
       absl::StatusOr<sim::SimResult> simulated =
           kernels::Evaluate(*kernel, problem, *config, target, options);
+      if (absl::IsCancelled(simulated.status())) {
+        return Fail(std::move(result), v1::TRIAL_CANCELLED, "cancelled by the server");
+      }
       if (!simulated.ok()) {
         // Lower rejects an invalid config with InvalidArgument and its reason; anything else
         // is not the config's verdict.
@@ -171,9 +189,9 @@ bool IsUnknownWorker(grpc::StatusCode code) {
 
 }  // namespace
 
-v1::TrialResult MeasureTrial(const v1::TrialSpec& spec) {
+v1::TrialResult MeasureTrial(const v1::TrialSpec& spec, const std::atomic<bool>* cancel) {
   try {
-    return MeasureOrFail(spec);
+    return MeasureOrFail(spec, cancel);
   } catch (const std::exception& e) {
     v1::TrialResult result;
     result.set_trial_id(spec.trial_id());
@@ -248,7 +266,9 @@ class Agent::Impl {
   grpc::ClientContext* active_call_ = nullptr;  // Register/Lease on Run's thread, for Stop()
   int in_flight_ = 0;                           // leased and not yet measured
   std::set<int64_t> running_ids_;
-  std::set<int64_t> cancelled_ids_;     // subset of running_ids_ the server cancelled
+  std::set<int64_t> cancelled_ids_;  // subset of running_ids_ the server cancelled
+  // Per running trial: set when the server cancels it, so its simulation stops early.
+  std::map<int64_t, std::shared_ptr<std::atomic<bool>>> cancel_flags_;
   std::deque<v1::TrialResult> outbox_;  // measured, not yet acknowledged by the server
 };
 
@@ -298,31 +318,29 @@ absl::Status Agent::Impl::Register(bool honor_stop) {
     spdlog::warn("register failed ({}); retrying in {} ms", status.error_message(),
                  backoff.count());
     if (honor_stop) {
-      if (SleepUnlessStopped(backoff)) return absl::CancelledError("stopped");
+      if (SleepUnlessStopped(Jittered(backoff))) return absl::CancelledError("stopped");
     } else {
-      std::this_thread::sleep_for(backoff);
+      std::this_thread::sleep_for(Jittered(backoff));
     }
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
 }
 
 void Agent::Impl::Dispatch(const v1::TrialSpec& spec) {
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
   {
     std::lock_guard lock(mu_);
     ++in_flight_;
     running_ids_.insert(spec.trial_id());
+    cancel_flags_[spec.trial_id()] = cancel;
   }
-  boost::asio::post(pool_, [this, spec] {
-    bool abandoned;
-    {
-      std::lock_guard lock(mu_);
-      abandoned = cancelled_ids_.count(spec.trial_id()) > 0;
-    }
+  boost::asio::post(pool_, [this, spec, cancel] {
     v1::TrialResult result;
-    if (!abandoned) result = MeasureTrial(spec);
+    if (!cancel->load()) result = MeasureTrial(spec, cancel.get());
     std::lock_guard lock(mu_);
     --in_flight_;
     running_ids_.erase(spec.trial_id());
+    cancel_flags_.erase(spec.trial_id());
     if (cancelled_ids_.erase(spec.trial_id()) > 0) {
       spdlog::info("trial {} was cancelled by the server; result not reported", spec.trial_id());
     } else {
@@ -403,13 +421,15 @@ absl::Status Agent::Impl::LeaseLoop() {
     }
     spdlog::warn("lease failed ({}: {}); retrying in {} ms", static_cast<int>(status.error_code()),
                  status.error_message(), backoff.count());
-    if (SleepUnlessStopped(backoff)) return absl::OkStatus();
+    if (SleepUnlessStopped(Jittered(backoff))) return absl::OkStatus();
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
 }
 
 void Agent::Impl::ReportLoop() {
   std::chrono::milliseconds backoff = kFirstBackoff;
+  // The current batch's first refusal; max() while the last report succeeded.
+  Clock::time_point failing_since = Clock::time_point::max();
   while (true) {
     v1::ReportRequest request;
     size_t batch = 0;
@@ -436,6 +456,7 @@ void Agent::Impl::ReportLoop() {
     context.set_deadline(DeadlineAfterMs(kCallTimeoutMs));
     grpc::Status status = stub_->Report(&context, request, &response);
     if (status.ok()) {
+      failing_since = Clock::time_point::max();
       std::lock_guard lock(mu_);
       outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(batch));
       if (response.ignored() > 0) {
@@ -455,7 +476,7 @@ void Agent::Impl::ReportLoop() {
       }
       // While Run leases, its loop re-registers; while draining, nobody else will.
       if (draining && !Register(/*honor_stop=*/false).ok()) {
-        std::this_thread::sleep_for(backoff);
+        std::this_thread::sleep_for(Jittered(backoff));
       }
     } else if (!IsTransient(status.error_code())) {
       std::lock_guard lock(mu_);
@@ -464,10 +485,21 @@ void Agent::Impl::ReportLoop() {
       outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(batch));
       continue;
     } else {
+      if (failing_since == Clock::time_point::max()) failing_since = Clock::now();
+      if (Clock::now() - failing_since > kReportGiveUp) {
+        std::lock_guard lock(mu_);
+        spdlog::error(
+            "server refused {} results for {} min ({}); dropping them: it re-runs "
+            "their trials when the leases expire",
+            batch, kReportGiveUp.count(), status.error_message());
+        outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(batch));
+        failing_since = Clock::time_point::max();
+        continue;
+      }
       spdlog::warn("report failed ({}); {} results kept, retrying in {} ms", status.error_message(),
                    batch, backoff.count());
     }
-    std::this_thread::sleep_for(backoff);
+    std::this_thread::sleep_for(Jittered(backoff));
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
 }
@@ -498,7 +530,10 @@ void Agent::Impl::HeartbeatLoop() {
     std::lock_guard lock(mu_);
     if (!response.known() && request.worker_id() == worker_id_) need_register_ = true;
     for (int64_t id : response.cancelled_trial_ids()) {
-      if (running_ids_.count(id) > 0) cancelled_ids_.insert(id);
+      if (running_ids_.count(id) == 0) continue;
+      cancelled_ids_.insert(id);
+      if (auto flag = cancel_flags_.find(id); flag != cancel_flags_.end())
+        flag->second->store(true);
     }
     cv_.notify_all();
   }

@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,7 +53,9 @@ class Agent {
 // Measures one trial as a worker would, without a server: lowers, simulates warmup + repeats
 // times, takes the median and verifies per policy. Never fails: problems become the result's
 // status (INVALID_CONFIG, WRONG_ANSWER, RUNTIME_ERROR) with a message.
-tessel::v1::TrialResult MeasureTrial(const tessel::v1::TrialSpec& spec);
+// With `cancel` set and true, a running simulation stops and the result is CANCELLED.
+tessel::v1::TrialResult MeasureTrial(const tessel::v1::TrialSpec& spec,
+                                     const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace tessel::worker
 

@@ -19,6 +19,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/matmul.h"
+#include "kernels/workload.h"
 #include "schema/tessel.grpc.pb.h"
 #include "sim/api.h"
 #include "sim/target.h"
@@ -81,6 +82,52 @@ TEST(MeasureTrialTest, DefaultConfigIsOkWithTheMedianOfItsSamples) {
   EXPECT_FALSE(result.bound().empty());
   EXPECT_NE(result.stats_json().find("busy_frac"), std::string::npos);
   EXPECT_FALSE(result.verified());
+}
+
+// Issue 17: a trial the server cancels stops in its simulation, not after it.
+TEST(MeasureTrialTest, ACancelledTrialStopsWithinItsSimulation) {
+  v1::TrialSpec spec = Spec(DefaultConfig());
+  std::atomic<bool> cancel{true};
+  const v1::TrialResult stopped = MeasureTrial(spec, &cancel);
+  EXPECT_EQ(stopped.status(), v1::TRIAL_CANCELLED) << stopped.message();
+  cancel = false;
+  EXPECT_EQ(MeasureTrial(spec, &cancel).status(), v1::TRIAL_OK);
+
+  // A slow trial (a flat attention program of ~1 M instructions, ~0.6 s: ~2/3 lowering, which
+  // is bounded by the workload limits but not interruptible, then simulation) whose flag is
+  // raised 150 ms in ends CANCELLED: without the simulator's check it would end OK.
+  v1::TrialSpec slow = spec;
+  v1::Workload* w = slow.mutable_workload();
+  w->Clear();
+  w->set_kernel("attention");
+  w->set_target("snc2");
+  w->set_dtype("bf16");
+  for (auto [name, value] : {std::pair{"batch", 1}, {"heads", 16}, {"seq_q", 16384},
+                             {"seq_k", 16384}, {"head_dim", 128}, {"causal", 2}}) {
+    v1::Dim* dim = w->add_dims();
+    dim->set_name(name);
+    dim->set_value(value);
+  }
+  const kernels::ResolvedWorkload resolved = *kernels::Resolve(*w);
+  slow.set_config(resolved.kernel->Default(resolved.problem, resolved.target).ToString());
+  slow.mutable_protocol()->set_warmup(0);
+  slow.mutable_protocol()->set_repeats(1);
+  auto start = std::chrono::steady_clock::now();
+  const v1::TrialResult full = MeasureTrial(slow);
+  const auto full_time = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(full.status(), v1::TRIAL_OK) << full.message();
+  ASSERT_GT(full_time, std::chrono::milliseconds(300)) << "not slow enough to cancel midway";
+  cancel = false;
+  start = std::chrono::steady_clock::now();
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    cancel = true;
+  });
+  const v1::TrialResult cut = MeasureTrial(slow, &cancel);
+  const auto cut_time = std::chrono::steady_clock::now() - start;
+  canceller.join();
+  EXPECT_EQ(cut.status(), v1::TRIAL_CANCELLED) << cut.message();
+  EXPECT_LT(cut_time, full_time * 3 / 2);
 }
 
 TEST(MeasureTrialTest, VerifyAlwaysMarksACorrectConfigVerified) {

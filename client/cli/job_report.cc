@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "client/cli/common.h"
 #include "fmt/format.h"
@@ -71,7 +72,7 @@ void PrintTuneSummary(const v1::Job& job) {
       job.id(), client::JobStateName(job.state()), job.workload().kernel(), ShapeOf(job.workload()),
       job.workload().dtype(), job.workload().target(), job.strategy(), job.trials().total(),
       job.trials().ok(), job.trials().invalid(), job.trials().failed());
-  if (!job.message().empty()) std::cout << "  message:  " << job.message() << "\n";
+  if (!job.message().empty()) std::cout << "  message:  " << Shown(job.message(), 512) << "\n";
   if (!job.stopped_by().empty()) {
     std::cout << fmt::format(
         "  stopped by: {}{}{}\n", job.stopped_by(),
@@ -103,12 +104,13 @@ void PrintTuneSummary(const v1::Job& job) {
 void ProgressPrinter::Update(const v1::Job& job) {
   if (!enabled_) return;
   const v1::TrialCounts& t = job.trials();
-  std::string line = fmt::format("job {} {}: {}/{} trials ({} ok, {} invalid, {} failed){}",
-                                 job.id(), client::JobStateName(job.state()), t.total(),
-                                 job.budget(), t.ok(), t.invalid(), t.failed(),
-                                 job.has_best() && job.best().time_ns() > 0
-                                     ? fmt::format(", best {}", HumanTime(job.best().time_ns()))
-                                     : "");
+  std::string line = fmt::format(
+      "job {} {}: {}/{} trials ({} ok, {} invalid, {} failed){}{}", job.id(),
+      client::JobStateName(job.state()), t.total(), job.budget(), t.ok(), t.invalid(), t.failed(),
+      job.has_best() && job.best().time_ns() > 0
+          ? fmt::format(", best {}", HumanTime(job.best().time_ns()))
+          : "",
+      job.paused().empty() ? "" : " PAUSED: " + Shown(job.paused(), 300));
   auto now = std::chrono::steady_clock::now();
   if (line == last_line_) return;
   if (!client::IsFinalState(job.state()) && now - last_print_ < std::chrono::milliseconds(250)) {
@@ -120,17 +122,36 @@ void ProgressPrinter::Update(const v1::Job& job) {
 }
 
 absl::StatusOr<v1::Job> SubmitAndWatch(client::Client& client, const v1::SubmitJobRequest& request,
-                                       bool progress, int64_t existing_job) {
+                                       bool progress, int64_t existing_job, bool stop_when_paused) {
   absl::StatusOr<v1::Job> job =
       existing_job > 0 ? client.GetJob(existing_job) : client.SubmitJob(request);
   if (!job.ok()) return job.status();
+  if (job->attached() && progress) {
+    std::fprintf(stderr,
+                 "job %lld is already tuning this workload: following it (--new-job starts "
+                 "another)\n",
+                 static_cast<long long>(job->id()));
+  }
   if (client::IsFinalState(job->state())) return job;
+  auto paused = [&](const v1::Job& j) -> absl::Status {
+    return absl::ResourceExhaustedError(StrCat("job ", j.id(),
+                                               " is paused: ", Shown(j.paused(), 300),
+                                               ". Nothing measured is lost; `tessel watch ", j.id(),
+                                               "` follows it once the server can write again"));
+  };
+  if (stop_when_paused && !job->paused().empty()) return paused(*job);
   ProgressPrinter printer(progress);
   printer.Update(*job);
+  std::optional<v1::Job> paused_job;
   absl::StatusOr<v1::Job> last = client.WatchJob(job->id(), [&](const v1::JobEvent& event) {
     printer.Update(event.job());
+    if (stop_when_paused && !event.job().paused().empty()) {
+      paused_job = event.job();
+      return false;
+    }
     return true;
   });
+  if (paused_job) return paused(*paused_job);
   if (!last.ok()) return last.status();
   if (!client::IsFinalState(last->state())) {
     // The stream ended early (e.g. the server is shutting down): ask once more.

@@ -36,10 +36,13 @@ class ProgressPrinter {
 
 // Submits `request` on `client` and watches the job to a final state, with progress on stderr
 // when `progress`. With `existing_job` > 0 nothing is submitted: that job is watched instead.
-// Unavailable when the stream ends before a final state and the job is still not final.
+// Unavailable when the stream ends before a final state and the job is still not final. With
+// `stop_when_paused`, ResourceExhausted with the reason as soon as the server says the job is
+// paused (its database cannot be written); otherwise the pause is shown and watching goes on.
 absl::StatusOr<tessel::v1::Job> SubmitAndWatch(client::Client& client,
                                                const tessel::v1::SubmitJobRequest& request,
-                                               bool progress, int64_t existing_job = 0);
+                                               bool progress, int64_t existing_job = 0,
+                                               bool stop_when_paused = false);
 
 }  // namespace tessel::cli
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -48,6 +49,12 @@ class TuneCommand final : public Command {
   void AddOptions(CLI::App& command) override;
   // The request for the validated options; InvalidArgument naming the bad flag.
   absl::StatusOr<v1::SubmitJobRequest> Request(const Workload& workload) const;
+  // The completed job whose result is stored for the request's workload, exact and not stale;
+  // nullopt when there is none.
+  absl::StatusOr<std::optional<v1::Job>> StoredResult(Backend& backend,
+                                                      const v1::SubmitJobRequest& request) const;
+  // Prints the finished job (one JSON object with --json).
+  void PrintResult(const v1::Job& job, const Workload& workload, const Backend& backend) const;
   // Prints the job as submitted (--no-wait).
   void PrintSubmitted(const v1::Job& job, const Workload& workload) const;
 
@@ -65,6 +72,9 @@ class TuneCommand final : public Command {
   std::string time_limit_ = "0";  // early stops (0 = none); --time-limit as given
   int patience_ = 0;              // 0 = the effort's
   double target_ns_ = 0;
+  bool new_job_ = false;  // start a job even when one runs for this workload
+  bool retune_ = false;   // tune even when a fresh result is stored
+  int priority_ = 0;
 };
 
 void TuneCommand::AddOptions(CLI::App& command) {
@@ -93,6 +103,18 @@ void TuneCommand::AddOptions(CLI::App& command) {
       ->check(CLI::NonNegativeNumber);
   command.add_flag("--cold-start", cold_start_,
                    "do not warm-start from earlier jobs of this kernel and dtype");
+  command
+      .add_option("--priority", priority_,
+                  "leases go to higher priorities first and are shared fairly among jobs of "
+                  "one priority (-1000 .. 1000)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1000, 1000));
+  command.add_flag("--new-job", new_job_,
+                   "start a new job even when one is already tuning this workload (by default "
+                   "this command follows that job)");
+  command.add_flag("--retune", retune_,
+                   "tune even when this workload already has a stored result that is not stale "
+                   "(by default that result is printed and nothing runs)");
   command.add_flag("--no-wait", no_wait_,
                    "submit, print the job and return (needs --server; see `tessel watch`)");
   AddServerOptions(command, backend_);
@@ -146,7 +168,35 @@ absl::StatusOr<v1::SubmitJobRequest> TuneCommand::Request(const Workload& worklo
   request.set_time_limit_s(time_limit_s);
   request.set_stop_after_no_improvement(patience_);
   request.set_target_time_ns(target_ns_);
+  request.set_new_job(new_job_);
+  request.set_priority(priority_);
   return request;
+}
+
+absl::StatusOr<std::optional<v1::Job>> TuneCommand::StoredResult(
+    Backend& backend, const v1::SubmitJobRequest& request) const {
+  TESSEL_ASSIGN_OR_RETURN(const v1::LookupResponse found,
+                          backend.client->Lookup(request.workload()));
+  if (found.match() != "exact" || found.stale() || found.job_id() <= 0) return std::nullopt;
+  TESSEL_ASSIGN_OR_RETURN(v1::Job job, backend.client->GetJob(found.job_id()));
+  if (job.state() != v1::JOB_COMPLETED) return std::nullopt;
+  return job;
+}
+
+void TuneCommand::PrintResult(const v1::Job& job, const Workload& workload,
+                              const Backend& backend) const {
+  if (json_) {
+    json out = JobJson(job);
+    out["shape"] = workload.shape;
+    if (backend.server) {
+      out["db"] = backend_.DbPath();
+    } else {
+      out["server"] = backend_.server;
+    }
+    PrintJson(out);
+  } else {
+    PrintTuneSummary(job);
+  }
 }
 
 void TuneCommand::PrintSubmitted(const v1::Job& job, const Workload& workload) const {
@@ -167,6 +217,20 @@ absl::Status TuneCommand::Run(int& exit_code) {
   const int workers =
       workers_ > 0 ? workers_ : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/false));
+  if (!retune_ && !new_job_) {
+    TESSEL_ASSIGN_OR_RETURN(std::optional<v1::Job> stored, StoredResult(*backend, request));
+    if (stored) {
+      if (!quiet_) {
+        std::fprintf(stderr,
+                     "%s %s is already tuned (job %lld, not stale): its stored result; --retune "
+                     "tunes it again\n",
+                     workload_.kernel.c_str(), workload.shape.c_str(),
+                     static_cast<long long>(stored->id()));
+      }
+      PrintResult(*stored, workload, *backend);
+      return absl::OkStatus();
+    }
+  }
 
   // Embedded mode: worker threads in-process, over the server's in-process channel.
   EmbeddedWorkers embedded;
@@ -181,27 +245,16 @@ absl::Status TuneCommand::Run(int& exit_code) {
     PrintSubmitted(submitted, workload);
     return absl::OkStatus();
   }
-  absl::StatusOr<v1::Job> job = SubmitAndWatch(*backend->client, request, !quiet_);
+  absl::StatusOr<v1::Job> job =
+      SubmitAndWatch(*backend->client, request, !quiet_, 0, /*stop_when_paused=*/true);
   embedded.Stop();
   if (!job.ok()) return job.status();
-
-  if (json_) {
-    json out = JobJson(*job);
-    out["shape"] = workload.shape;
-    if (backend->server) {
-      out["db"] = backend_.DbPath();
-    } else {
-      out["server"] = backend_.server;
-    }
-    PrintJson(out);
-  } else {
-    PrintTuneSummary(*job);
-  }
+  PrintResult(*job, workload, *backend);
   if (job->state() != v1::JOB_COMPLETED) {
     exit_code = kExitFailure;
     std::fprintf(stderr, "tessel: error: job %lld ended %s%s%s\n",
                  static_cast<long long>(job->id()), client::JobStateName(job->state()).c_str(),
-                 job->message().empty() ? "" : ": ", job->message().c_str());
+                 job->message().empty() ? "" : ": ", Shown(job->message(), 512).c_str());
   }
   return absl::OkStatus();
 }

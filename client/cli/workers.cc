@@ -28,15 +28,19 @@ json WorkerRow(const v1::WorkerInfo& w) {
           {"quarantine_reason", w.quarantine_reason()}};
 }
 
+// Every string in the table came from a worker: shown escaped (schema/strings.h Shown), so none
+// can forge a line or a terminal escape; --json carries them as sent.
 std::string WorkerLine(const json& row) {
-  const auto targets = row["targets"].get<std::vector<std::string>>();
-  return fmt::format(kWorkerLine, row["id"].get<std::string>(), row["name"].get<std::string>(),
-                     row["state"].get<std::string>(), row["slots"].get<int64_t>(),
-                     row["leased_trials"].get<int64_t>(), row["trials_done"].get<int64_t>(),
+  auto text = [&](const char* key) { return Shown(row[key].get<std::string>(), 128); };
+  std::vector<std::string> targets;
+  for (const auto& t : row["targets"]) targets.push_back(Shown(t.get<std::string>()));
+  return fmt::format(kWorkerLine, text("id"), text("name"), row["state"].get<std::string>(),
+                     row["slots"].get<int64_t>(), row["leased_trials"].get<int64_t>(),
+                     row["trials_done"].get<int64_t>(),
                      targets.empty() ? "all" : StrJoin(targets, ","),
                      row["quarantine_reason"].get<std::string>().empty()
                          ? ""
-                         : "  (" + row["quarantine_reason"].get<std::string>() + ")");
+                         : "  (" + text("quarantine_reason") + ")");
 }
 
 class WorkersCommand final : public Command {
