@@ -14,6 +14,7 @@ PACKAGES=(
   pybind11-dev python3-dev
   python3-grpcio python3-protobuf
   openssl
+  clang
 )
 
 missing=()
