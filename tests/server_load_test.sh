@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Issue 17, Load: fifty concurrent clients submitting, watching, listing and looking up for 30 s
+# against a real tessel-server (127.0.0.1, port 0) with one worker, each client at RATE calls/s
+# (40: 2,000 calls/s in all, a third of what this 2-core machine serves back to back). Passes
+# when no call failed with a code other than a limit's (RESOURCE_EXHAUSTED), nothing deadlocked
+# (every call within its 10 s deadline), and Lookup's p99 is at most 5 ms. Prints
+# bench/server_load's JSON line. RATE 0 runs back to back (the saturated figures in BENCHMARKS).
+# Usage: server_load_test.sh SERVER_BIN WORKER_BIN LOAD_BIN [SECONDS] [CLIENTS] [RATE]
+set -euo pipefail
+SERVER_BIN="$1" WORKER_BIN="$2" LOAD_BIN="$3"
+SECONDS_="${4:-30}" CLIENTS="${5:-50}" RATE="${6:-40}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/tessel-server-load-XXXXXX")"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$SERVER_BIN" --listen 127.0.0.1:0 --db "$WORK/t.db" --port-file "$WORK/port" \
+  --heartbeat-ms 200 2>"$WORK/server.log" &
+PIDS+=($!)
+for _ in $(seq 1 200); do [ -s "$WORK/port" ] && break; sleep 0.05; done
+[ -s "$WORK/port" ] || { echo "server did not start" >&2; cat "$WORK/server.log" >&2; exit 1; }
+ADDRESS="127.0.0.1:$(cat "$WORK/port")"
+"$WORKER_BIN" --server "$ADDRESS" --threads 1 --name load-worker 2>"$WORK/worker.log" &
+PIDS+=($!)
+
+status=0
+"$LOAD_BIN" --server "$ADDRESS" --clients "$CLIENTS" --seconds "$SECONDS_" --rate "$RATE" \
+  >"$WORK/load.json" ||
+  status=$?
+cat "$WORK/load.json"
+if [ "$status" -ne 0 ]; then
+  echo "server_load: calls failed with codes other than a limit's (see errors above)" >&2
+  tail -20 "$WORK/server.log" >&2
+  exit 1
+fi
+/usr/bin/python3 - "$WORK/load.json" <<'PY'
+import json, sys
+load = json.load(open(sys.argv[1]))
+p99 = load["rpcs"]["Lookup"]["p99_us"]
+calls = sum(r["calls"] for r in load["rpcs"].values())
+assert load["rpcs"]["SubmitJob"]["calls"] > 0 and load["rpcs"]["WatchJob"]["calls"] > 0, load
+print(f"server_load: {calls} calls, Lookup p99 {p99:.0f} us (limit 5000)")
+sys.exit(0 if p99 <= 5000 else 1)
+PY
