@@ -352,6 +352,40 @@ TEST_F(Cluster, AFullDiskPausesTheTuneWithAClearErrorAndFreeingSpaceFinishesIt) 
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i]);
 }
 
+// Issue 17, huge dims (second half): a job whose trials are slow (each ~6 simulations of a
+// ~1 M-instruction attention with --noise, about 3 s) is cancelled with `tessel cancel`, and its
+// worker is free again within a second: the next job's first trial is stored by then.
+TEST_F(Cluster, ACancelledSlowJobFreesItsWorkerWithinASecond) {
+  StartServer({"--heartbeat-ms", "200", "--noise", "0.02", "--promote-top", "0"});
+  StartWorker("w1");
+  RunResult slow = Cli({"tune", "attention", "--shape",
+                        "batch=1,heads=16,seq_q=16384,seq_k=16384,head_dim=128,causal=2",
+                        "--budget", "20", "--server", address_, "--json", "--no-wait"});
+  ASSERT_EQ(slow.exit_code, 0) << slow.err;
+  const std::string slow_id = std::to_string(json::parse(slow.out)["job_id"].get<int64_t>());
+  std::this_thread::sleep_for(milliseconds(800));  // its first trial is being measured
+  ASSERT_EQ(Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + slow_id)[0][0], "0")
+      << "a slow trial finished already; the test needs a slower one";
+
+  const auto cancelled = std::chrono::steady_clock::now();
+  RunResult cancel = Cli({"cancel", slow_id, "--server", address_});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_THAT(cancel.out, ::testing::HasSubstr("cancelled"));
+  RunResult fast = Cli({"tune", "matmul", "--shape", "M=256,N=256,K=256", "--budget", "2",
+                        "--server", address_, "--json", "--no-wait"});
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  const std::string fast_id = std::to_string(json::parse(fast.out)["job_id"].get<int64_t>());
+  auto measured = [&] {
+    return Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + fast_id)[0][0] != "0";
+  };
+  while (!measured() && std::chrono::steady_clock::now() - cancelled < seconds(10)) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const auto freed = std::chrono::steady_clock::now() - cancelled;
+  ASSERT_TRUE(measured()) << "the worker never measured the next job";
+  EXPECT_LT(freed, seconds(1)) << std::chrono::duration<double>(freed).count() << " s";
+}
+
 TEST_F(Cluster, AnUnreachableServerIsAClearErrorNotAHang) {
   const auto start = std::chrono::steady_clock::now();
   RunResult r =

@@ -11,9 +11,9 @@ void Command::Add(CLI::App& app) {
 std::vector<std::unique_ptr<Command>> AllCommands() {
   std::vector<std::unique_ptr<Command>> commands;
   for (auto* make :
-       {NewTuneCommand, NewWatchCommand, NewLookupCommand, NewJobsCommand, NewWorkersCommand,
-        NewKernelsCommand, NewTargetsCommand, NewExportCommand, NewImportCommand, NewRetuneCommand,
-        NewSimulateCommand, NewReplayCommand, NewSpaceCommand}) {
+       {NewTuneCommand, NewWatchCommand, NewCancelCommand, NewLookupCommand, NewJobsCommand,
+        NewWorkersCommand, NewKernelsCommand, NewTargetsCommand, NewExportCommand, NewImportCommand,
+        NewRetuneCommand, NewSimulateCommand, NewReplayCommand, NewSpaceCommand}) {
     commands.push_back(make());
   }
   return commands;

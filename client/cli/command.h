@@ -49,10 +49,10 @@ class Command {
 std::vector<std::unique_ptr<Command>> AllCommands();
 
 // The factories behind AllCommands(), one per <command>.cc.
-std::unique_ptr<Command> NewTuneCommand(), NewWatchCommand(), NewLookupCommand(), NewJobsCommand(),
-    NewWorkersCommand(), NewKernelsCommand(), NewTargetsCommand(), NewExportCommand(),
-    NewImportCommand(), NewRetuneCommand(), NewSimulateCommand(), NewReplayCommand(),
-    NewSpaceCommand();
+std::unique_ptr<Command> NewTuneCommand(), NewWatchCommand(), NewCancelCommand(),
+    NewLookupCommand(), NewJobsCommand(), NewWorkersCommand(), NewKernelsCommand(),
+    NewTargetsCommand(), NewExportCommand(), NewImportCommand(), NewRetuneCommand(),
+    NewSimulateCommand(), NewReplayCommand(), NewSpaceCommand();
 
 }  // namespace tessel::cli
 
