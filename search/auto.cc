@@ -159,6 +159,10 @@ absl::StatusOr<AutoStrategy::Options> AutoStrategy::ParseOptions(std::string_vie
   return options;
 }
 
+void AutoStrategy::Prepare() {
+  if (space_.has_estimate() && !prior_built_) BuildPriorRanking();
+}
+
 void AutoStrategy::BuildPriorRanking() {
   prior_built_ = true;
   std::vector<uint64_t> pool;
@@ -180,8 +184,9 @@ void AutoStrategy::BuildPriorRanking() {
   std::vector<std::pair<double, uint64_t>> ranked;
   const auto start = std::chrono::steady_clock::now();
   for (size_t k = 0; k < pool.size(); ++k) {
-    // The ranking runs inside Propose (under the server's job lock): a slow estimate (attention:
-    // ~0.2 ms a call) ranks fewer points rather than stall the job. Checked every 64 calls.
+    // A slow estimate (attention: ~0.2 ms a call) ranks fewer points rather than stall the job
+    // (the server runs this in Prepare, outside its locks; replay in the first Propose). Checked
+    // every 64 calls.
     if (k % 64 == 63 && std::chrono::steady_clock::now() - start > kPriorRankingTime) break;
     double estimate = space_.EstimateAt(pool[k]);
     if (std::isfinite(estimate)) ranked.emplace_back(estimate, pool[k]);

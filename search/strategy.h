@@ -44,6 +44,10 @@ class Strategy {
   // are not marked seen and may still be proposed). Configs outside this space are ignored.
   // Call before the first Propose. Default: ignored.
   virtual void ObservePrior(std::span<const Observation> results) { (void)results; }
+  // Does the one-off work of the first Propose that may take long (auto: ranking a sample of the
+  // space by estimate, up to ~1 s for attention), so a server can run it outside its locks. Call
+  // after ObservePrior, before the first Propose; without it, the first Propose does the work.
+  virtual void Prepare() {}
 };
 
 // Creates the strategy called `name` over `space`; "auto:OPTIONS" is auto with options (see

@@ -142,6 +142,9 @@ class Scheduler::Impl {
       return job.status();
     }
     const int neighbours = request.cold_start() ? 0 : JobManager::WarmStart(*store_, **job);
+    // The strategy's one-off work (auto ranks a sample of the space: up to ~1 s) before mu_ is
+    // taken, so heartbeats, leases and reports do not wait for it.
+    (*job)->strategy->Prepare();
     Effects effects;
     std::optional<v1::Job> view;
     {
