@@ -19,6 +19,13 @@ inline constexpr char kDefaultTarget[] = "snc2";
 inline constexpr char kDefaultDtype[] = "bf16";
 inline constexpr char kDefaultStrategy[] = "auto";
 
+// Most trials a worker holds per slot it registered: one running, the rest ready behind it so the
+// slot never waits for a Lease round trip. Workers lease ahead as far as their trials are short
+// (worker/agent.cc, LeaseDepthPerSlot); the server gives no more than this.
+inline constexpr int kMaxLeaseDepthPerSlot = 16;
+// Most trials one Lease call may ask for (LeaseRequest.max_trials).
+inline constexpr int kMaxTrialsPerLease = 256;
+
 // A job's life: queued -> running -> one of the three final states.
 enum class JobState { kQueued, kRunning, kCompleted, kCancelled, kFailed };
 

@@ -22,6 +22,10 @@ namespace {
 constexpr int kMaxBudget = 1'000'000;
 // Proposal rounds per refill when a strategy returns configs that were already tried.
 constexpr int kMaxProposalRounds = 3;
+// A job with a large budget may have this part of it proposed before the results come back
+// (1/32: 62 trials of 2,000, 6 of 200): enough for workers to lease ahead of sub-millisecond
+// trials, little enough that the strategy still learns from nearly every result it could have.
+constexpr int kBlindBudgetShare = 32;
 // Warm start: how many recent jobs are scanned for neighbours, and how many are used.
 constexpr int kWarmStartScannedJobs = 200;
 constexpr int kMaxWarmStartNeighbours = 4;
@@ -418,8 +422,12 @@ void JobManager::SetAliveWorkers(int workers, int slots) {
   worker_slots_ = slots;
 }
 
-int JobManager::InFlightLimit() const {
-  return std::clamp(2 * worker_slots_, 2, std::max(2, options_.max_in_flight_per_job));
+int JobManager::ReadyTarget() const { return std::max(2, worker_slots_); }
+
+int JobManager::InFlightLimit(const Job& job) const {
+  const int floor = 2 * std::max(1, worker_slots_);
+  return std::min(std::max(floor, job.record.budget / kBlindBudgetShare),
+                  std::max(2, options_.max_in_flight_per_job));
 }
 
 void JobManager::RefillAll(JobEffects& effects) {
@@ -449,8 +457,9 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
   }
   for (int round = 0; round < kMaxProposalRounds; ++round) {
     const int in_flight = static_cast<int>(job.queue.size() + job.leased.size());
-    const int want =
-        std::min(job.record.budget - job.charged - in_flight, InFlightLimit() - in_flight);
+    const int want = std::min({job.record.budget - job.charged - in_flight,
+                               ReadyTarget() - static_cast<int>(job.queue.size()),
+                               InFlightLimit(job) - in_flight});
     if (want <= 0) break;
     std::vector<Config> configs = job.strategy->Propose(want);
     if (configs.empty()) {
@@ -546,6 +555,9 @@ std::vector<v1::TrialSpec> JobManager::TakeTrials(const v1::WorkerInfo& worker, 
       job.record.state = JobState::kRunning;
       effects.running_jobs.push_back(job.record.id);
     }
+    // Proposals follow the workers' demand: what was taken is proposed again now, not when the
+    // next result is committed.
+    if (job.queue.empty()) Refill(job, effects);
     if (job.queue.empty()) open.erase(next);
   }
   return specs;

@@ -229,8 +229,12 @@ class JobManager {
 
  private:
   void Refill(Job& job, JobEffects& effects);
-  // Trials one job may have queued or leased now (see Options::max_in_flight_per_job).
-  int InFlightLimit() const;
+  // Proposed trials a job keeps ready for the next Lease: the alive workers' slots, at least 2.
+  int ReadyTarget() const;
+  // Trials a job may have proposed and not yet measured (queued or leased): two per alive slot
+  // (one running, one ready), or more for a large budget (a 1/kBlindBudgetShare part of it), so
+  // workers can lease ahead of short trials; at most max_in_flight_per_job.
+  int InFlightLimit(const Job& job) const;
   void Finalize(Job& job, JobEffects& effects);
   // Whether the job's measurements are noisy enough for the promotion race.
   bool Noisy(const Job& job) const;

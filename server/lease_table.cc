@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "schema/strings.h"
+#include "schema/vocab.h"
 
 namespace tessel::server {
 namespace {
@@ -123,7 +124,11 @@ std::vector<v1::TrialSpec> LeaseTable::Take(const std::string& worker_id, int ma
                                             const TakeFn& take) {
   auto worker = workers_.find(worker_id);
   if (worker == workers_.end() || !worker->second.info.quarantine_reason().empty()) return {};
-  std::vector<v1::TrialSpec> specs = take(worker->second.info, max_trials);
+  // Slots are enforced: no worker holds more than kMaxLeaseDepthPerSlot trials per slot.
+  const v1::WorkerInfo& info = worker->second.info;
+  max_trials = std::min(max_trials, kMaxLeaseDepthPerSlot * info.slots() - info.leased_trials());
+  if (max_trials <= 0) return {};
+  std::vector<v1::TrialSpec> specs = take(info, max_trials);
   const int64_t deadline = NowUnixMs() + options_.lease_ms;
   for (const v1::TrialSpec& spec : specs) {
     leases_[spec.trial_id()] = Lease{spec.job_id(), worker_id, deadline};
@@ -171,16 +176,23 @@ std::optional<LeaseTable::Lease> LeaseTable::Release(int64_t trial_id) {
   if (it == leases_.end()) return std::nullopt;
   Lease lease = std::move(it->second);
   leases_.erase(it);
+  if (auto worker = workers_.find(lease.worker_id); worker != workers_.end()) {
+    AddLeasedTrials(worker->second, -1);
+  }
   return lease;
 }
 
-void LeaseTable::Restore(int64_t trial_id, Lease lease) { leases_[trial_id] = std::move(lease); }
+void LeaseTable::Restore(int64_t trial_id, Lease lease) {
+  if (auto worker = workers_.find(lease.worker_id); worker != workers_.end()) {
+    AddLeasedTrials(worker->second, 1);
+  }
+  leases_[trial_id] = std::move(lease);
+}
 
 void LeaseTable::Completed(const std::string& worker_id) {
   auto worker = workers_.find(worker_id);
   if (worker == workers_.end()) return;
   worker->second.info.set_trials_done(worker->second.info.trials_done() + 1);
-  AddLeasedTrials(worker->second, -1);
 }
 
 std::vector<std::pair<int64_t, LeaseTable::Lease>> LeaseTable::ReleaseJob(int64_t job_id) {
@@ -189,6 +201,9 @@ std::vector<std::pair<int64_t, LeaseTable::Lease>> LeaseTable::ReleaseJob(int64_
     if (it->second.job_id != job_id) {
       ++it;
       continue;
+    }
+    if (auto w = workers_.find(it->second.worker_id); w != workers_.end()) {
+      AddLeasedTrials(w->second, -1);
     }
     released.emplace_back(it->first, std::move(it->second));
     it = leases_.erase(it);

@@ -77,11 +77,12 @@ class LeaseTable {
 
   // The lease on `trial_id` when `worker_id` holds it.
   std::optional<Lease> HeldBy(int64_t trial_id, const std::string& worker_id) const;
-  // Removes the lease on `trial_id` (the worker's lease count is left as it is; see Completed).
+  // Removes the lease on `trial_id` as its result arrives: its worker no longer holds it, so the
+  // worker may lease another while the result is being committed.
   std::optional<Lease> Release(int64_t trial_id);
   // Puts back a lease that Release removed (its result could not be stored).
   void Restore(int64_t trial_id, Lease lease);
-  // Counts a released trial's result as done by its worker.
+  // Counts a released trial's result as done by its worker (once committed).
   void Completed(const std::string& worker_id);
   // Removes the leases of `job_id`; returns them by trial id.
   std::vector<std::pair<int64_t, Lease>> ReleaseJob(int64_t job_id);

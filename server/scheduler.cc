@@ -34,8 +34,6 @@ namespace {
 
 // Longest a Lease call is held open.
 constexpr int kMaxLeaseWaitMs = 30'000;
-// Most trials one Lease call may take.
-constexpr int kMaxTrialsPerLease = 256;
 
 // Worker rows (not quarantined) older than this are deleted when a server starts.
 constexpr int64_t kWorkerRowRetentionMs = 24 * 3'600'000;
@@ -326,6 +324,7 @@ class Scheduler::Impl {
       std::vector<TrialRecord> rows;
       std::vector<std::pair<std::string, std::string>> suspects;  // worker, why
       v1::ReportResponse response;
+      Effects early;
       {
         absl::MutexLock lock(&mu_);
         for (const v1::TrialResult& result : request.results()) {
@@ -347,7 +346,10 @@ class Scheduler::Impl {
           rows.push_back(*std::move(row));
           claimed.push_back(Claimed{result.trial_id(), *leases_.Release(result.trial_id())});
         }
+        // The worker holds fewer trials now: its parked Lease need not wait for the commit.
+        if (!claimed.empty()) ServeParked(early);
       }
+      Apply(std::move(early));
       // Commit before acknowledging: a result the worker saw acknowledged is never lost.
       if (absl::Status s = store_->InsertTrials(rows); !s.ok()) {
         absl::Status answer;

@@ -16,9 +16,11 @@ namespace v1 = ::tessel::v1;
 struct SchedulerOptions {
   int lease_ms = 60000;              // a leased trial not reported by then is WORKER_LOST
   int heartbeat_interval_ms = 1000;  // a worker silent for 3 intervals is lost
-  // Queued + leased trials of one job at a time: twice the alive workers' slots (one running and
-  // one ready per slot), at least 2, at most this. Proposing further ahead would make the
-  // strategy choose configs without the results it could have had.
+  // Queued + leased trials of one job at a time, at most. A job keeps one proposal ready per
+  // alive slot beyond what workers hold, and workers hold as many as cover a report's round
+  // trip (2 per slot for trials of 10 ms or more, up to kMaxLeaseDepthPerSlot for short ones).
+  // Proposing further ahead would make the strategy choose configs without the results it
+  // could have had.
   int max_in_flight_per_job = 64;
   int repeats = 3;  // measurement protocol sent to workers
   int warmup = 1;

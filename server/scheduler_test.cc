@@ -834,22 +834,37 @@ TEST_F(SchedulerTest, LookupFallsBackFromExactToNearestToOtherTargetToDefault) {
   EXPECT_FALSE(fallback.config().empty());
 }
 
-TEST_F(SchedulerTest, AJobKeepsTwiceTheWorkersSlotsInFlight) {
-  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 40));
+TEST_F(SchedulerTest, NoWorkerHoldsMoreTrialsThanItsSlotsAllow) {
+  // A budget large enough (2,048 / 32) for max_in_flight_per_job to be the job's limit.
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 2048));
   ASSERT_TRUE(job.ok());
-  // One slot: one trial running and one ready, no more, however many the worker asks for.
+  // One slot: at most kMaxLeaseDepthPerSlot trials held, however many the worker asks for.
   const std::string small = RegisterWorker(1);
-  std::vector<v1::TrialSpec> first = Lease(small, 8);
-  EXPECT_EQ(first.size(), 2u);
-  // A second worker with 3 slots raises the limit to 2 x 4 = 8 at once.
-  const std::string big = RegisterWorker(3);
-  EXPECT_EQ(Lease(big, 8).size(), 6u);
+  std::vector<v1::TrialSpec> first = Lease(small, 100);
+  EXPECT_EQ(first.size(), size_t{kMaxLeaseDepthPerSlot});
+  EXPECT_TRUE(Lease(small, 100).empty()) << "it holds all it may";
+  // A result frees its place as it arrives.
+  ASSERT_EQ(Report(small, {Measure(first[0])}).accepted(), 1);
+  EXPECT_EQ(Lease(small, 100).size(), 1u);
+  // Four slots may hold 64, but the job has at most max_in_flight_per_job (64) in flight in all.
+  const std::string big = RegisterWorker(4);
+  EXPECT_EQ(Lease(big, 100).size(), size_t{64 - kMaxLeaseDepthPerSlot});
+  EXPECT_TRUE(Lease(big, 100).empty()) << "the job's in-flight limit";
+  EXPECT_EQ(scheduler_->GetJob(job->id())->trials().total(), 1) << "reported so far";
+}
+
+TEST_F(SchedulerTest, ASmallBudgetIsProposedTwoPerSlotAhead) {
+  // 200 / 32 is less than two per slot: one running and one ready, however deep workers lease.
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 200));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker(3);
+  std::vector<v1::TrialSpec> first = Lease(worker, 100);
+  EXPECT_EQ(first.size(), 6u);
   // Results free places: the next proposals are made after the strategy has seen them.
   std::vector<v1::TrialResult> results;
   for (const auto& spec : first) results.push_back(Measure(spec));
-  ASSERT_EQ(Report(small, results).accepted(), 2);
-  EXPECT_EQ(Lease(small, 8).size(), 2u);
-  EXPECT_EQ(scheduler_->GetJob(job->id())->trials().total(), 2) << "reported so far";
+  ASSERT_EQ(Report(worker, results).accepted(), 6);
+  EXPECT_EQ(Lease(worker, 100).size(), 6u);
 }
 
 TEST_F(SchedulerTest, ARestartedSchedulerResumesAJobWithoutRepeatingConfigs) {

@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -28,6 +29,7 @@
 #include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "schema/tessel.grpc.pb.h"
+#include "schema/vocab.h"
 #include "sim/api.h"
 #include "sim/target.h"
 #include "spdlog/spdlog.h"
@@ -49,6 +51,11 @@ constexpr std::chrono::milliseconds kMaxBackoff(2000);
 // A batch of results the server keeps refusing (e.g. its disk is full) is dropped after this
 // long, with an error in the log; the server re-runs those trials when their leases expire.
 constexpr std::chrono::minutes kReportGiveUp(10);
+// A worker leases ahead enough trials to keep each slot busy this long: a Report's round trip,
+// its commit included, while the trials that replace the reported ones are on their way.
+constexpr double kLeaseAheadMs = 10;
+// What a trial is assumed to take until the first one is measured.
+constexpr double kFirstTrialMsGuess = 10;
 
 // `backoff` spread by +-25% (from the clock's low bits), so workers refused together do not
 // retry together.
@@ -230,7 +237,7 @@ class Agent::Impl {
     std::lock_guard lock(mu_);
     stop_ = true;
     if (active_call_ != nullptr) active_call_->TryCancel();
-    cv_.notify_all();
+    NotifyAll();
   }
 
  private:
@@ -252,8 +259,26 @@ class Agent::Impl {
   AgentOptions options_;
   boost::asio::thread_pool pool_;
 
+  // Trials a worker holds: per slot, one running and enough ready to cover kLeaseAheadMs at the
+  // recent trial time, 2 to kMaxLeaseDepthPerSlot. It leases again when half are measured, so
+  // each Lease call fetches a batch.
+  // With mu_ held.
+  int LeaseDepth() const {
+    const int ahead = static_cast<int>(std::ceil(kLeaseAheadMs / std::max(trial_ms_, 1e-3)));
+    return std::clamp(1 + ahead, 2, kMaxLeaseDepthPerSlot) * options_.threads;
+  }
+  int LeaseBelow() const { return LeaseDepth() / 2; }
+  // Wakes every waiter (state changes that concern all loops: stop, register, drain).
+  void NotifyAll() {
+    cv_.notify_all();
+    lease_cv_.notify_all();
+    report_cv_.notify_all();
+  }
+
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;         // run_active_, stop_ (sleeps), heartbeat_exit_
+  std::condition_variable lease_cv_;   // LeaseLoop: in_flight_, need_register_, stop_
+  std::condition_variable report_cv_;  // ReportLoop: outbox_, draining_
   bool stop_ = false;
   bool run_active_ = false;
   bool run_called_ = false;
@@ -265,6 +290,7 @@ class Agent::Impl {
   int heartbeat_interval_ms_ = 1000;
   grpc::ClientContext* active_call_ = nullptr;  // Register/Lease on Run's thread, for Stop()
   int in_flight_ = 0;                           // leased and not yet measured
+  double trial_ms_ = kFirstTrialMsGuess;        // recent trials' wall time (moving average)
   std::set<int64_t> running_ids_;
   std::set<int64_t> cancelled_ids_;  // subset of running_ids_ the server cancelled
   // Per running trial: set when the server cancels it, so its simulation stops early.
@@ -301,7 +327,7 @@ absl::Status Agent::Impl::Register(bool honor_stop) {
         need_register_ = false;
         spdlog::info("registered as worker {} ({} slots, heartbeat every {} ms)", worker_id_,
                      options_.threads, heartbeat_interval_ms_);
-        cv_.notify_all();
+        NotifyAll();
         return absl::OkStatus();
       }
       if (honor_stop && stop_) return absl::CancelledError("stopped");
@@ -336,8 +362,11 @@ void Agent::Impl::Dispatch(const v1::TrialSpec& spec) {
   }
   boost::asio::post(pool_, [this, spec, cancel] {
     v1::TrialResult result;
+    const Clock::time_point start = Clock::now();
     if (!cancel->load()) result = MeasureTrial(spec, cancel.get());
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     std::lock_guard lock(mu_);
+    trial_ms_ += 0.2 * (ms - trial_ms_);
     --in_flight_;
     running_ids_.erase(spec.trial_id());
     cancel_flags_.erase(spec.trial_id());
@@ -347,8 +376,9 @@ void Agent::Impl::Dispatch(const v1::TrialSpec& spec) {
       spdlog::debug("trial {} measured: {} {}", spec.trial_id(), static_cast<int>(result.status()),
                     result.time_ns());
       outbox_.push_back(std::move(result));
+      report_cv_.notify_one();
     }
-    cv_.notify_all();
+    if (in_flight_ <= LeaseBelow()) lease_cv_.notify_one();
   });
 }
 
@@ -362,10 +392,10 @@ absl::Status Agent::Impl::LeaseLoop() {
     std::string worker_id;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || need_register_ || in_flight_ < options_.threads; });
+      lease_cv_.wait(lock, [&] { return stop_ || need_register_ || in_flight_ <= LeaseBelow(); });
       if (stop_) return absl::OkStatus();
       reregister = need_register_;
-      slots = options_.threads - in_flight_;
+      slots = std::min(LeaseDepth() - in_flight_, kMaxTrialsPerLease);
       worker_id = worker_id_;
     }
     if (reregister) {
@@ -435,7 +465,7 @@ void Agent::Impl::ReportLoop() {
     size_t batch = 0;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return !outbox_.empty() || draining_; });
+      report_cv_.wait(lock, [&] { return !outbox_.empty() || draining_; });
       if (outbox_.empty()) return;  // draining and everything acknowledged
       if (draining_ && Clock::now() > drain_deadline_) {
         spdlog::error("server unreachable while stopping; {} measured results not reported",
@@ -472,7 +502,7 @@ void Agent::Impl::ReportLoop() {
         std::lock_guard lock(mu_);
         draining = draining_;
         need_register_ = true;
-        cv_.notify_all();
+        NotifyAll();
       }
       // While Run leases, its loop re-registers; while draining, nobody else will.
       if (draining && !Register(/*honor_stop=*/false).ok()) {
@@ -535,7 +565,7 @@ void Agent::Impl::HeartbeatLoop() {
       if (auto flag = cancel_flags_.find(id); flag != cancel_flags_.end())
         flag->second->store(true);
     }
-    cv_.notify_all();
+    NotifyAll();
   }
 }
 
@@ -549,7 +579,7 @@ absl::Status Agent::Impl::Run() {
   auto finish = [&](absl::Status status) {
     std::lock_guard lock(mu_);
     run_active_ = false;
-    cv_.notify_all();
+    NotifyAll();
     return status;
   };
   absl::Status registered = Register(/*honor_stop=*/true);
@@ -562,20 +592,20 @@ absl::Status Agent::Impl::Run() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
-    cv_.notify_all();
+    NotifyAll();
   }
   pool_.join();  // finishes the trials in progress; their results land in outbox_
   {
     std::lock_guard lock(mu_);
     draining_ = true;
     drain_deadline_ = Clock::now() + std::chrono::milliseconds(options_.unreachable_timeout_ms);
-    cv_.notify_all();
+    NotifyAll();
   }
   reporter.join();
   {
     std::lock_guard lock(mu_);
     heartbeat_exit_ = true;
-    cv_.notify_all();
+    NotifyAll();
   }
   heartbeat.join();
   spdlog::info("worker {} stopped", worker_id_);
