@@ -24,7 +24,7 @@ PIDS+=($!)
 for _ in $(seq 1 200); do [ -s "$WORK/port" ] && break; sleep 0.05; done
 [ -s "$WORK/port" ] || { echo "server did not start" >&2; cat "$WORK/server.log" >&2; exit 1; }
 ADDRESS="127.0.0.1:$(cat "$WORK/port")"
-"$WORKER_BIN" --server "$ADDRESS" --threads 1 --name load-worker 2>"$WORK/worker.log" &
+"$WORKER_BIN" --server "$ADDRESS" --threads 1 --nice 19 --name load-worker 2>"$WORK/worker.log" &
 PIDS+=($!)
 
 status=0

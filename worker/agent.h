@@ -26,6 +26,10 @@ struct AgentOptions {
   int unreachable_timeout_ms = 30000;
   // Sent as `authorization: Bearer TOKEN` with every call when set (a `worker` role token).
   std::optional<std::string> token;
+  // CPU priority (nice, 0..19) of the measuring threads: simulation is batch work, so on a
+  // machine it shares with a server (or in embedded mode) the API's threads come first. The
+  // simulated times do not depend on it. 0 leaves them at the process's priority.
+  int measure_nice = 10;
 };
 
 class Agent {

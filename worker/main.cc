@@ -38,6 +38,12 @@ int RealMain(int argc, char** argv) {
   app.add_option("--unreachable-timeout", timeout_s,
                  "seconds without an answer from the server before giving up")
       ->check(CLI::PositiveNumber);
+  int nice = tessel::worker::AgentOptions{}.measure_nice;
+  app.add_option("--nice", nice,
+                 "CPU priority (nice) of the measuring threads, so a server on the same machine "
+                 "answers first; 0 keeps the process's")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 19));
   app.add_flag("-v,--verbose", verbose, "log every trial");
   std::string token_file;
   tessel::ClientTlsFiles tls;
@@ -60,6 +66,7 @@ int RealMain(int argc, char** argv) {
   tessel::worker::AgentOptions options;
   options.name = name;
   options.threads = threads;
+  options.measure_nice = nice;
   options.unreachable_timeout_ms = timeout_s * 1000;
   if (!targets.empty()) {
     for (std::string_view target : tessel::StrSplit(targets, ',')) {
