@@ -118,6 +118,13 @@ struct StoreOptions {
   int max_readers = 8;
 };
 
+// The full check of a database file (`tessel admin check`): PRAGMA integrity_check and
+// foreign_key_check on a read-only connection (safe beside a running server). The problems found,
+// at most `max_problems`; empty when the file is sound. NotFound when there is no such file,
+// DataLoss when it cannot be read as a database at all.
+absl::StatusOr<std::vector<std::string>> CheckIntegrity(const std::string& path,
+                                                        int max_problems = 100);
+
 class Store {
  public:
   // Opens (creating if needed) the database at `path`, sets WAL, busy_timeout and foreign keys, and

@@ -2,8 +2,11 @@
 #include "server/store_impl.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "fmt/format.h"
 #include "schema/status_macros.h"
@@ -71,6 +74,49 @@ absl::Status Store::Impl::QuickCheck() {
         path_, Shown(verdict, 200)));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> CheckIntegrity(const std::string& path, int max_problems) {
+  if (!std::filesystem::exists(path)) {
+    return absl::NotFoundError(fmt::format("no database at {}", path));
+  }
+  sqlite::OpenOptions options;
+  options.read_only = true;
+  options.busy_timeout_ms = 5000;
+  TESSEL_ASSIGN_OR_RETURN(std::unique_ptr<sqlite::Database> db,
+                          sqlite::Database::Open(path, options));
+  std::vector<std::string> problems;
+  auto collect = [&](const std::string& sql, auto describe) -> absl::Status {
+    absl::StatusOr<sqlite::Statement> check = db->Prepare(sql);
+    if (!check.ok()) {
+      return absl::DataLossError(fmt::format("{} cannot be read as a tessel database ({})", path,
+                                             std::string(check.status().message())));
+    }
+    while (static_cast<int>(problems.size()) < max_problems) {
+      absl::StatusOr<bool> row = check->Step();
+      if (!row.ok()) {
+        return absl::DataLossError(
+            fmt::format("{} cannot be read ({})", path, std::string(row.status().message())));
+      }
+      if (!*row) break;
+      if (std::optional<std::string> problem = describe(*check)) {
+        problems.push_back(*std::move(problem));
+      }
+    }
+    return absl::OkStatus();
+  };
+  TESSEL_RETURN_IF_ERROR(collect(fmt::format("PRAGMA integrity_check({})", max_problems),
+                                 [](sqlite::Statement& row) -> std::optional<std::string> {
+                                   std::string text = row.Text(0);
+                                   if (text == "ok") return std::nullopt;
+                                   return Shown(text, 300);
+                                 }));
+  TESSEL_RETURN_IF_ERROR(collect("PRAGMA foreign_key_check", [](sqlite::Statement& row) {
+    return std::optional<std::string>(fmt::format("table {} row {}: no matching row in {}",
+                                                  Shown(row.Text(0), 64), row.Int(1),
+                                                  Shown(row.Text(2), 64)));
+  }));
+  return problems;
 }
 
 absl::Status Store::Impl::Open() {

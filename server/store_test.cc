@@ -700,6 +700,10 @@ TEST_F(StoreTest, ACorruptDatabaseIsRefusedAtOpen) {
   }
   const auto size = std::filesystem::file_size(path_);
   ASSERT_GT(size, 4 * 4096u);
+  // `tessel admin check` finds the sound file sound.
+  absl::StatusOr<std::vector<std::string>> sound = CheckIntegrity(path_);
+  ASSERT_TRUE(sound.ok()) << sound.status();
+  EXPECT_TRUE(sound->empty()) << (*sound)[0];
   {
     FILE* f = std::fopen(path_.c_str(), "r+b");
     ASSERT_NE(f, nullptr);
@@ -715,6 +719,14 @@ TEST_F(StoreTest, ACorruptDatabaseIsRefusedAtOpen) {
   ASSERT_FALSE(reopened.ok());
   EXPECT_EQ(reopened.status().code(), absl::StatusCode::kDataLoss) << reopened.status();
   EXPECT_THAT(std::string(reopened.status().message()), ::testing::HasSubstr(path_));
+  // And the full check says so too: problems listed, or the file named as unreadable.
+  absl::StatusOr<std::vector<std::string>> damaged = CheckIntegrity(path_);
+  EXPECT_TRUE(!damaged.ok() || !damaged->empty());
+  if (!damaged.ok()) {
+    EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss) << damaged.status();
+    EXPECT_THAT(std::string(damaged.status().message()), ::testing::HasSubstr(path_));
+  }
+  EXPECT_EQ(CheckIntegrity(path_ + ".absent").status().code(), absl::StatusCode::kNotFound);
 }
 
 // Issue 17: worker rows do not pile up forever; a quarantined worker's row stays.

@@ -13,7 +13,7 @@ std::vector<std::unique_ptr<Command>> AllCommands() {
   for (auto* make :
        {NewTuneCommand, NewWatchCommand, NewCancelCommand, NewLookupCommand, NewJobsCommand,
         NewWorkersCommand, NewKernelsCommand, NewTargetsCommand, NewExportCommand, NewImportCommand,
-        NewRetuneCommand, NewSimulateCommand, NewReplayCommand, NewSpaceCommand}) {
+        NewRetuneCommand, NewSimulateCommand, NewReplayCommand, NewSpaceCommand, NewAdminCommand}) {
     commands.push_back(make());
   }
   return commands;

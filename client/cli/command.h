@@ -52,7 +52,7 @@ std::vector<std::unique_ptr<Command>> AllCommands();
 std::unique_ptr<Command> NewTuneCommand(), NewWatchCommand(), NewCancelCommand(),
     NewLookupCommand(), NewJobsCommand(), NewWorkersCommand(), NewKernelsCommand(),
     NewTargetsCommand(), NewExportCommand(), NewImportCommand(), NewRetuneCommand(),
-    NewSimulateCommand(), NewReplayCommand(), NewSpaceCommand();
+    NewSimulateCommand(), NewReplayCommand(), NewSpaceCommand(), NewAdminCommand();
 
 }  // namespace tessel::cli
 
