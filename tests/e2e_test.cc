@@ -391,6 +391,46 @@ TEST_F(Cluster, ACancelledSlowJobFreesItsWorkerWithinASecond) {
   EXPECT_LT(freed, seconds(1)) << std::chrono::duration<double>(freed).count() << " s";
 }
 
+// Issue 17, fair share: two equal-priority jobs submitted together progress within 20% of each
+// other, and a higher-priority job submitted while they run finishes before both.
+TEST_F(Cluster, EqualJobsShareTheWorkersAndALaterHigherPriorityJobFinishesFirst) {
+  StartServer({"--heartbeat-ms", "200"});
+  StartWorker("w1");
+  StartWorker("w2");
+  auto submit = [&](const std::string& m, const std::string& budget, const std::string& priority) {
+    RunResult r = Cli({"tune", "matmul", "--shape", "M=" + m + ",N=4096,K=4096", "--strategy",
+                       "random", "--budget", budget, "--priority", priority, "--server", address_,
+                       "--json", "--no-wait"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::to_string(json::parse(r.out)["job_id"].get<int64_t>());
+  };
+  const std::string a = submit("4096", "1500", "0");
+  const std::string b = submit("3968", "1500", "0");
+  auto trials = [&](const std::string& job) {
+    return std::stoi(Query(db_, "SELECT COUNT(*) FROM trials WHERE job_id = " + job)[0][0]);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  int done_a = 0, done_b = 0;
+  while (done_a + done_b < 1000 && std::chrono::steady_clock::now() - start < seconds(60)) {
+    std::this_thread::sleep_for(milliseconds(5));
+    done_a = trials(a);
+    done_b = trials(b);
+  }
+  ASSERT_GE(done_a + done_b, 1000) << "the jobs did not progress";
+  EXPECT_LE(std::abs(done_a - done_b), std::max(done_a, done_b) / 5)
+      << "job " << a << ": " << done_a << " trials, job " << b << ": " << done_b;
+
+  // 1,200 trials: shared three ways, it would finish after the other two (1,000 left each);
+  // ahead of them, first.
+  const std::string urgent = submit("3840", "1200", "10");
+  json finished = CliJson({"watch", urgent, "--server", address_, "--json"});
+  EXPECT_EQ(finished["state"], "completed");
+  for (const std::string& job : {a, b}) {
+    EXPECT_EQ(Query(db_, "SELECT state FROM jobs WHERE id = " + job)[0][0], "running")
+        << "job " << job << " finished before the higher-priority job";
+  }
+}
+
 TEST_F(Cluster, AnUnreachableServerIsAClearErrorNotAHang) {
   const auto start = std::chrono::steady_clock::now();
   RunResult r =
