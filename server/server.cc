@@ -130,7 +130,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   impl->scheduler = std::move(*scheduler);
   impl->drain_s = options.drain_s;
 
-  impl->client_service = MakeTesselService(impl->scheduler.get(), &impl->auth);
+  impl->client_service =
+      MakeTesselService(impl->scheduler.get(), &impl->auth, options.client_limits);
   impl->worker_service = MakeWorkerService(impl->scheduler.get(), &impl->auth);
   // Standard probes (grpc.health.v1 and server reflection) for grpcurl, grpc_health_probe and
   // Kubernetes gRPC probes. They answer without a token, as probes do; they reveal the schema

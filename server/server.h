@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/client_quota.h"
 #include "server/scheduler_options.h"
 
 namespace tessel::server {
@@ -51,6 +52,8 @@ struct ServerOptions {
   std::string tls_client_ca;
   // Drain() waits at most this long for leased trials to be reported.
   int drain_s = 20;
+  // Open WatchJob streams and queued or running jobs each client (peer address) may have.
+  ClientLimits client_limits;
 };
 
 // True when `listen` (HOST:PORT) names a loopback host: 127.0.0.0/8, ::1 or localhost.

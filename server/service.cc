@@ -1,8 +1,10 @@
 #include "server/service.h"
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "schema/strings.h"
 #include "schema/tessel.grpc.pb.h"
 #include "server/catalog.h"
+#include "server/client_quota.h"
 #include "server/request_check.h"
 #include "server/wire.h"
 #include "sim/target.h"
@@ -184,8 +187,9 @@ class Rules {
 // state that outlives it, so a late event after the call ended is dropped, not a use-after-free.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
  public:
-  WatchReactor(Scheduler* scheduler, int64_t job_id)
-      : scheduler_(scheduler), state_(std::make_shared<State>()) {
+  // `on_done` runs once the call is over (it gives back the client's watch quota).
+  WatchReactor(Scheduler* scheduler, int64_t job_id, std::function<void()> on_done)
+      : scheduler_(scheduler), on_done_(std::move(on_done)), state_(std::make_shared<State>()) {
     state_->reactor = this;
     std::shared_ptr<State> state = state_;
     auto watch = scheduler_->Watch(
@@ -220,6 +224,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
       state_->reactor = nullptr;
     }
     if (watch_id_ != 0) scheduler_->Unwatch(watch_id_);
+    on_done_();
     delete this;
   }
 
@@ -260,6 +265,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
   };
 
   Scheduler* const scheduler_;
+  const std::function<void()> on_done_;
   std::shared_ptr<State> state_;
   int64_t watch_id_ = 0;
 };
@@ -298,10 +304,22 @@ class RefusedWatch final : public grpc::ServerWriteReactor<v1::JobEvent> {
 
 class TesselServiceImpl final : public v1::TesselService::CallbackService {
  public:
-  TesselServiceImpl(Scheduler* scheduler, const Authorizer* auth)
-      : scheduler_(scheduler), auth_(auth), rules_(scheduler) {}
+  TesselServiceImpl(Scheduler* scheduler, const Authorizer* auth, ClientLimits limits)
+      : scheduler_(scheduler), auth_(auth), rules_(scheduler), quota_(limits) {}
 
-  TESSEL_UNARY_METHOD(SubmitJob, SubmitJobRequest, Job)
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
+                                      const v1::SubmitJobRequest* request,
+                                      v1::Job* response) override {
+    if (auto* refused = Refused(*auth_, "SubmitJob", context)) return refused;
+    const std::string client = ClientOfPeer(context->peer());
+    if (absl::Status quota = quota_.MayStartJob(client, [this](int64_t id) { return Active(id); });
+        !quota.ok()) {
+      return AnswerNow(context, quota);
+    }
+    absl::Status status = rules_.Run(*request, response);
+    if (status.ok() && !response->attached()) quota_.StartedJob(client, response->id());
+    return AnswerNow(context, status);
+  }
   TESSEL_UNARY_METHOD(GetJob, GetJobRequest, Job)
   TESSEL_UNARY_METHOD(ListJobs, ListJobsRequest, ListJobsResponse)
   TESSEL_UNARY_METHOD(CancelJob, CancelJobRequest, Job)
@@ -319,13 +337,23 @@ class TesselServiceImpl final : public v1::TesselService::CallbackService {
       return new RefusedWatch(allowed);
     }
     if (absl::Status id = CheckJobId(request->job_id()); !id.ok()) return new RefusedWatch(id);
-    return new WatchReactor(scheduler_, request->job_id());
+    std::string client = ClientOfPeer(context->peer());
+    if (absl::Status quota = quota_.OpenWatch(client); !quota.ok()) return new RefusedWatch(quota);
+    return new WatchReactor(scheduler_, request->job_id(),
+                            [this, client = std::move(client)] { quota_.CloseWatch(client); });
   }
 
  private:
+  // Whether job `id` is queued or running.
+  bool Active(int64_t id) {
+    absl::StatusOr<v1::Job> job = scheduler_->GetJob(id);
+    return job.ok() && (job->state() == v1::JOB_QUEUED || job->state() == v1::JOB_RUNNING);
+  }
+
   Scheduler* const scheduler_;
   const Authorizer* const auth_;
   Rules rules_;
+  ClientQuota quota_;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
@@ -348,8 +376,9 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> MakeTesselService(Scheduler* scheduler, const Authorizer* auth) {
-  return std::make_unique<TesselServiceImpl>(scheduler, auth);
+std::unique_ptr<grpc::Service> MakeTesselService(Scheduler* scheduler, const Authorizer* auth,
+                                                 ClientLimits limits) {
+  return std::make_unique<TesselServiceImpl>(scheduler, auth, limits);
 }
 
 std::unique_ptr<grpc::Service> MakeWorkerService(Scheduler* scheduler, const Authorizer* auth) {

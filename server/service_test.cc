@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "schema/tessel.grpc.pb.h"
+#include "server/client_quota.h"
 #include "server/server.h"
 #include "tests/testing/temp_dir.h"
 
@@ -197,6 +201,97 @@ TEST_F(ServiceTest, ListsKernelsAndTargets) {
   for (const auto& target : targets.targets()) snc2 |= target.name() == "snc2";
   EXPECT_TRUE(matmul);
   EXPECT_TRUE(snc2);
+}
+
+// Issue 17: each client (peer address; in-process callers are one client) may hold a bounded
+// number of open watches and of queued or running jobs; beyond, RESOURCE_EXHAUSTED naming the
+// limit, and a slot is free again once a watch ends or a job is cancelled.
+TEST(ClientQuotaTest, WatchesAndActiveJobsPerClientAreBounded) {
+  testing::TempDir tmp("tessel-quota-test-");
+  ServerOptions options;
+  options.listen = "";
+  options.db_path = tmp.File("t.db");
+  options.client_limits = {.max_watch_streams = 2, .max_active_jobs = 2};
+  auto server = Server::Create(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = v1::TesselService::NewStub((*server)->InProcessChannel());
+
+  auto submit = [&](int64_t m, v1::Job* job) {
+    v1::SubmitJobRequest request;
+    request.mutable_workload()->set_kernel("matmul");
+    for (auto [name, value] : {std::pair{"M", m}, {"N", int64_t{256}}, {"K", int64_t{256}}}) {
+      v1::Dim* dim = request.mutable_workload()->add_dims();
+      dim->set_name(name);
+      dim->set_value(value);
+    }
+    request.set_strategy("random");
+    request.set_budget(4);
+    grpc::ClientContext context;
+    return client->SubmitJob(&context, request, job);
+  };
+  v1::Job first, second, third;
+  ASSERT_TRUE(submit(128, &first).ok());
+  ASSERT_TRUE(submit(256, &second).ok());
+  grpc::Status refused = submit(384, &third);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(refused.error_message(), "client in-process has 2 queued or running jobs (limit 2)");
+  // A cancelled job frees its place.
+  {
+    v1::CancelJobRequest cancel;
+    cancel.set_job_id(first.id());
+    v1::Job cancelled;
+    grpc::ClientContext context;
+    ASSERT_TRUE(client->CancelJob(&context, cancel, &cancelled).ok());
+  }
+  EXPECT_TRUE(submit(384, &third).ok());
+
+  // Watches: two open (no worker: the jobs stay queued), the third refused, and once one ends
+  // another may open.
+  auto open_watch = [&](grpc::ClientContext& context) {
+    v1::WatchJobRequest request;
+    request.set_job_id(second.id());
+    auto reader = client->WatchJob(&context, request);
+    v1::JobEvent event;
+    bool got = reader->Read(&event);
+    return std::make_pair(std::move(reader), got);
+  };
+  grpc::ClientContext c1, c2, c3;
+  auto w1 = open_watch(c1);
+  auto w2 = open_watch(c2);
+  ASSERT_TRUE(w1.second && w2.second);
+  auto w3 = open_watch(c3);
+  EXPECT_FALSE(w3.second);
+  grpc::Status third_watch = w3.first->Finish();
+  EXPECT_EQ(third_watch.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(third_watch.error_message(), "client in-process has 2 WatchJob streams open (limit 2)");
+  c1.TryCancel();
+  v1::JobEvent drain;
+  while (w1.first->Read(&drain)) {
+  }
+  (void)w1.first->Finish();
+  bool reopened = false;
+  for (int attempt = 0; attempt < 100 && !reopened; ++attempt) {  // OnDone runs after Finish
+    grpc::ClientContext c4;
+    auto w4 = open_watch(c4);
+    reopened = w4.second;
+    c4.TryCancel();
+    while (w4.first->Read(&drain)) {
+    }
+    (void)w4.first->Finish();
+    if (!reopened) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(reopened);
+  c2.TryCancel();
+  while (w2.first->Read(&drain)) {
+  }
+  (void)w2.first->Finish();
+}
+
+TEST(ClientQuotaTest, AClientIsItsPeerAddressWithoutThePort) {
+  EXPECT_EQ(ClientOfPeer("ipv4:10.0.0.7:51234"), "ipv4:10.0.0.7");
+  EXPECT_EQ(ClientOfPeer("ipv6:[::1]:51234"), "ipv6:[::1]");
+  EXPECT_EQ(ClientOfPeer("unknown"), "in-process");
+  EXPECT_EQ(ClientOfPeer("unix:/tmp/s"), "unix:/tmp/s");
 }
 
 }  // namespace
