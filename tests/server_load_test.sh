@@ -9,21 +9,9 @@
 set -euo pipefail
 SERVER_BIN="$1" WORKER_BIN="$2" LOAD_BIN="$3"
 SECONDS_="${4:-30}" CLIENTS="${5:-50}" RATE="${6:-40}"
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/tessel-server-load-XXXXXX")"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/server_helpers.sh" server-load
 
-"$SERVER_BIN" --listen 127.0.0.1:0 --db "$WORK/t.db" --port-file "$WORK/port" \
-  --heartbeat-ms 200 2>"$WORK/server.log" &
-PIDS+=($!)
-for _ in $(seq 1 200); do [ -s "$WORK/port" ] && break; sleep 0.05; done
-[ -s "$WORK/port" ] || { echo "server did not start" >&2; cat "$WORK/server.log" >&2; exit 1; }
-ADDRESS="127.0.0.1:$(cat "$WORK/port")"
+start_server "$SERVER_BIN" --heartbeat-ms 200
 "$WORKER_BIN" --server "$ADDRESS" --threads 1 --nice 19 --name load-worker 2>"$WORK/worker.log" &
 PIDS+=($!)
 

@@ -9,14 +9,7 @@
 set -euo pipefail
 SERVER_BIN="$1" WORKER_BIN="$2" BENCH_BIN="$3"
 MIN_EMBEDDED="${4:-0.5}" MIN_SERVER="${5:-0.4}"
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/tessel-throughput-XXXXXX")"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/server_helpers.sh" throughput
 
 # Runs the bench up to three times with the given arguments; passes on the first run that meets
 # the floor (every run's JSON line is printed).
@@ -33,12 +26,7 @@ attempts() {
 status=0
 attempts "$MIN_EMBEDDED" --threads 2 || status=1
 
-"$SERVER_BIN" --listen 127.0.0.1:0 --db "$WORK/t.db" --port-file "$WORK/port" \
-  2>"$WORK/server.log" &
-PIDS+=($!)
-for _ in $(seq 1 200); do [ -s "$WORK/port" ] && break; sleep 0.05; done
-[ -s "$WORK/port" ] || { echo "server did not start" >&2; cat "$WORK/server.log" >&2; exit 1; }
-ADDRESS="127.0.0.1:$(cat "$WORK/port")"
+start_server "$SERVER_BIN"
 for w in 1 2; do
   "$WORKER_BIN" --server "$ADDRESS" --threads 1 --name "throughput-$w" 2>"$WORK/worker$w.log" &
   PIDS+=($!)
