@@ -257,6 +257,7 @@ class Agent::Impl {
   absl::Status Run();
 
   void Stop() {
+    stopping_.store(true);
     std::lock_guard lock(mu_);
     stop_ = true;
     if (active_call_ != nullptr) active_call_->TryCancel();
@@ -298,6 +299,7 @@ class Agent::Impl {
     report_cv_.notify_all();
   }
 
+  std::atomic<bool> stopping_{false};  // Stop() was called (read by measuring threads unlocked)
   std::mutex mu_;
   std::condition_variable cv_;         // run_active_, stop_ (sleeps), heartbeat_exit_
   std::condition_variable lease_cv_;   // LeaseLoop: in_flight_, need_register_, stop_
@@ -386,11 +388,21 @@ void Agent::Impl::Dispatch(const v1::TrialSpec& spec) {
   boost::asio::post(pool_, [this, spec, cancel] {
     LowerThisThreadsPriority(options_.measure_nice);
     v1::TrialResult result;
-    const Clock::time_point start = Clock::now();
-    if (!cancel->load()) result = MeasureTrial(spec, cancel.get());
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    std::optional<double> ms;  // how long measuring took, when it was measured
+    if (stopping_.load()) {
+      // Leased ahead and not started: handed back at once (not charged), not measured on the way
+      // out, so stopping takes no longer than the trials already running.
+      result.set_trial_id(spec.trial_id());
+      result.set_config(spec.config());
+      result =
+          Fail(std::move(result), v1::TRIAL_CANCELLED, "the worker stopped before measuring it");
+    } else if (!cancel->load()) {
+      const Clock::time_point start = Clock::now();
+      result = MeasureTrial(spec, cancel.get());
+      ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
     std::lock_guard lock(mu_);
-    trial_ms_ += 0.2 * (ms - trial_ms_);
+    if (ms) trial_ms_ += 0.2 * (*ms - trial_ms_);
     --in_flight_;
     running_ids_.erase(spec.trial_id());
     cancel_flags_.erase(spec.trial_id());
@@ -447,7 +459,8 @@ absl::Status Agent::Impl::LeaseLoop() {
       std::lock_guard lock(mu_);
       active_call_ = nullptr;
     }
-    // Trials leased by a call that completed, even after Stop(), are measured and reported.
+    // Trials leased by a call that completed, even after Stop(), are reported (measured, or handed
+    // back when Stop() came first).
     if (status.ok()) {
       reachable = true;
       backoff = kFirstBackoff;

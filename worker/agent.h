@@ -43,7 +43,8 @@ class Agent {
 
   // Registers and serves trials until Stop(). Returns OK after Stop(), Unavailable when the server
   // stayed unreachable for unreachable_timeout_ms. Trials in progress at Stop() are finished and
-  // reported first when the server answers, so no measurement is thrown away.
+  // reported first when the server answers, so no measurement is thrown away; trials leased ahead
+  // and not started are handed back (reported CANCELLED: not charged, measured again elsewhere).
   absl::Status Run();
   // Asks Run() to return. Thread-safe; may be called before Run().
   void Stop();
