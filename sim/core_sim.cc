@@ -201,7 +201,9 @@ class CoreSim {
       free_[e] = finish;
       last_[e] = pos;
       result = finish + c.extra;
-      if (trace_) trace_->push_back({core_index_, e, int32_t(pos), start, finish});
+      if (trace_ && pos < trace_limit_) {
+        trace_->push_back({core_index_, e, int32_t(pos), start, finish, double(finish - start)});
+      }
     } else {
       const int q = c.queue;
       // The queue generates this transfer's descriptors (the fixed cost), then its pieces move
@@ -260,7 +262,9 @@ class CoreSim {
         std::copy(merged, merged + ne_, vf);
       }
       result = finish;
-      if (trace_) trace_->push_back({core_index_, 4 + q, int32_t(pos), first, finish});
+      if (trace_ && pos < trace_limit_) {
+        trace_->push_back({core_index_, 4 + q, int32_t(pos), first, finish, double(busy)});
+      }
     }
     (void)inst;
     ring_[pos & mask_] = result;
@@ -760,6 +764,7 @@ class CoreSim {
 
  public:
   std::vector<TraceEvent>* trace_ = nullptr;
+  int64_t trace_limit_ = 0;
   int core_index_ = 0;
   int64_t fixed_ticks_ = 0;
   const std::atomic<bool>* cancel_ = nullptr;  // CoreRun::cancel
@@ -826,6 +831,7 @@ absl::Status CoreSimulator::Run(const Target& target, const CoreProgram& core,
                                 const std::vector<Cost>& costs, const CoreRun& run) {
   impl_->Reset(target, core, costs, run.exact);
   impl_->trace_ = run.trace;
+  impl_->trace_limit_ = run.trace_limit;
   impl_->core_index_ = run.core_index;
   impl_->fixed_ticks_ = run.fixed_ticks;
   impl_->cancel_ = run.cancel;

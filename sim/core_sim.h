@@ -35,6 +35,7 @@ struct Cost {
 struct CoreRun {
   bool exact = false;                         // simulate every iteration (no extrapolation)
   std::vector<TraceEvent>* trace = nullptr;   // when set, one event per instruction is appended
+  int64_t trace_limit = 0;                    // for the instructions at flat positions below this
   int core_index = 0;                         // for the trace events
   int64_t fixed_ticks = 0;                    // a DMA transfer's descriptor cost, in ticks
   const std::atomic<bool>* cancel = nullptr;  // SimOptions::cancel

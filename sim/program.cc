@@ -364,12 +364,14 @@ int64_t CoreProgram::FlatSize() const {
 namespace {
 // `entries`: the flat positions where the enclosing repeats were entered, innermost last;
 // `iteration`: the innermost one's iteration (0-based).
+// Appends the walk of in.segments[first, last) to `out`, up to `limit` instructions in all.
 void FlattenRange(const CoreProgram& in, size_t first, size_t last, std::vector<int64_t>* entries,
-                  int64_t iteration, CoreProgram* out, std::vector<int32_t>* scratch) {
-  for (size_t i = first; i < last; ++i) {
+                  int64_t iteration, size_t limit, CoreProgram* out,
+                  std::vector<int32_t>* scratch) {
+  for (size_t i = first; i < last && out->instructions.size() < limit; ++i) {
     const Segment& s = in.segments[i];
     if (s.kind == Segment::kInstructions) {
-      for (uint32_t t = s.begin; t < s.end; ++t) {
+      for (uint32_t t = s.begin; t < s.end && out->instructions.size() < limit; ++t) {
         const int32_t pos = int32_t(out->instructions.size());
         scratch->clear();
         const Instruction& tmpl = in.instructions[t];
@@ -394,8 +396,8 @@ void FlattenRange(const CoreProgram& in, size_t first, size_t last, std::vector<
       }
     } else if (s.kind == Segment::kBegin) {
       entries->push_back(int64_t(out->instructions.size()));
-      for (int64_t r = 0; r < s.count; ++r) {
-        FlattenRange(in, i + 1, s.match, entries, r, out, scratch);
+      for (int64_t r = 0; r < s.count && out->instructions.size() < limit; ++r) {
+        FlattenRange(in, i + 1, s.match, entries, r, limit, out, scratch);
       }
       entries->pop_back();
       i = s.match;
@@ -404,7 +406,7 @@ void FlattenRange(const CoreProgram& in, size_t first, size_t last, std::vector<
 }
 }  // namespace
 
-absl::StatusOr<Program> Flatten(const Program& program) {
+absl::StatusOr<Program> Flatten(const Program& program, int64_t max_per_core) {
   Program out;
   out.name = program.name;
   for (const CoreProgram& core : program.cores) {
@@ -412,7 +414,7 @@ absl::StatusOr<Program> Flatten(const Program& program) {
       out.cores.push_back(core);
       continue;
     }
-    const int64_t size = core.FlatSize();
+    const int64_t size = std::min(core.FlatSize(), max_per_core);
     if (size < 0 || size >= (int64_t(1) << 31)) {
       return absl::InvalidArgumentError(
           StrCat("cannot flatten a core of ", size, " instructions (unbalanced or too large)"));
@@ -422,7 +424,7 @@ absl::StatusOr<Program> Flatten(const Program& program) {
     flat.instructions.reserve(size_t(size));
     std::vector<int32_t> scratch;
     std::vector<int64_t> entries;
-    FlattenRange(core, 0, core.segments.size(), &entries, 0, &flat, &scratch);
+    FlattenRange(core, 0, core.segments.size(), &entries, 0, size_t(size), &flat, &scratch);
     for (int32_t d : flat.deps) {
       if (d < 0) {
         return absl::InvalidArgumentError("compact program: a dependency points before the start");

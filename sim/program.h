@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -219,9 +220,11 @@ struct Program {
 };
 
 // The flat form of `program` (compact cores unrolled, deps made absolute); flat cores are copied.
-// InvalidArgument when a dependency points before the start of its core or the result would not
-// fit 2^31 instructions.
-absl::StatusOr<Program> Flatten(const Program& program);
+// With `max_per_core`, a compact core's first that many instructions only (a prefix is
+// self-contained: deps point back). InvalidArgument when a dependency points before the start of
+// its core or the result would not fit 2^31 instructions.
+absl::StatusOr<Program> Flatten(const Program& program,
+                                int64_t max_per_core = std::numeric_limits<int64_t>::max());
 
 // Convenience constructors for instructions.
 inline Instruction MakeDma(Op op, int partitions, int64_t bytes_per_partition, int queue,

@@ -237,17 +237,11 @@ struct Scratch {
 }  // namespace
 
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
-                                   const SimOptions& options, std::vector<TraceEvent>* trace) {
+                                   const SimOptions& options, std::vector<TraceEvent>* trace,
+                                   int64_t trace_limit) {
   thread_local Scratch scratch;
   std::vector<bool>& copies = scratch.copies;
   TESSEL_RETURN_IF_ERROR(ValidateProgram(target, program, &copies, &scratch.same_operation));
-  if (trace != nullptr) {
-    for (const CoreProgram& core : program.cores) {
-      if (!core.compact()) continue;
-      TESSEL_ASSIGN_OR_RETURN(const Program flat, Flatten(program));
-      return Simulate(target, flat, options, trace);
-    }
-  }
 
   const int num_cores = int(program.cores.size());
   const int nq = target.dma_queues;
@@ -408,9 +402,11 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
     if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
       return absl::CancelledError("simulation cancelled");
     }
+    const size_t first_event = trace != nullptr ? trace->size() : 0;
     TESSEL_RETURN_IF_ERROR(sim.Run(target, core, costs,
                                    {.exact = options.exact || trace != nullptr,
                                     .trace = trace,
+                                    .trace_limit = trace_limit,
                                     .core_index = c,
                                     .fixed_ticks = fixed_ticks,
                                     .cancel = options.cancel}));
@@ -427,6 +423,11 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
     for (int q = 0; q < nq; ++q) {
       const double share = core_dma[c] > 0 ? dma_demand[c][q] / core_dma[c] : 0.0;
       core_dma_busy += share * double(sim.dma_busy()[q]);
+    }
+    for (size_t i = first_event; trace != nullptr && i < trace->size(); ++i) {
+      TraceEvent& event = (*trace)[i];
+      const int q = event.track - kNumComputeTracks;
+      if (q >= 0) event.engine_ticks *= core_dma[c] > 0 ? dma_demand[c][q] / core_dma[c] : 0.0;
     }
     dma_busy += core_dma_busy;
     for (int e = 0; e < kNumEngines; ++e) out.engines[e].busy_ticks += core_busy[e];
@@ -480,10 +481,11 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
 }
 
 absl::Status WriteTrace(const Target& target, const Program& program, const SimOptions& options,
-                        const std::string& path) {
+                        const std::string& path, int64_t limit) {
   std::vector<TraceEvent> events;
-  TESSEL_ASSIGN_OR_RETURN(const SimResult result, Simulate(target, program, options, &events));
-  return WriteTraceFile(target, program, result, events, path);
+  TESSEL_ASSIGN_OR_RETURN(const SimResult result,
+                          Simulate(target, program, options, &events, limit));
+  return WriteTraceFile(target, program, result, events, limit, path);
 }
 
 }  // namespace tessel::sim

@@ -21,6 +21,7 @@
 #define TESSEL_SIM_SIMULATE_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -40,16 +41,18 @@ namespace tessel::sim {
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
                                    const SimOptions& options = {});
 
-// As Simulate, and appends one TraceEvent per instruction, in issue order, to `*trace` when it is
-// not null.
+// As Simulate, and appends one TraceEvent per instruction at a flat position below
+// `trace_limit` on its core, in issue order, to `*trace` when it is not null (every iteration is
+// then simulated; the result is the same).
 absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
-                                   const SimOptions& options, std::vector<TraceEvent>* trace);
+                                   const SimOptions& options, std::vector<TraceEvent>* trace,
+                                   int64_t trace_limit = std::numeric_limits<int64_t>::max());
 
-// Simulates `program` and writes a Chrome trace-event JSON file of it to `path` (WriteTraceFile in
-// sim/trace.h). Returns Simulate's error for an invalid program, Unavailable/DataLoss when the
-// file cannot be written.
+// Simulates `program` and writes a Chrome trace-event JSON file of its first `limit` instructions
+// per core to `path` (WriteTraceFile in sim/trace.h). Returns Simulate's error for an invalid
+// program, Unavailable/DataLoss when the file cannot be written.
 absl::Status WriteTrace(const Target& target, const Program& program, const SimOptions& options,
-                        const std::string& path);
+                        const std::string& path, int64_t limit = kDefaultTraceLimit);
 
 // Cost of `inst` in cycles of its engine when issued back to back: for engine ops the
 // ACCELERATOR.md table plus the fixed access overhead (x strided factor); for matmul

@@ -717,7 +717,7 @@ TEST(TraceTest, WritesOneCompleteEventPerInstructionWithNamedTracks) {
     if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"]);
   }
   EXPECT_EQ(complete, 3);
-  EXPECT_EQ(tracks, (std::set<std::string>{"tensor", "vector", "dma queue 3"}));
+  EXPECT_EQ(tracks, (std::set<std::string>{"tensor", "vector", "dma queue 3 lane 0"}));
   EXPECT_NEAR(end_us * 1000, Simulate(t, p)->time_ns, 1.0);
   EXPECT_EQ(doc["otherData"]["target"], "snc2");
 }

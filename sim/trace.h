@@ -15,23 +15,39 @@
 
 namespace tessel::sim {
 
+// Trace tracks 0-3 are the compute engines (EngineKind order); DMA queue q is track
+// kNumComputeTracks + q.
+inline constexpr int kNumComputeTracks = 4;
+
 // One executed instruction, for traces. Track: 0-3 = Tensor, Vector, Scalar, GpSimd; 4 + q = DMA
 // queue q (a transfer spans its first piece's start to its last piece's end).
 struct TraceEvent {
   int core = 0;
   int track = 0;
-  int32_t index = 0;  // instruction index within the core
+  int32_t index = 0;  // the instruction's position in the core's flat (unrolled) order
   int64_t start_tick = 0;
   int64_t end_tick = 0;
+  // The engine time it takes: end - start on a compute engine; for a transfer, its pieces' time
+  // on the core's DMA engines (their share of it), so a core's events sum to SimResult's busy.
+  double engine_ticks = 0;
 };
 
+// Instructions per core a trace keeps by default (the first ones in flat order): about 40 MB of
+// JSON per core.
+inline constexpr int64_t kDefaultTraceLimit = 250'000;
+
 // Writes a Chrome trace-event JSON file (opens in Perfetto or chrome://tracing) of `events`, which
-// a simulation of `program` on `target` with result `result` recorded, to `path`: one process per
-// core, one track per engine and per DMA queue, one complete event per instruction with its sizes
-// and dependencies in args. Written to a temporary name and renamed. Unavailable/DataLoss when the
-// file cannot be written. (sim::WriteTrace in simulate.h simulates and writes in one call.)
+// a simulation of `program` on `target` with result `result` recorded for the first `limit`
+// instructions of each core, to `path`: one process per core; one track per compute engine and
+// per lane of each DMA queue (a queue overlaps its transfers, so each goes on the first lane free
+// at its start and no two slices of a track overlap); one complete event per instruction with its
+// flat index, sizes, engine time and dependencies (flat indices) in args. otherData holds the
+// result and, when instructions were left out, "truncated". Streamed (memory grows with the events
+// only), written to a temporary name and renamed. Unavailable/DataLoss when the file cannot be
+// written. (sim::WriteTrace in simulate.h simulates and writes in one call.)
 absl::Status WriteTraceFile(const Target& target, const Program& program, const SimResult& result,
-                            const std::vector<TraceEvent>& events, const std::string& path);
+                            const std::vector<TraceEvent>& events, int64_t limit,
+                            const std::string& path);
 
 }  // namespace tessel::sim
 
