@@ -21,8 +21,8 @@ absl::Status CheckProblem(std::string_view kernel, const std::vector<std::string
     const bool zero_ok =
         std::find(may_be_zero.begin(), may_be_zero.end(), name) != may_be_zero.end();
     if (value < 0 || (value == 0 && !zero_ok)) {
-      return absl::InvalidArgumentError(
-          StrCat("dim ", name, zero_ok ? " must not be negative" : " must be positive"));
+      return absl::InvalidArgumentError(StrCat(
+          "dim ", name, "=", value, zero_ok ? " must not be negative" : " must be positive"));
     }
   }
   for (const std::string& name : dims) {

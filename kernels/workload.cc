@@ -96,9 +96,10 @@ absl::StatusOr<Dims> DimsOf(const v1::Workload& workload) {
       return absl::InvalidArgumentError(
           StrCat("dim ", Shown(dim.name()), " is given more than once"));
     }
-    if (dim.value() <= 0) {
+    // Zero is a value (conv2d's padding); each kernel's check says which dims must be positive.
+    if (dim.value() < 0) {
       return absl::InvalidArgumentError(
-          StrCat("dim ", Shown(dim.name()), "=", dim.value(), " must be positive"));
+          StrCat("dim ", Shown(dim.name()), "=", dim.value(), " must not be negative"));
     }
     dims.Set(dim.name(), dim.value());
   }

@@ -90,7 +90,7 @@ TEST(ResolveTest, RejectsWireDimsThatDimsCannotHold) {
   const Case cases[] = {
       {[](auto& w) { w.mutable_dims(1)->set_name(""); }, "a dim has an empty name"},
       {[](auto& w) { w.mutable_dims(1)->set_name("M"); }, "dim M is given more than once"},
-      {[](auto& w) { w.mutable_dims(2)->set_value(-3); }, "dim K=-3 must be positive"},
+      {[](auto& w) { w.mutable_dims(2)->set_value(-3); }, "dim K=-3 must not be negative"},
   };
   for (const Case& c : cases) {
     v1::Workload wire = Resolve(Matmul("M=8,N=8,K=8"))->ToProto();

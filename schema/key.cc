@@ -85,9 +85,10 @@ absl::StatusOr<Dims> Dims::Parse(std::string_view text) {
       return absl::InvalidArgumentError(
           StrCat("shape dim ", name, "=", value, " is not an integer"));
     }
-    if (v <= 0) {
+    // Zero is a value (conv2d's padding); each kernel says which of its dims must be positive.
+    if (v < 0) {
       return absl::InvalidArgumentError(
-          StrCat("shape dim ", name, "=", value, " must be positive"));
+          StrCat("shape dim ", name, "=", value, " must not be negative"));
     }
     dims.Set(name, v);
   }
@@ -167,7 +168,8 @@ DimsLogs::DimsLogs(const Dims& dims) {
   for (const auto& [name, value] : items) {
     names_ += name;
     names_ += ',';
-    logs_.push_back(std::log2(static_cast<double>(value)));
+    // A zero dim (padding=0) sits one step below 1, as 1 does below 2.
+    logs_.push_back(value > 0 ? std::log2(static_cast<double>(value)) : -1.0);
   }
 }
 

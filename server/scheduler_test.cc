@@ -235,7 +235,7 @@ TEST_F(SchedulerTest, SubmitRejectsBadWorkloadsWithActionableMessages) {
       {[](auto& r) { r.mutable_workload()->set_target("tpu9"); }, "tpu9"},
       {[](auto& r) { r.mutable_workload()->mutable_dims()->RemoveLast(); }, "missing dim K"},
       {[](auto& r) { r.mutable_workload()->mutable_dims(0)->set_value(0); }, "must be positive"},
-      {[](auto& r) { r.mutable_workload()->mutable_dims(1)->set_value(-3); }, "must be positive"},
+      {[](auto& r) { r.mutable_workload()->mutable_dims(1)->set_value(-3); }, "must not be negative"},
       {[](auto& r) { r.mutable_workload()->mutable_dims(0)->set_name("Q"); }, "no dim 'Q'"},
       {[](auto& r) { r.set_budget(0); }, "budget must be between 1"},
       {[](auto& r) { r.set_strategy("psychic"); }, "unknown strategy 'psychic'"},

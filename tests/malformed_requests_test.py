@@ -157,7 +157,7 @@ class MalformedRequestsTest(unittest.TestCase):
              C.INVALID_ARGUMENT, "dim M=0 must be positive"),
             ("negative dim", T, "SubmitJob",
              submit(workload=workload(dims=[("M", 1), ("N", -5), ("K", 1)])),
-             C.INVALID_ARGUMENT, "dim N=-5 must be positive"),
+             C.INVALID_ARGUMENT, "dim N=-5 must not be negative"),
             ("dim of 2^40", T, "SubmitJob",
              submit(workload=workload(dims=[("M", big), ("N", 128), ("K", 128)])),
              C.INVALID_ARGUMENT, "exceeds the largest dim"),
