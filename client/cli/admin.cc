@@ -17,7 +17,8 @@ namespace {
 class AdminCommand final : public Command {
  public:
   AdminCommand()
-      : Command("admin", "maintenance of a database file: `admin check` verifies it in full") {}
+      : Command("admin", "maintenance of a database file: `admin check` verifies it in full",
+                "tessel admin check --db tessel.db") {}
 
   // Exit 0 when the file is sound; 1 with the problems (one per line, or a JSON list) when not.
   absl::Status Run(int& exit_code) override {

@@ -16,7 +16,9 @@ namespace v1 = tessel::v1;
 
 class CancelCommand final : public Command {
  public:
-  CancelCommand() : Command("cancel", "cancel a queued or running job") {}
+  CancelCommand()
+      : Command("cancel", "cancel a queued or running job",
+                "tessel cancel 12 --server localhost:7070") {}
 
   // Prints the cancelled job (one JSON object with --json). A finished job is an error naming
   // its state (FailedPrecondition), an unknown one NotFound.

@@ -31,8 +31,11 @@ class Command {
   virtual absl::Status Run(int& exit_code) = 0;
 
  protected:
-  Command(std::string name, std::string description)
-      : name_(std::move(name)), description_(std::move(description)) {}
+  // `example`: one command line, shown under "Example:" in the command's --help.
+  Command(std::string name, std::string description, std::string example)
+      : name_(std::move(name)),
+        description_(std::move(description)),
+        example_(std::move(example)) {}
   // Adds the command's own options (not --json) to `command`, bound to the subclass's fields.
   // A command with no options of its own keeps this empty default.
   virtual void AddOptions(CLI::App& /*command*/) {}
@@ -42,6 +45,7 @@ class Command {
  private:
   const std::string name_;
   const std::string description_;
+  const std::string example_;
   CLI::App* subcommand_ = nullptr;
 };
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -88,9 +90,48 @@ absl::StatusOr<int> ParseTimeLimitSeconds(const std::string& text, const std::st
 }
 
 std::string HumanTime(double ns) {
-  if (ns >= 1e6) return fmt::format("{:.3f} ms", ns / 1e6);
-  if (ns >= 1e3) return fmt::format("{:.2f} us", ns / 1e3);
+  if (!(ns > 0) || !std::isfinite(ns)) return "-";
+  auto digits = [](double v, const char* unit) {
+    return v >= 100  ? fmt::format("{:.0f} {}", v, unit)
+           : v >= 10 ? fmt::format("{:.1f} {}", v, unit)
+                     : fmt::format("{:.2f} {}", v, unit);
+  };
+  if (ns >= 600e9) return digits(ns / 60e9, "min");
+  if (ns >= 1e9) return digits(ns / 1e9, "s");
+  if (ns >= 1e6) return digits(ns / 1e6, "ms");
+  if (ns >= 1e3) return digits(ns / 1e3, "us");
   return fmt::format("{:.0f} ns", ns);
+}
+
+std::string FormatTable(const std::vector<Column>& columns,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(columns.size());
+  for (size_t c = 0; c < columns.size(); ++c) width[c] = columns[c].title.size();
+  for (const std::vector<std::string>& row : rows) {
+    for (size_t c = 0; c < columns.size() && c < row.size(); ++c) {
+      width[c] = std::max(width[c], row[c].size());
+    }
+  }
+  std::string text;
+  auto add_line = [&](auto cell) {
+    std::string line;
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const std::string& value = cell(c);
+      const size_t pad = width[c] - std::min(width[c], value.size());
+      if (c > 0) line += "  ";
+      if (columns[c].right) line.append(pad, ' ');
+      line += value;
+      if (!columns[c].right && c + 1 < columns.size()) line.append(pad, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    text += line + "\n";
+  };
+  add_line([&](size_t c) -> const std::string& { return columns[c].title; });
+  static const std::string kNone;
+  for (const std::vector<std::string>& row : rows) {
+    add_line([&](size_t c) -> const std::string& { return c < row.size() ? row[c] : kNone; });
+  }
+  return text;
 }
 
 void PrintJson(const nlohmann::json& object) { std::cout << object.dump(2) << std::endl; }
@@ -100,9 +141,16 @@ void PrintList(const nlohmann::json& rows, bool as_json, const ListFormat& forma
     PrintJson({{format.key, rows}});
     return;
   }
-  std::cout << format.header;
-  for (const nlohmann::json& row : rows) std::cout << format.line(row);
-  std::cout << (rows.empty() ? format.when_empty : format.footer);
+  if (rows.empty()) {
+    std::cout << format.when_empty;
+  } else if (!format.columns.empty()) {
+    std::vector<std::vector<std::string>> cells;
+    for (const nlohmann::json& row : rows) cells.push_back(format.cells(row));
+    std::cout << FormatTable(format.columns, cells) << format.footer;
+  } else {
+    for (const nlohmann::json& row : rows) std::cout << format.line(row);
+    std::cout << format.footer;
+  }
   std::cout.flush();
 }
 

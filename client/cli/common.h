@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "client/client.h"
@@ -61,15 +62,28 @@ std::string ShapeOf(const tessel::v1::Workload& workload);
 // ("30s", "2m", "1h"); "0" is no limit. InvalidArgument naming `flag` for anything else (a
 // negative, fractional or empty value, another unit, more than 2^31 - 1 seconds).
 absl::StatusOr<int> ParseTimeLimitSeconds(const std::string& text, const std::string& flag);
-// "1.23 ms", "45.6 us", "789 ns".
+// A time in the unit that suits it, with 3-4 significant digits: "789 ns", "45.6 us", "1.23 ms",
+// "5.60 s", "12.3 min"; "-" for a time that is not one (<= 0, NaN).
 std::string HumanTime(double ns);
 // Prints one JSON object on stdout.
 void PrintJson(const nlohmann::json& object);
 
-// How a listing command (`jobs`, `workers`, `kernels`, `targets`) prints its rows.
+// A column of a text table: its title, and whether its cells are right-aligned (numbers).
+struct Column {
+  std::string title;
+  bool right = false;
+};
+// `rows` as a table under `columns`, each column as wide as its widest cell (the last one is not
+// padded), two spaces between columns, one line per row.
+std::string FormatTable(const std::vector<Column>& columns,
+                        const std::vector<std::vector<std::string>>& rows);
+
+// How a listing command (`jobs`, `workers`, `kernels`, `targets`) prints its rows: as an aligned
+// table when `columns` is set (each row's cells from `cells`), else one `line` per row.
 struct ListFormat {
-  std::string key;                                             // --json prints {key: rows}
-  std::string header;                                          // the table's first line, if any
+  std::string key;              // --json prints {key: rows}
+  std::vector<Column> columns;  // a table's columns
+  std::function<std::vector<std::string>(const nlohmann::json& row)> cells;
   std::function<std::string(const nlohmann::json& row)> line;  // one row's text, with its '\n'
   std::string when_empty;                                      // printed when there are no rows
   std::string footer;                                          // printed after the rows, if any

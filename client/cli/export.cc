@@ -67,7 +67,8 @@ v1::ExportResponse FilterKernels(const v1::ExportResponse& contents,
 class ExportCommand final : public Command {
  public:
   ExportCommand()
-      : Command("export", "write published best configs to a snapshot, JSON or C++ header file") {}
+      : Command("export", "write published best configs to a snapshot, JSON or C++ header file",
+                "tessel export --format header --out tessel_configs.h --db tessel.db") {}
 
   // Writes the file atomically and prints what was written (one JSON object with --json).
   absl::Status Run(int&) override {
@@ -133,7 +134,8 @@ class ExportCommand final : public Command {
 class ImportCommand final : public Command {
  public:
   ImportCommand()
-      : Command("import", "publish the configs of a snapshot or JSON export (idempotent)") {}
+      : Command("import", "publish the configs of a snapshot or JSON export (idempotent)",
+                "tessel import configs.tsnap --db tessel.db") {}
 
   // Publishes the file's best configs and prints how many were new and which were refused, with
   // why (one JSON object with --json). NotFound for an unreadable file; InvalidArgument for a

@@ -1,5 +1,6 @@
 // `tessel jobs`: list tuning jobs, newest first.
 #include <string>
+#include <vector>
 
 #include "client/cli/command.h"
 #include "client/cli/options.h"
@@ -33,21 +34,21 @@ json JobRow(const v1::Job& job) {
           {"stale", job.stale()}};
 }
 
-constexpr char kJobLine[] = "{:>5}  {:<10} {:<26} {:<6} {:<8} {:<10} {:>13}  {}\n";
-
-std::string JobLine(const json& row) {
+std::vector<std::string> JobCells(const json& row) {
   const json& best = row["best_time_ns"];
-  return fmt::format(
-      kJobLine, row["id"].get<int64_t>(), row["kernel"].get<std::string>(),
-      row["shape"].get<std::string>(), row["dtype"].get<std::string>(),
-      row["target"].get<std::string>(), row["state"].get<std::string>(),
-      fmt::format("{}/{}", row["trials"].get<int64_t>(), row["budget"].get<int64_t>()),
-      best.is_null() ? "-" : HumanTime(best.get<double>()));
+  return {std::to_string(row["id"].get<int64_t>()),
+          row["kernel"].get<std::string>(),
+          row["shape"].get<std::string>(),
+          row["dtype"].get<std::string>(),
+          row["target"].get<std::string>(),
+          row["state"].get<std::string>(),
+          fmt::format("{}/{}", row["trials"].get<int64_t>(), row["budget"].get<int64_t>()),
+          best.is_null() ? "-" : HumanTime(best.get<double>())};
 }
 
 class JobsCommand final : public Command {
  public:
-  JobsCommand() : Command("jobs", "list tuning jobs, newest first") {}
+  JobsCommand() : Command("jobs", "list tuning jobs, newest first", "tessel jobs --limit 20") {}
 
   // Prints the jobs as a table, or {"jobs": [...]} with --json.
   absl::Status Run(int&) override {
@@ -57,9 +58,16 @@ class JobsCommand final : public Command {
     for (const v1::Job& job : jobs) rows.push_back(JobRow(job));
     PrintList(rows, json_,
               {.key = "jobs",
-               .header = fmt::format(kJobLine, "ID", "KERNEL", "SHAPE", "DTYPE", "TARGET", "STATE",
-                                     "TRIALS", "BEST"),
-               .line = JobLine,
+               .columns = {{"ID", true},
+                           {"KERNEL"},
+                           {"SHAPE"},
+                           {"DTYPE"},
+                           {"TARGET"},
+                           {"STATE"},
+                           {"TRIALS", true},
+                           {"BEST", true}},
+               .cells = JobCells,
+               .line = nullptr,
                .when_empty = "(no jobs)\n",
                .footer = ""});
     return absl::OkStatus();

@@ -38,21 +38,35 @@ std::string KernelLines(const json& k) {
 
 class KernelsCommand final : public Command {
  public:
-  KernelsCommand() : Command("kernels", "list kernels, their dims and params") {}
+  KernelsCommand()
+      : Command("kernels", "list kernels, their dims and params", "tessel kernels --target snc3") {}
 
   // Prints each kernel with its params, or {"kernels": [...]} with --json.
   absl::Status Run(int&) override {
-    // The default target is embedded in the binary, so it always loads.
-    TESSEL_ASSIGN_OR_RETURN(const sim::Target target, sim::LoadTarget(kDefaultTarget));
+    // Values that depend on the target (shards: its cores) are shown for --target.
+    TESSEL_ASSIGN_OR_RETURN(const sim::Target target, LoadTargetOrExplain(target_));
     json rows = json::array();
     for (const kernels::Kernel* kernel : kernels::AllKernels()) {
       rows.push_back(KernelRow(kernels::DescribeKernel(*kernel, target)));
     }
-    PrintList(
-        rows, json_,
-        {.key = "kernels", .header = "", .line = KernelLines, .when_empty = "", .footer = ""});
+    PrintList(rows, json_,
+              {.key = "kernels",
+               .columns = {},
+               .cells = nullptr,
+               .line = KernelLines,
+               .when_empty = "",
+               .footer = StrCat("(param values for target ", target_, "; others: --target)\n")});
     return absl::OkStatus();
   }
+
+ private:
+  void AddOptions(CLI::App& command) override {
+    command
+        .add_option("--target", target_, "target whose values are listed (see `tessel targets`)")
+        ->capture_default_str();
+  }
+
+  std::string target_ = kDefaultTarget;
 };
 
 }  // namespace

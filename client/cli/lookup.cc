@@ -17,7 +17,9 @@ using nlohmann::json;
 
 class LookupCommand final : public Command {
  public:
-  LookupCommand() : Command("lookup", "the best known config for a workload") {}
+  LookupCommand()
+      : Command("lookup", "the best known config for a workload",
+                "tessel lookup matmul --shape M=4096,N=4096,K=4096 --target snc2") {}
 
   // Prints the answer (config, match level, time, provenance): one JSON object with --json.
   // InvalidArgument for a bad workload; NotFound when nothing is known of the kernel.

@@ -32,6 +32,13 @@ int Main(int argc, char** argv) {
   CLI::App app{"tessel: autotuning of ML kernel schedules on a simulated accelerator"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every command");
+  app.set_version_flag("--version", "tessel " TESSEL_VERSION);
+  app.footer(
+      "\nExamples:\n"
+      "  tessel tune matmul --shape M=4096,N=4096,K=4096 --budget 200\n"
+      "  tessel lookup matmul --shape M=4096,N=4096,K=4096\n"
+      "  tessel simulate matmul --shape M=2048,N=2048,K=2048 --trace t.json\n"
+      "Run 'tessel COMMAND --help' for a command's options.");
 
   const std::vector<std::unique_ptr<Command>> commands = AllCommands();
   for (const std::unique_ptr<Command>& command : commands) command->Add(app);

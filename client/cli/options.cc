@@ -1,8 +1,12 @@
 #include "client/cli/options.h"
 
+#include <string>
+#include <vector>
+
 #include "schema/credentials.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "sim/target.h"
 
 namespace tessel::cli {
 
@@ -41,7 +45,11 @@ absl::StatusOr<std::unique_ptr<Backend>> OpenBackend(const ServerArgs& args, boo
 void AddWorkloadOptions(CLI::App& command, WorkloadArgs& args) {
   command.add_option("kernel", args.kernel, "kernel name (see `tessel kernels`)")->required();
   command.add_option("--shape", args.shape, "named dims, e.g. M=4096,N=4096,K=4096")->required();
-  command.add_option("--dtype", args.dtype, "element type")->capture_default_str();
+  std::vector<std::string> dtypes;
+  for (int d = 0; d < sim::kNumDTypes; ++d) dtypes.emplace_back(sim::DTypeName(sim::DType(d)));
+  command.add_option("--dtype", args.dtype, "element type (what a kernel takes: `tessel kernels`)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(dtypes));
   command.add_option("--target", args.target, "target (see `tessel targets`)")
       ->capture_default_str();
 }

@@ -11,6 +11,7 @@
 #include "client/cli/options.h"
 #include "fmt/format.h"
 #include "schema/status_macros.h"
+#include "schema/strings.h"
 #include "search/strategy.h"
 
 namespace tessel::cli {
@@ -41,8 +42,9 @@ json SummaryJson(const std::string& strategy, const search::ReplaySummary& summa
 class ReplayCommand final : public Command {
  public:
   ReplayCommand()
-      : Command("replay",
-                "benchmark search strategies on a recorded tuning space (Kernel Tuner cache)") {}
+      : Command(
+            "replay", "benchmark search strategies on a recorded tuning space (Kernel Tuner cache)",
+            "tessel replay --cache GTX_Titan_X.json.gz --budget 100 --runs 20 --strategy auto") {}
 
   // Runs it: one JSON object (or a table) on stdout. InvalidArgument / NotFound for bad input.
   absl::Status Run(int&) override;
@@ -67,7 +69,9 @@ class ReplayCommand final : public Command {
 
 void ReplayCommand::AddOptions(CLI::App& command) {
   command.add_option("--cache", cache_, "Kernel Tuner cache file (.json or .json.gz)")->required();
-  command.add_option("--strategy", strategy_, "strategy (default: every strategy, a table)");
+  command.add_option("--strategy", strategy_,
+                     StrCat("strategy: ", StrJoin(search::StrategyNames(), ", "),
+                            " (default: every strategy, a table)"));
   AddPositiveOption(command, "--budget", budget_, "evaluations per run, failed ones included");
   AddPositiveOption(command, "--runs", runs_, "seeded runs");
   command.add_option("--seed", seed_, "seed of the first run")->capture_default_str();

@@ -30,7 +30,8 @@ bool IsStale(const v1::BestConfig& best, const std::map<std::string, int>& kerne
 class RetuneCommand final : public Command {
  public:
   RetuneCommand()
-      : Command("retune", "re-validate stale results by re-measuring their stored top configs") {}
+      : Command("retune", "re-validate stale results by re-measuring their stored top configs",
+                "tessel retune --stale --top-k 3 --db tessel.db") {}
 
   // Fails when no workload was re-validated successfully while some were stale.
   absl::Status Run(int& exit_code) override;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
+#include <limits>
 #include <string>
 
 #include "client/cli/command.h"
@@ -24,12 +25,15 @@ using nlohmann::json;
 
 class SimulateCommand final : public Command {
  public:
-  SimulateCommand() : Command("simulate", "lower and simulate one config locally (no server)") {}
+  SimulateCommand()
+      : Command("simulate", "lower and simulate one config locally (no server)",
+                "tessel simulate matmul --shape M=2048,N=2048,K=2048 --config tile_n=256 --trace "
+                "t.json") {}
 
   // Prints the simulated time, bound, roofline, engine use and memory peaks (sim::ResultJson's
-  // fields, one JSON object with --json). A config the kernel rejects is a result ("valid":
-  // false with the reason), not an error; InvalidArgument for a bad workload or --config.
-  absl::Status Run(int&) override;
+  // fields, one JSON object with --json). A config the kernel rejects is reported ("valid":
+  // false with the reason) and exits 1; InvalidArgument for a bad workload or --config.
+  absl::Status Run(int& exit_code) override;
 
  private:
   void AddOptions(CLI::App& command) override {
@@ -40,12 +44,20 @@ class SimulateCommand final : public Command {
         "values");
     command.add_option("--trace", trace_,
                        "write a Chrome trace-event JSON file (Perfetto / chrome://tracing)");
+    command
+        .add_option("--trace-limit", trace_limit_,
+                    "instructions per core the trace keeps (the first ones; 0 = all); the file's "
+                    "otherData says when some were left out")
+        ->default_val(sim::kDefaultTraceLimit)
+        ->check(CLI::NonNegativeNumber);
     command.add_option("--noise", noise_, "relative run-to-run noise sigma (0 = off)");
     command.add_option("--seed", seed_, "seed of the noise");
     command.add_flag("--exact", exact_, "simulate every iteration (no fast path)");
   }
   // --config, or the kernel's default for the workload.
   absl::StatusOr<Config> ChosenConfig(const Workload& workload, const sim::Target& target) const;
+  // " (P, Q from --config; the rest the kernel's defaults)" for a partial --config.
+  std::string MergedNote() const;
   // Prints a valid result as a short report (not --json).
   void PrintReport(const std::string& shape, const Config& config, const sim::SimResult& result,
                    const json& engines) const;
@@ -53,6 +65,7 @@ class SimulateCommand final : public Command {
   WorkloadArgs workload_;
   std::string config_;  // empty: the kernel's default for the workload
   std::string trace_;   // a Chrome trace-event file to write, when set
+  int64_t trace_limit_ = sim::kDefaultTraceLimit;
   double noise_ = 0;
   uint64_t seed_ = 0;
   bool exact_ = false;
@@ -85,7 +98,7 @@ absl::StatusOr<Config> SimulateCommand::ChosenConfig(const Workload& workload,
   return config;
 }
 
-absl::Status SimulateCommand::Run(int&) {
+absl::Status SimulateCommand::Run(int& exit_code) {
   TESSEL_ASSIGN_OR_RETURN(const Workload workload, ValidateWorkload(workload_));
   if (noise_ < 0) return absl::InvalidArgumentError("--noise must be >= 0");
   const sim::SimOptions options{.noise_sigma = noise_, .seed = seed_, .exact = exact_};
@@ -99,7 +112,10 @@ absl::Status SimulateCommand::Run(int&) {
   if (result.ok() && !trace_.empty()) {
     absl::StatusOr<sim::Program> program = workload.kernel->Lower(workload.problem, config, target);
     absl::Status written =
-        program.ok() ? sim::WriteTrace(target, *program, options, trace_) : program.status();
+        program.ok()
+            ? sim::WriteTrace(target, *program, options, trace_,
+                              trace_limit_ > 0 ? trace_limit_ : std::numeric_limits<int64_t>::max())
+            : program.status();
     if (!written.ok()) {
       return absl::UnavailableError(
           StrCat("cannot write trace ", trace_, ": ", std::string(written.message())));
@@ -110,6 +126,9 @@ absl::Status SimulateCommand::Run(int&) {
       return absl::InternalError(
           StrCat("simulation failed: ", std::string(result.status().message())));
     }
+    // Still one report (what was tried and why it failed), but a non-zero exit: a script that
+    // simulates a config must not mistake a refusal for a result.
+    exit_code = kExitFailure;
     out["valid"] = false;
     out["reason"] = std::string(result.status().message());
     if (json_) {
@@ -134,11 +153,19 @@ absl::Status SimulateCommand::Run(int&) {
   return absl::OkStatus();
 }
 
+std::string SimulateCommand::MergedNote() const {
+  absl::StatusOr<Config> given = Config::Parse(config_);
+  if (!given.ok()) return "";
+  std::vector<std::string> names;
+  for (const auto& [name, value] : given->items()) names.push_back(name);
+  return StrCat(" (", StrJoin(names, ", "), " from --config; the rest the kernel's defaults)");
+}
+
 void SimulateCommand::PrintReport(const std::string& shape, const Config& config,
                                   const sim::SimResult& result, const json& engines) const {
   std::cout << fmt::format("{} {} {} on {}\n  config:   {}{}\n  time:     {} ({} bound)\n",
                            workload_.kernel, shape, workload_.dtype, workload_.target,
-                           config.ToString(), config_.empty() ? " (default)" : "",
+                           config.ToString(), config_.empty() ? " (default)" : MergedNote(),
                            HumanTime(result.time_ns), result.bound);
   if (result.bound == "latency" && result.busiest[0].busy_frac > 0) {
     // No resource explains the time: say how busy the busiest ones were.

@@ -40,7 +40,9 @@ ValidCount CountValid(const kernels::Space& space, uint64_t enumerate_limit, int
 
 class SpaceCommand final : public Command {
  public:
-  SpaceCommand() : Command("space", "size and parameters of a kernel's schedule space") {}
+  SpaceCommand()
+      : Command("space", "size and parameters of a kernel's schedule space",
+                "tessel space attention --shape B=1,H=16,S=4096,D=128") {}
 
   // Prints size (full product), valid (exact count, or an estimate with "valid_estimated": true)
   // and the params: one JSON object with --json, a short table otherwise. InvalidArgument for a

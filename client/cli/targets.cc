@@ -1,5 +1,6 @@
 // `tessel targets`: the built-in targets.
 #include <string>
+#include <vector>
 
 #include "client/cli/command.h"
 #include "client/cli/common.h"
@@ -12,14 +13,14 @@ namespace {
 
 using nlohmann::json;
 
-std::string TargetLine(const json& t) {
-  return fmt::format("{:<22} v{}  {}\n", t["name"].get<std::string>(), t["version"].get<int>(),
-                     t["description"].get<std::string>());
+std::vector<std::string> TargetCells(const json& t) {
+  return {t["name"].get<std::string>(), fmt::format("v{}", t["version"].get<int>()),
+          t["description"].get<std::string>()};
 }
 
 class TargetsCommand final : public Command {
  public:
-  TargetsCommand() : Command("targets", "list built-in targets") {}
+  TargetsCommand() : Command("targets", "list built-in targets", "tessel targets") {}
 
   // Prints each target with its version, or {"targets": [...]} with --json.
   absl::Status Run(int&) override {
@@ -32,8 +33,9 @@ class TargetsCommand final : public Command {
     }
     PrintList(rows, json_,
               {.key = "targets",
-               .header = "",
-               .line = TargetLine,
+               .columns = {{"NAME"}, {"VERSION"}, {"DESCRIPTION"}},
+               .cells = TargetCells,
+               .line = nullptr,
                .when_empty = "",
                .footer = "(systolic-RxC-{ws,os,is} names any systolic array size)\n"});
     return absl::OkStatus();

@@ -39,7 +39,9 @@ std::string EffortFooter() {
 
 class TuneCommand final : public Command {
  public:
-  TuneCommand() : Command("tune", "tune a kernel (embedded server unless --server)") {}
+  TuneCommand()
+      : Command("tune", "tune a kernel (embedded server unless --server)",
+                "tessel tune matmul --shape M=4096,N=4096,K=4096 --budget 200 --strategy auto") {}
 
   // Validates everything before any work, submits, follows the job and prints it (one JSON
   // object with --json). Sets `exit_code` to 1 when the job does not complete.
@@ -79,7 +81,9 @@ class TuneCommand final : public Command {
 
 void TuneCommand::AddOptions(CLI::App& command) {
   AddWorkloadOptions(command, workload_);
-  command.add_option("--strategy", strategy_, "search strategy (default: the server's)");
+  command.add_option("--strategy", strategy_,
+                     StrCat("search strategy: ", StrJoin(search::StrategyNames(), ", "),
+                            " (default: the server's, auto)"));
   command
       .add_option("--effort", effort_,
                   StrCat("search effort: ", search::EffortPresetNames(),

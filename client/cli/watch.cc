@@ -14,7 +14,9 @@ namespace v1 = tessel::v1;
 
 class WatchCommand final : public Command {
  public:
-  WatchCommand() : Command("watch", "follow a job to its end and print it as `tune` does") {}
+  WatchCommand()
+      : Command("watch", "follow a job to its end and print it as `tune` does",
+                "tessel watch 12 --server localhost:7070") {}
 
   // With --db it runs embedded workers, so a job left unfinished by an earlier embedded run
   // resumes. Sets `exit_code` to 1 when the job does not complete.

@@ -14,8 +14,6 @@ namespace {
 namespace v1 = tessel::v1;
 using nlohmann::json;
 
-constexpr char kWorkerLine[] = "{:<14} {:<24} {:<11} {:>5} {:>7} {:>8}  {}{}\n";
-
 json WorkerRow(const v1::WorkerInfo& w) {
   return {{"id", w.worker_id()},
           {"name", w.name()},
@@ -30,22 +28,25 @@ json WorkerRow(const v1::WorkerInfo& w) {
 
 // Every string in the table came from a worker: shown escaped (schema/strings.h Shown), so none
 // can forge a line or a terminal escape; --json carries them as sent.
-std::string WorkerLine(const json& row) {
+std::vector<std::string> WorkerCells(const json& row) {
   auto text = [&](const char* key) { return Shown(row[key].get<std::string>(), 128); };
   std::vector<std::string> targets;
   for (const auto& t : row["targets"]) targets.push_back(Shown(t.get<std::string>()));
-  return fmt::format(kWorkerLine, text("id"), text("name"), row["state"].get<std::string>(),
-                     row["slots"].get<int64_t>(), row["leased_trials"].get<int64_t>(),
-                     row["trials_done"].get<int64_t>(),
-                     targets.empty() ? "all" : StrJoin(targets, ","),
-                     row["quarantine_reason"].get<std::string>().empty()
-                         ? ""
-                         : "  (" + text("quarantine_reason") + ")");
+  auto number = [&](const char* key) { return std::to_string(row[key].get<int64_t>()); };
+  return {text("id"),
+          text("name"),
+          row["state"].get<std::string>(),
+          number("slots"),
+          number("leased_trials"),
+          number("trials_done"),
+          targets.empty() ? "all" : StrJoin(targets, ","),
+          text("quarantine_reason")};
 }
 
 class WorkersCommand final : public Command {
  public:
-  WorkersCommand() : Command("workers", "list registered workers") {}
+  WorkersCommand()
+      : Command("workers", "list registered workers", "tessel workers --server localhost:7070") {}
 
   // Prints the workers as a table, or {"workers": [...]} with --json.
   absl::Status Run(int&) override {
@@ -56,9 +57,16 @@ class WorkersCommand final : public Command {
     for (const v1::WorkerInfo& worker : workers) rows.push_back(WorkerRow(worker));
     PrintList(rows, json_,
               {.key = "workers",
-               .header = fmt::format(kWorkerLine, "ID", "NAME", "STATE", "SLOTS", "LEASED", "DONE",
-                                     "TARGETS", ""),
-               .line = WorkerLine,
+               .columns = {{"ID"},
+                           {"NAME"},
+                           {"STATE"},
+                           {"SLOTS", true},
+                           {"LEASED", true},
+                           {"DONE", true},
+                           {"TARGETS"},
+                           {"QUARANTINED BECAUSE"}},
+               .cells = WorkerCells,
+               .line = nullptr,
                .when_empty = "(no workers)\n",
                .footer = ""});
     return absl::OkStatus();
