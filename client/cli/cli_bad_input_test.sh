@@ -70,6 +70,16 @@ if ! "$TESSEL" simulate matmul --shape M=512,N=512,K=512 --config block_m=2 --js
   echo "FAIL: a partial --config did not complete from the default"
   failures=$((failures + 1))
 fi
+# Issue 18's commands.
+expect_error "--dtype: int7 not in" simulate matmul --shape M=512,N=512,K=512 --dtype int7
+expect_error "matmul has no parameter 'tile_q'" \
+  explain matmul --shape M=512,N=512,K=512 --config tile_q=128
+expect_error "unknown kernel" explain nosuch --shape M=1 --json
+expect_error "job: Value 0 not in range" trials 0 --db missing.db
+expect_error "no tessel database" trials 3 --db missing.db
+expect_error "--top: Value -2 not in range" trials 3 --top -2 --db missing.db
+expect_error "--trace-limit: Value -1 not in range 0 to 2147483648" \
+  simulate matmul --shape M=512,N=512,K=512 --trace t.json --trace-limit -1
 expect_error "unknown command 'frobnicate'" frobnicate
 expect_error "tessel --help" tune matmul --shape M=1,N=1,K=1 --budget notanumber
 expect_error "tessel --help" tune

@@ -14,8 +14,9 @@ std::vector<std::unique_ptr<Command>> AllCommands() {
   std::vector<std::unique_ptr<Command>> commands;
   for (auto* make :
        {NewTuneCommand, NewWatchCommand, NewCancelCommand, NewLookupCommand, NewJobsCommand,
-        NewWorkersCommand, NewKernelsCommand, NewTargetsCommand, NewExportCommand, NewImportCommand,
-        NewRetuneCommand, NewSimulateCommand, NewReplayCommand, NewSpaceCommand, NewAdminCommand}) {
+        NewTrialsCommand, NewWorkersCommand, NewKernelsCommand, NewTargetsCommand, NewExportCommand,
+        NewImportCommand, NewRetuneCommand, NewSimulateCommand, NewExplainCommand, NewReplayCommand,
+        NewSpaceCommand, NewAdminCommand}) {
     commands.push_back(make());
   }
   return commands;

@@ -56,7 +56,8 @@ std::vector<std::unique_ptr<Command>> AllCommands();
 std::unique_ptr<Command> NewTuneCommand(), NewWatchCommand(), NewCancelCommand(),
     NewLookupCommand(), NewJobsCommand(), NewWorkersCommand(), NewKernelsCommand(),
     NewTargetsCommand(), NewExportCommand(), NewImportCommand(), NewRetuneCommand(),
-    NewSimulateCommand(), NewReplayCommand(), NewSpaceCommand(), NewAdminCommand();
+    NewSimulateCommand(), NewReplayCommand(), NewSpaceCommand(), NewAdminCommand(),
+    NewTrialsCommand(), NewExplainCommand();
 
 }  // namespace tessel::cli
 

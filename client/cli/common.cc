@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "kernels/advice.h"
 #include "kernels/workload.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
@@ -52,6 +53,33 @@ absl::StatusOr<Workload> ValidateWorkload(const std::string& kernel_name, const 
   workload.problem = std::move(resolved.problem);
   workload.target_name = target;
   return workload;
+}
+
+absl::StatusOr<Config> ConfigFor(const Workload& workload, const sim::Target& target,
+                                 const std::string& text) {
+  if (text.empty()) return workload.kernel->Default(workload.problem, target);
+  absl::StatusOr<Config> parsed = Config::Parse(text);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("bad --config '", text, "': ", std::string(parsed.status().message())));
+  }
+  // The parameters given override the kernel's default; a name the kernel lacks is refused (the
+  // simulator would ignore it).
+  TESSEL_ASSIGN_OR_RETURN(const kernels::Space space,
+                          workload.kernel->SpaceFor(workload.problem, target));
+  Config config = workload.kernel->Default(workload.problem, target);
+  for (const auto& [name, value] : parsed->items()) {
+    const auto& params = space.params();
+    if (std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.name == name; })) {
+      std::string known;
+      for (const auto& p : params) known += (known.empty() ? "" : ", ") + p.name;
+      return absl::InvalidArgumentError(StrCat("bad --config: ", workload.kernel->name(),
+                                               " has no parameter '", name,
+                                               "' (its parameters: ", known, ")"));
+    }
+    config.Set(name, value);
+  }
+  return config;
 }
 
 std::string ShapeOf(const v1::Workload& workload) {
@@ -135,6 +163,21 @@ std::string FormatTable(const std::vector<Column>& columns,
 }
 
 void PrintJson(const nlohmann::json& object) { std::cout << object.dump(2) << std::endl; }
+
+nlohmann::json BottleneckJson(const Workload& workload, const std::string& config_text) {
+  absl::StatusOr<Config> config = Config::Parse(config_text);
+  absl::StatusOr<sim::Target> target = kernels::ResolveTarget(workload.target_name);
+  if (!config.ok() || !target.ok()) return nullptr;
+  absl::StatusOr<kernels::Space> space = workload.kernel->SpaceFor(workload.problem, *target);
+  absl::StatusOr<sim::SimResult> result =
+      kernels::Evaluate(*workload.kernel, workload.problem, *config, *target, {});
+  if (!space.ok() || !result.ok()) return nullptr;
+  const kernels::Bottleneck b = kernels::FindBottleneck(*space, *config, *result);
+  nlohmann::json busiest = nlohmann::json::object();
+  for (const auto& [engine, frac] : b.busiest) busiest[engine] = frac;
+  return {
+      {"bound", b.bound}, {"busiest", busiest}, {"try_next", b.try_next}, {"summary", b.Summary()}};
+}
 
 void PrintList(const nlohmann::json& rows, bool as_json, const ListFormat& format) {
   if (as_json) {

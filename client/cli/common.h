@@ -68,6 +68,16 @@ std::string HumanTime(double ns);
 // Prints one JSON object on stdout.
 void PrintJson(const nlohmann::json& object);
 
+// `text` (a --config value) merged over the kernel's default for `workload` on `target`: the
+// default when empty. InvalidArgument for a malformed value or a parameter the kernel lacks.
+absl::StatusOr<Config> ConfigFor(const Workload& workload, const sim::Target& target,
+                                 const std::string& text);
+
+// The bottleneck of `config` (a config string) for `workload` on its target, simulated here:
+// {"bound", "busiest": {engine: busy_frac}, "try_next": [...], "summary"}; null when the config
+// cannot be simulated here (unknown target, invalid config).
+nlohmann::json BottleneckJson(const Workload& workload, const std::string& config);
+
 // A column of a text table: its title, and whether its cells are right-aligned (numbers).
 struct Column {
   std::string title;

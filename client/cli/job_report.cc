@@ -1,8 +1,13 @@
 #include "client/cli/job_report.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <string_view>
 
 #include "client/cli/common.h"
 #include "fmt/format.h"
@@ -101,8 +106,52 @@ void PrintTuneSummary(const v1::Job& job) {
   std::cout.flush();
 }
 
+ProgressPrinter::ProgressPrinter(bool enabled) : enabled_(enabled) {
+  const char* term = std::getenv("TERM");
+  tty_ = isatty(STDERR_FILENO) == 1 && (term == nullptr || std::string_view(term) != "dumb");
+}
+
+void ProgressPrinter::Bar(const v1::Job& job, bool final) {
+  const auto now = std::chrono::steady_clock::now();
+  if (first_total_ < 0) first_total_ = job.trials().total(), first_seen_ = now;
+  if (!final && now - last_print_ < std::chrono::milliseconds(100)) return;
+  last_print_ = now;
+  const int64_t total = job.trials().total();
+  const int64_t budget = std::max<int64_t>(1, job.budget());
+  constexpr int kWidth = 24;
+  const int filled = int(std::min<int64_t>(kWidth, total * kWidth / budget));
+  std::string line = fmt::format("job {} [{}{}] {}/{} trials", job.id(), std::string(filled, '#'),
+                                 std::string(kWidth - filled, '-'), total, job.budget());
+  const bool has_best = job.has_best() && job.best().time_ns() > 0;
+  if (has_best) {
+    line += fmt::format("  best {}", HumanTime(job.best().time_ns()));
+    if (job.has_default_config() && job.default_config().time_ns() > 0) {
+      line +=
+          fmt::format(" ({:.2f}x default)", job.default_config().time_ns() / job.best().time_ns());
+    }
+  }
+  const double seconds = std::chrono::duration<double>(now - first_seen_).count();
+  const int64_t done = total - first_total_;
+  if (done > 0 && seconds > (final ? 0.0 : 0.5)) {
+    const double rate = done / seconds;
+    line += fmt::format("  {:.1f} trials/s", rate);
+    if (!final && total < job.budget()) {
+      line += fmt::format("  ETA {}", HumanTime((job.budget() - total) / rate * 1e9));
+    }
+  }
+  if (final) line += "  " + client::JobStateName(job.state());
+  if (!job.paused().empty()) line += " PAUSED: " + Shown(job.paused(), 120);
+  // \r and erase-to-end-of-line redraw in place (cursor control, not colour: NO_COLOR keeps it).
+  std::fprintf(stderr, "\r%s\x1b[K%s", line.c_str(), final ? "\n" : "");
+  std::fflush(stderr);
+}
+
 void ProgressPrinter::Update(const v1::Job& job) {
   if (!enabled_) return;
+  if (tty_) {
+    Bar(job, client::IsFinalState(job.state()));
+    return;
+  }
   const v1::TrialCounts& t = job.trials();
   std::string line = fmt::format(
       "job {} {}: {}/{} trials ({} ok, {} invalid, {} failed){}{}", job.id(),

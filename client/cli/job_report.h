@@ -21,17 +21,24 @@ nlohmann::json JobJson(const tessel::v1::Job& job);
 // Prints the job's human summary on stdout (state, counts, best, default, speedup, roofline).
 void PrintTuneSummary(const tessel::v1::Job& job);
 
-// Prints a progress line on stderr when the counts change (at most a few per second; always the
-// final state). Prints nothing when disabled.
+// Shows a job's progress on stderr. On a terminal: one live bar redrawn in place (trials/budget,
+// best so far, speedup over the default, trials/s, ETA), ended with a newline at the final state.
+// Elsewhere (a pipe, a file, TERM=dumb): a plain line when the counts change, at most four per
+// second, and always the final state. Prints nothing when disabled.
 class ProgressPrinter {
  public:
-  explicit ProgressPrinter(bool enabled) : enabled_(enabled) {}
+  explicit ProgressPrinter(bool enabled);
   void Update(const tessel::v1::Job& job);
 
  private:
+  void Bar(const tessel::v1::Job& job, bool final);
+
   bool enabled_;
+  bool tty_;
   std::string last_line_;
   std::chrono::steady_clock::time_point last_print_{};
+  std::chrono::steady_clock::time_point first_seen_{};
+  int64_t first_total_ = -1;  // trials when first seen (the rate counts this run's only)
 };
 
 // Submits `request` on `client` and watches the job to a final state, with progress on stderr

@@ -31,13 +31,13 @@ class LookupCommand final : public Command {
       TESSEL_ASSIGN_OR_RETURN(const client::LookupResult found,
                               snapshot->Find(workload_.kernel, workload.problem.dims,
                                              workload_.dtype, workload_.target));
-      Print(workload.shape, found, /*from_snapshot=*/true);
+      Print(workload, found, /*from_snapshot=*/true);
       return absl::OkStatus();
     }
     TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/true));
     TESSEL_ASSIGN_OR_RETURN(const v1::LookupResponse response,
                             backend->client->Lookup(workload.ToProto()));
-    Print(workload.shape, client::FromLookupResponse(response), /*from_snapshot=*/false);
+    Print(workload, client::FromLookupResponse(response), /*from_snapshot=*/false);
     return absl::OkStatus();
   }
 
@@ -49,9 +49,12 @@ class LookupCommand final : public Command {
   }
 
   // Prints the answer as the CLI contract's JSON object (with `source`, where libtessel found
-  // it, for a snapshot answer) or as two lines ending with its provenance.
-  void Print(const std::string& shape, const client::LookupResult& found,
+  // it, for a snapshot answer) or as lines ending with its provenance and its bottleneck
+  // (simulated here).
+  void Print(const Workload& workload, const client::LookupResult& found,
              bool from_snapshot) const {
+    const std::string& shape = workload.shape;
+    const json bottleneck = BottleneckJson(workload, found.config);
     if (json_) {
       json out = {{"kernel", workload_.kernel},     {"shape", shape},
                   {"dtype", workload_.dtype},       {"target", workload_.target},
@@ -61,6 +64,7 @@ class LookupCommand final : public Command {
                   {"tuned_dims", found.tuned_dims}, {"tuned_target", found.tuned_target},
                   {"adapted", found.adapted},       {"adaptation", found.adaptation}};
       if (from_snapshot) out["source"] = found.source;
+      out["bottleneck"] = bottleneck;
       PrintJson(out);
       return;
     }
@@ -76,7 +80,11 @@ class LookupCommand final : public Command {
       std::cout << fmt::format(", from job {} ({} on {}), snapshot {}", found.job_id,
                                found.tuned_dims, found.tuned_target, found.snapshot_id);
     }
-    std::cout << std::endl;
+    std::cout << "\n";
+    if (!bottleneck.is_null()) {
+      std::cout << "  bottleneck: " << bottleneck["summary"].get<std::string>() << "\n";
+    }
+    std::cout.flush();
   }
 
   WorkloadArgs workload_;

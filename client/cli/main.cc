@@ -7,6 +7,7 @@
 // With --server the CLI is a client; without it, tune/lookup/jobs/workers open an embedded server
 // on --db (no network port) and, for tune, run worker threads in-process.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include "client/cli/common.h"
 #include "schema/strings.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace tessel::cli {
@@ -26,7 +28,11 @@ namespace {
 int Main(int argc, char** argv) {
   // Library logs (embedded server and workers) go to stderr, warnings and up only: spdlog's
   // default logger writes to stdout, where a warning would break the one JSON object of --json.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("tessel"));
+  // NO_COLOR (https://no-color.org): no colour escapes at all, even on a terminal.
+  const char* no_color = std::getenv("NO_COLOR");
+  spdlog::set_default_logger(no_color != nullptr && no_color[0] != '\0'
+                                 ? spdlog::stderr_logger_mt("tessel")
+                                 : spdlog::stderr_color_mt("tessel"));
   spdlog::set_level(spdlog::level::warn);
 
   CLI::App app{"tessel: autotuning of ML kernel schedules on a simulated accelerator"};

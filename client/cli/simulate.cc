@@ -49,7 +49,7 @@ class SimulateCommand final : public Command {
                     "instructions per core the trace keeps (the first ones; 0 = all); the file's "
                     "otherData says when some were left out")
         ->default_val(sim::kDefaultTraceLimit)
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 31));
     command.add_option("--noise", noise_, "relative run-to-run noise sigma (0 = off)");
     command.add_option("--seed", seed_, "seed of the noise");
     command.add_flag("--exact", exact_, "simulate every iteration (no fast path)");
@@ -73,29 +73,7 @@ class SimulateCommand final : public Command {
 
 absl::StatusOr<Config> SimulateCommand::ChosenConfig(const Workload& workload,
                                                      const sim::Target& target) const {
-  if (config_.empty()) return workload.kernel->Default(workload.problem, target);
-  absl::StatusOr<Config> parsed = Config::Parse(config_);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        StrCat("bad --config '", config_, "': ", std::string(parsed.status().message())));
-  }
-  // The parameters given override the kernel's default; a name the kernel lacks is refused (the
-  // simulator would ignore it).
-  TESSEL_ASSIGN_OR_RETURN(const kernels::Space space,
-                          workload.kernel->SpaceFor(workload.problem, target));
-  Config config = workload.kernel->Default(workload.problem, target);
-  for (const auto& [name, value] : parsed->items()) {
-    const auto& params = space.params();
-    if (std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.name == name; })) {
-      std::string known;
-      for (const auto& p : params) known += (known.empty() ? "" : ", ") + p.name;
-      return absl::InvalidArgumentError(StrCat("bad --config: ", workload_.kernel,
-                                               " has no parameter '", name,
-                                               "' (its parameters: ", known, ")"));
-    }
-    config.Set(name, value);
-  }
-  return config;
+  return ConfigFor(workload, target, config_);
 }
 
 absl::Status SimulateCommand::Run(int& exit_code) {

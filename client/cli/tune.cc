@@ -189,9 +189,13 @@ absl::StatusOr<std::optional<v1::Job>> TuneCommand::StoredResult(
 
 void TuneCommand::PrintResult(const v1::Job& job, const Workload& workload,
                               const Backend& backend) const {
+  const json bottleneck = job.has_best() && job.best().time_ns() > 0
+                              ? BottleneckJson(workload, job.best().config())
+                              : json(nullptr);
   if (json_) {
     json out = JobJson(job);
     out["shape"] = workload.shape;
+    out["bottleneck"] = bottleneck;
     if (backend.server) {
       out["db"] = backend_.DbPath();
     } else {
@@ -200,6 +204,9 @@ void TuneCommand::PrintResult(const v1::Job& job, const Workload& workload,
     PrintJson(out);
   } else {
     PrintTuneSummary(job);
+    if (!bottleneck.is_null()) {
+      std::cout << "  bottleneck: " << bottleneck["summary"].get<std::string>() << std::endl;
+    }
   }
 }
 
@@ -218,13 +225,15 @@ void TuneCommand::PrintSubmitted(const v1::Job& job, const Workload& workload) c
 absl::Status TuneCommand::Run(int& exit_code) {
   TESSEL_ASSIGN_OR_RETURN(const Workload workload, ValidateWorkload(workload_));
   TESSEL_ASSIGN_OR_RETURN(const v1::SubmitJobRequest request, Request(workload));
+  // With --json, stdout holds the one JSON object and stderr stays empty unless it fails.
+  const bool progress = !quiet_ && !json_;
   const int workers =
       workers_ > 0 ? workers_ : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/false));
   if (!retune_ && !new_job_) {
     TESSEL_ASSIGN_OR_RETURN(std::optional<v1::Job> stored, StoredResult(*backend, request));
     if (stored) {
-      if (!quiet_) {
+      if (progress) {
         std::fprintf(stderr,
                      "%s %s is already tuned (job %lld, not stale): its stored result; --retune "
                      "tunes it again\n",
@@ -239,7 +248,7 @@ absl::Status TuneCommand::Run(int& exit_code) {
   // Embedded mode: worker threads in-process, over the server's in-process channel.
   EmbeddedWorkers embedded;
   TESSEL_RETURN_IF_ERROR(embedded.Start(*backend, workers));
-  if (backend->server && !quiet_) {
+  if (backend->server && progress) {
     std::fprintf(stderr, "tuning %s %s on %s with %d embedded worker threads (db %s)\n",
                  workload_.kernel.c_str(), workload.shape.c_str(), workload_.target.c_str(),
                  workers, backend_.DbPath().c_str());
@@ -250,7 +259,7 @@ absl::Status TuneCommand::Run(int& exit_code) {
     return absl::OkStatus();
   }
   absl::StatusOr<v1::Job> job =
-      SubmitAndWatch(*backend->client, request, !quiet_, 0, /*stop_when_paused=*/true);
+      SubmitAndWatch(*backend->client, request, progress, 0, /*stop_when_paused=*/true);
   embedded.Stop();
   if (!job.ok()) return job.status();
   PrintResult(*job, workload, *backend);

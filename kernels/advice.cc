@@ -1,0 +1,108 @@
+#include "kernels/advice.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "fmt/format.h"
+#include "schema/strings.h"
+
+namespace tessel::kernels {
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Params whose larger values move more data per transfer.
+bool SizesTransfers(std::string_view name) {
+  return StartsWith(name, "tile_") || StartsWith(name, "block_") || StartsWith(name, "kv_") ||
+         name == "chunk" || name == "rows_per_partition" || name == "batch_group";
+}
+// Params that keep operands on chip (0/1) when set.
+bool KeepsResident(std::string_view name) { return name == "hoist" || EndsWith(name, "resident"); }
+// Params that choose the engine a part of the work runs on.
+bool ChoosesEngine(std::string_view name) {
+  return name == "evict" || EndsWith(name, "_engine") || name == "softmax_src";
+}
+
+// The index of `value` in `param`'s values, or -1.
+int IndexOf(const Param& param, std::string_view value) {
+  for (size_t i = 0; i < param.values.size(); ++i) {
+    if (param.values[i] == value) return int(i);
+  }
+  return -1;
+}
+
+// "larger P (now V)" when the config is below P's last (largest) value.
+void Larger(const Param& p, std::string_view now, std::vector<std::string>* out) {
+  const int at = IndexOf(p, now);
+  if (at >= 0 && at + 1 < int(p.values.size())) {
+    out->push_back(fmt::format("larger {} (now {})", p.name, now));
+  }
+}
+
+// "P=V" for the next value of P, when there is one.
+void Next(const Param& p, std::string_view now, std::vector<std::string>* out) {
+  const int at = IndexOf(p, now);
+  if (at >= 0 && at + 1 < int(p.values.size())) {
+    out->push_back(fmt::format("{}={}", p.name, p.values[size_t(at) + 1]));
+  }
+}
+
+}  // namespace
+
+std::string Bottleneck::Summary() const {
+  std::vector<std::string> busy;
+  for (const auto& [engine, frac] : busiest) {
+    busy.push_back(fmt::format("{} {:.0f}%", engine, 100 * frac));
+  }
+  std::string text = fmt::format("{}-bound", bound);
+  if (!busy.empty()) text += " (" + StrJoin(busy, ", ") + ")";
+  if (!try_next.empty()) {
+    const size_t n = std::min<size_t>(try_next.size(), 3);
+    text += ": try " + StrJoin(std::vector<std::string>(try_next.begin(), try_next.begin() + n),
+                               n == 2 ? " or " : ", ");
+  }
+  return text;
+}
+
+Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::SimResult& result) {
+  Bottleneck b;
+  b.bound = result.bound;
+  for (const sim::SimResult::Busy& busy : result.busiest) {
+    if (busy.busy_frac > 0) {
+      b.busiest.emplace_back(std::string(sim::EngineName(busy.resource)), busy.busy_frac);
+    }
+  }
+  const bool dma = b.bound == "dma", tensor = b.bound == "tensor", latency = b.bound == "latency";
+  for (const Param& p : space.params()) {
+    const std::optional<std::string_view> now = config.Get(p.name);
+    if (!now) continue;
+    if (dma || latency) {
+      if (p.name == "bufs" || p.name == "pipeline") Next(p, *now, &b.try_next);
+    }
+    if (dma) {
+      if (SizesTransfers(p.name)) Larger(p, *now, &b.try_next);
+      if (KeepsResident(p.name) && *now == "0" && IndexOf(p, "1") >= 0) {
+        b.try_next.push_back(p.name + "=1");
+      }
+    } else if (tensor || latency) {
+      if (p.name == "shards") Larger(p, *now, &b.try_next);
+    } else if (ChoosesEngine(p.name)) {
+      // A compute engine other than TensorE: another value of a param that places work.
+      for (const std::string& v : p.values) {
+        if (v != *now && v != b.bound) {
+          b.try_next.push_back(fmt::format("{}={}", p.name, v));
+          break;
+        }
+      }
+    }
+  }
+  if (tensor) b.try_next.push_back("a smaller dtype (fp8 where the kernel takes it)");
+  return b;
+}
+
+}  // namespace tessel::kernels

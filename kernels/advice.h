@@ -1,0 +1,35 @@
+// What limits a config and what to try next: the bound of its simulation, the busiest engines,
+// and the params of the kernel's space that act on that bound (`tessel tune`, `lookup`, `explain`
+// and the dashboard say it the same way).
+#ifndef TESSEL_KERNELS_ADVICE_H_
+#define TESSEL_KERNELS_ADVICE_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "schema/key.h"
+#include "sim/api.h"
+
+namespace tessel::kernels {
+
+struct Bottleneck {
+  std::string bound;                                    // SimResult::bound
+  std::vector<std::pair<std::string, double>> busiest;  // engine, busy fraction; busiest first
+  std::vector<std::string> try_next;                    // e.g. "larger block_k (now 1)", "bufs=3"
+  // "dma-bound (dma 92%, tensor 43%): try larger block_k (now 1) or bufs=3".
+  std::string Summary() const;
+};
+
+// The bottleneck of `config` (of `space`) whose simulation gave `result`. The suggestions come
+// from the space's params by role, never from a kernel's name: for a DMA bound, params that make
+// transfers larger (tile_/block_/chunk/rows_per_partition...), keep operands resident or add
+// buffers, where the config is below their largest value; for a compute engine, params that move
+// work to another engine (evict, *_engine); for TensorE, a smaller dtype or more shards; for
+// latency, more buffers, pipelining or shards.
+Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::SimResult& result);
+
+}  // namespace tessel::kernels
+
+#endif  // TESSEL_KERNELS_ADVICE_H_
