@@ -15,6 +15,7 @@ PACKAGES=(
   python3-grpcio python3-protobuf
   openssl
   clang
+  prometheus chromium
 )
 
 missing=()

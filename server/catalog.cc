@@ -1,6 +1,7 @@
 #include "server/catalog.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -37,12 +38,18 @@ absl::StatusOr<v1::LookupResponse> Catalog::Lookup(const v1::LookupRequest& requ
       WorkloadKeyFromCanonical(workload.kernel, workload.dims, workload.dtype, workload.target),
       "|", request.snapshot_id());
   uint64_t generation = 0;
+  std::optional<v1::LookupResponse> cached;
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = lookup_cache_.find(cache_key); it != lookup_cache_.end()) return it->second;
+    if (auto it = lookup_cache_.find(cache_key); it != lookup_cache_.end()) cached = it->second;
     generation = publish_generation_;
   }
+  if (cached) {
+    if (metrics_ != nullptr) metrics_->CountLookup(cached->match(), "cache");
+    return *std::move(cached);
+  }
   auto answer = LookupUncached(*resolved, workload, request.snapshot_id());
+  if (answer.ok() && metrics_ != nullptr) metrics_->CountLookup(answer->match(), "store");
   if (answer.ok()) {
     absl::MutexLock lock(&mu_);
     if (generation == publish_generation_) {

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kernels/workload.h"
 #include "schema/tessel.pb.h"
+#include "server/metrics.h"
 #include "server/store.h"
 #include "server/wire.h"
 
@@ -24,7 +25,8 @@ namespace tessel::server {
 class Catalog {
  public:
   // `store` must outlive the catalog.
-  explicit Catalog(Store* store) : store_(store) {}
+  // `metrics`, when set, counts lookups by match level and source (cache or store).
+  explicit Catalog(Store* store, Metrics* metrics = nullptr) : store_(store), metrics_(metrics) {}
   Catalog(const Catalog&) = delete;
   Catalog& operator=(const Catalog&) = delete;
 
@@ -57,6 +59,7 @@ class Catalog {
                                                     int64_t snapshot_id);
 
   Store* const store_;
+  Metrics* const metrics_;
   absl::Mutex mu_;
   std::map<std::string, v1::LookupResponse> lookup_cache_ ABSL_GUARDED_BY(mu_);
   uint64_t publish_generation_ ABSL_GUARDED_BY(mu_) = 0;

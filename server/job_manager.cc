@@ -361,6 +361,12 @@ std::optional<v1::Job> JobManager::View(int64_t job_id) const {
 
 bool JobManager::IsActive(int64_t job_id) const { return Find(job_id) != nullptr; }
 
+int64_t JobManager::QueuedTrials() const {
+  int64_t queued = 0;
+  for (const auto& [id, job] : jobs_) queued += int64_t(job->queue.size());
+  return queued;
+}
+
 std::vector<int64_t> JobManager::ActiveJobIds() const {
   std::vector<int64_t> ids;
   for (const auto& [id, job] : jobs_) ids.push_back(id);

@@ -180,6 +180,8 @@ class JobManager {
   bool IsActive(int64_t job_id) const;
   // The ids of the active jobs.
   std::vector<int64_t> ActiveJobIds() const;
+  // Proposed trials of active jobs waiting for a worker (for metrics).
+  int64_t QueuedTrials() const;
   // The oldest active job (queued or running, not cancelled) of `workload`, for single-flight.
   std::optional<int64_t> ActiveJobFor(const WorkloadRecord& workload) const;
 

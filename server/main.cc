@@ -70,6 +70,12 @@ int main(int argc, char** argv) {
   std::string port_file;
   app.add_option("--port-file", port_file,
                  "write the bound port to this file once listening (useful with port 0)");
+  app.add_option("--http", options.http,
+                 "HTTP address for /healthz, /readyz, /metrics and the dashboard, e.g. "
+                 "127.0.0.1:8080 (port 0 picks one; default: none)");
+  std::string http_port_file;
+  app.add_option("--http-port-file", http_port_file,
+                 "write the bound HTTP port to this file once serving (with --http)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -89,17 +95,21 @@ int main(int argc, char** argv) {
                  std::string(server.status().message()).c_str());
     return 1;
   }
-  if (!port_file.empty()) {
-    std::string tmp = port_file + ".tmp";
-    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-      std::fprintf(f, "%d\n", (*server)->port());
-      std::fclose(f);
-      std::rename(tmp.c_str(), port_file.c_str());
-    } else {
-      std::fprintf(stderr, "tessel-server: error: cannot write %s\n", port_file.c_str());
-      return 1;
+  // Written whole, then renamed: a reader never sees a partial number.
+  auto write_port = [](const std::string& path, int port) {
+    const std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "tessel-server: error: cannot write %s\n", path.c_str());
+      return false;
     }
-  }
+    std::fprintf(f, "%d\n", port);
+    std::fclose(f);
+    std::rename(tmp.c_str(), path.c_str());
+    return true;
+  };
+  if (!port_file.empty() && !write_port(port_file, (*server)->port())) return 1;
+  if (!http_port_file.empty() && !write_port(http_port_file, (*server)->http_port())) return 1;
   // The first signal drains; a second one, during the drain, stops at once.
   std::thread signal_thread([&] {
     int signal = 0;

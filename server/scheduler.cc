@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <map>
+#include <span>
 #include <thread>
 #include <utility>
 
@@ -54,7 +55,7 @@ class Scheduler::Impl {
   Impl(Store* store, const SchedulerOptions& options)
       : store_(store),
         options_(options),
-        catalog_(store),
+        catalog_(store, options.metrics),
         jobs_(store, options),
         leases_(options) {}
 
@@ -363,6 +364,7 @@ class Scheduler::Impl {
         for (int64_t job_id : paused) Notify(job_id, {});  // watchers see the job paused
         return;
       }
+      Committed(rows);
       Effects effects;
       std::map<int64_t, std::vector<v1::TrialResult>> by_job;
       {
@@ -400,6 +402,26 @@ class Scheduler::Impl {
   std::vector<v1::WorkerInfo> ListWorkers() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return leases_.ListWorkers();
+  }
+
+  Scheduler::Stats CurrentStats() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    Scheduler::Stats stats;
+    stats.queued_trials = jobs_.QueuedTrials();
+    stats.leases_outstanding = int64_t(leases_.Outstanding());
+    for (const v1::WorkerInfo& w : leases_.ListWorkers())
+      stats.workers_alive += w.state() == "alive";
+    return stats;
+  }
+
+  // Feeds the metrics with trials just committed.
+  void Committed(std::span<const TrialRecord> rows) {
+    if (options_.metrics == nullptr) return;
+    for (const TrialRecord& row : rows) {
+      if (row.status == TrialStatus::kOk && row.time_ns) {
+        options_.metrics->ObserveTrialTime(*row.time_ns * 1e-9);
+      }
+    }
   }
 
   void Unwatch(int64_t watch_id) { watchers_.Unwatch(watch_id); }
@@ -449,8 +471,9 @@ class Scheduler::Impl {
       LogIfError(store_->QuarantineWorker(worker_id, why), StrCat("worker ", worker_id));
     }
     if (!jobs.trials_to_store.empty()) {
-      LogIfError(store_->InsertTrials(jobs.trials_to_store),
-                 StrCat("cannot record ", jobs.trials_to_store.size(), " trial(s)"));
+      const absl::Status stored = store_->InsertTrials(jobs.trials_to_store);
+      LogIfError(stored, StrCat("cannot record ", jobs.trials_to_store.size(), " trial(s)"));
+      if (stored.ok()) Committed(jobs.trials_to_store);
     }
     for (int64_t job_id : jobs.running_jobs) {
       LogIfError(store_->UpdateJobState(job_id, JobState::kRunning, ""), StrCat("job ", job_id));
@@ -605,6 +628,7 @@ absl::StatusOr<std::vector<v1::Job>> Scheduler::ListJobs(int limit, int64_t befo
 }
 void Scheduler::BeginDrain() { impl_->BeginDrain(); }
 size_t Scheduler::OutstandingLeases() { return impl_->OutstandingLeases(); }
+Scheduler::Stats Scheduler::CurrentStats() { return impl_->CurrentStats(); }
 absl::StatusOr<v1::Job> Scheduler::Cancel(int64_t job_id) { return impl_->Cancel(job_id); }
 absl::StatusOr<std::vector<v1::TrialResult>> Scheduler::ListTrials(int64_t job_id, int64_t after_id,
                                                                    int limit) {

@@ -46,6 +46,13 @@ class Scheduler {
   void BeginDrain();
   // Trials leased and not yet reported or expired: the drain waits for this to reach 0.
   size_t OutstandingLeases();
+  // Live figures for metrics and the dashboard.
+  struct Stats {
+    int64_t queued_trials = 0;       // proposed, waiting for a worker
+    int64_t leases_outstanding = 0;  // leased, not yet reported
+    int64_t workers_alive = 0;
+  };
+  Stats CurrentStats();
 
   // ---- client side ----
   // InvalidArgument for an unknown kernel, target, strategy, dtype or effort, a bad shape or

@@ -13,7 +13,11 @@ namespace tessel::server {
 
 namespace v1 = ::tessel::v1;
 
+class Metrics;
+
 struct SchedulerOptions {
+  // Metrics to feed (trial times, lookups), when set; must outlive the scheduler.
+  Metrics* metrics = nullptr;
   int lease_ms = 60000;              // a leased trial not reported by then is WORKER_LOST
   int heartbeat_interval_ms = 1000;  // a worker silent for 3 intervals is lost
   // Queued + leased trials of one job at a time, at most. A job keeps one proposal ready per

@@ -4,6 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -12,6 +13,10 @@
 #include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "server/auth.h"
+#include "server/dashboard.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/rpc_metrics.h"
 #include "server/scheduler.h"
 #include "server/service.h"
 #include "server/store.h"
@@ -81,7 +86,10 @@ bool IsLoopbackAddress(const std::string& listen) {
 
 class Server::Impl {
  public:
+  Metrics metrics;  // first: outlives everything that feeds it
   std::unique_ptr<Store> store;
+  std::unique_ptr<HttpServer> http;
+  std::atomic<bool> draining{false};
   Authorizer auth;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<grpc::Service> client_service;
@@ -110,11 +118,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
         "(--tls-cert/--tls-key)",
         options.listen);
   }
-  auto store = Store::Open(options.db_path);
+  StoreOptions store_options;
+  Metrics* metrics = &impl->metrics;
+  store_options.on_commit = [metrics](double seconds) { metrics->ObserveCommit(seconds); };
+  auto store = Store::Open(options.db_path, store_options);
   if (!store.ok()) return store.status();
   impl->store = std::move(*store);
 
   SchedulerOptions scheduler_options;
+  scheduler_options.metrics = metrics;
   scheduler_options.lease_ms = options.lease_ms;
   scheduler_options.heartbeat_interval_ms = options.heartbeat_interval_ms;
   const bool noisy = options.noise_sigma > 0;
@@ -145,11 +157,29 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   }
   builder.RegisterService(impl->client_service.get());
   builder.RegisterService(impl->worker_service.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(RpcMetricsInterceptor(metrics));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   impl->grpc_server = builder.BuildAndStart();
   if (!impl->grpc_server || (!options.listen.empty() && impl->port == 0)) {
     impl->scheduler->Shutdown();
     return absl::UnavailableError(
         StrCat("cannot listen on ", options.listen, " (address in use or not local?)"));
+  }
+  if (!options.http.empty()) {
+    Impl* raw = impl.get();
+    auto http = HttpServer::Start(
+        options.http, MakeDashboard({.scheduler = impl->scheduler.get(),
+                                     .store = impl->store.get(),
+                                     .metrics = metrics,
+                                     .ready = [raw] { return !raw->draining.load(); }}));
+    if (!http.ok()) {
+      impl->grpc_server->Shutdown();
+      impl->scheduler->Shutdown();
+      return http.status();
+    }
+    impl->http = std::move(*http);
+    spdlog::info("HTTP (health, metrics, dashboard) on port {}", impl->http->port());
   }
   if (!options.listen.empty()) {
     spdlog::info("tessel-server listening on port {} (db {}; {}, {})", impl->port, options.db_path,
@@ -160,6 +190,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
 }
 
 int Server::port() const { return impl_->port; }
+int Server::http_port() const { return impl_->http ? impl_->http->port() : 0; }
 
 std::shared_ptr<grpc::Channel> Server::InProcessChannel(const grpc::ChannelArguments& args) {
   return impl_->grpc_server->InProcessChannel(args);
@@ -176,6 +207,7 @@ void Server::Drain() {
   if (grpc::HealthCheckServiceInterface* health = impl_->grpc_server->GetHealthCheckService()) {
     health->SetServingStatus(false);
   }
+  impl_->draining = true;  // /readyz says 503 from here
   impl_->scheduler->BeginDrain();
   size_t outstanding = impl_->scheduler->OutstandingLeases();
   spdlog::info("draining: {} leased trial(s) outstanding, waiting up to {} s", outstanding,
@@ -206,6 +238,9 @@ void Server::Shutdown() {
   if (grpc::HealthCheckServiceInterface* health = impl_->grpc_server->GetHealthCheckService()) {
     health->Shutdown();
   }
+  impl_->draining = true;
+  // The HTTP port first: its handlers read the scheduler and the store.
+  if (impl_->http) impl_->http->Stop();
   // Answer parked lease calls and end watches first, so the gRPC shutdown does not wait on them.
   impl_->scheduler->Shutdown();
   impl_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);

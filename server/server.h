@@ -54,6 +54,9 @@ struct ServerOptions {
   int drain_s = 20;
   // Open WatchJob streams and queued or running jobs each client (peer address) may have.
   ClientLimits client_limits;
+  // HTTP side port (HOST:PORT; port 0 picks one) for /healthz, /readyz, /metrics and the
+  // dashboard (server/dashboard.h). Empty: none.
+  std::string http;
 };
 
 // True when `listen` (HOST:PORT) names a loopback host: 127.0.0.0/8, ::1 or localhost.
@@ -70,6 +73,8 @@ class Server {
 
   // The bound port, 0 when not listening on the network.
   int port() const;
+  // The bound HTTP port, 0 without ServerOptions::http.
+  int http_port() const;
   // A channel to this server that does not touch the network.
   std::shared_ptr<grpc::Channel> InProcessChannel(const grpc::ChannelArguments& args = {});
   // Blocks until Shutdown() is called from another thread.

@@ -561,6 +561,36 @@ absl::StatusOr<int64_t> Store::MaxTrialId() {
   });
 }
 
+absl::StatusOr<std::map<std::pair<std::string, std::string>, int64_t>> Store::TrialCounts() {
+  using Counts = std::map<std::pair<std::string, std::string>, int64_t>;
+  return impl_->Read<Counts>([](Database& db) -> absl::StatusOr<Counts> {
+    TESSEL_ASSIGN_OR_RETURN(
+        Statement select,
+        db.Prepare("SELECT w.target, t.status, COUNT(*) FROM trials t JOIN jobs j ON j.id = "
+                   "t.job_id JOIN workloads w ON w.id = j.workload_id GROUP BY 1, 2"));
+    Counts counts;
+    while (true) {
+      TESSEL_ASSIGN_OR_RETURN(const bool row, select.Step());
+      if (!row) return counts;
+      counts[{select.Text(0), select.Text(1)}] = select.Int(2);
+    }
+  });
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> Store::JobCounts() {
+  using Counts = std::map<std::string, int64_t>;
+  return impl_->Read<Counts>([](Database& db) -> absl::StatusOr<Counts> {
+    TESSEL_ASSIGN_OR_RETURN(Statement select,
+                            db.Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+    Counts counts;
+    while (true) {
+      TESSEL_ASSIGN_OR_RETURN(const bool row, select.Step());
+      if (!row) return counts;
+      counts[select.Text(0)] = select.Int(1);
+    }
+  });
+}
+
 absl::StatusOr<std::optional<BestRecord>> Store::LatestBest(const WorkloadRecord& workload,
                                                             int64_t max_snapshot) {
   static const std::string kSql =

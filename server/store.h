@@ -9,12 +9,14 @@
 #define TESSEL_SERVER_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -116,6 +118,8 @@ struct StoreOptions {
   // Reads run in parallel on up to this many read-only connections, opened as needed and kept;
   // a read beyond it waits for one to come free.
   int max_readers = 8;
+  // Called by the writer thread with each committed transaction's commit time, in seconds.
+  std::function<void(double)> on_commit;
 };
 
 // The full check of a database file (`tessel admin check`): PRAGMA integrity_check and
@@ -178,6 +182,10 @@ class Store {
       std::span<const int64_t> job_ids);
   // Largest trial id in the store, 0 when none.
   absl::StatusOr<int64_t> MaxTrialId();
+  // Trials per (job's target, status name), and jobs per state name: for metrics. A full scan of
+  // the trials table on a reader connection (writers are not blocked).
+  absl::StatusOr<std::map<std::pair<std::string, std::string>, int64_t>> TrialCounts();
+  absl::StatusOr<std::map<std::string, int64_t>> JobCounts();
   // The newest publication for the workload with snapshot_id <= max_snapshot (0 = no limit), or
   // nullopt when none.
   absl::StatusOr<std::optional<BestRecord>> LatestBest(const WorkloadRecord& workload,

@@ -2,6 +2,7 @@
 #include "server/store_impl.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -264,7 +265,13 @@ void Store::Impl::RunBatch(std::vector<WriteOp*> ops) {
       ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(*aborted_at));
       continue;
     }
-    if (absl::Status commit = transaction->Commit(); !commit.ok()) {  // rolled back on failure
+    const auto commit_start = std::chrono::steady_clock::now();
+    absl::Status commit = transaction->Commit();  // rolled back on failure
+    if (options_.on_commit && commit.ok()) {
+      options_.on_commit(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - commit_start).count());
+    }
+    if (!commit.ok()) {
       for (WriteOp* op : succeeded) op->Finish(commit);
     } else {
       transactions_committed_.fetch_add(1);

@@ -84,6 +84,41 @@ void WriteMetadata(std::FILE* out, const char* kind, int pid, int tid, const std
 
 }  // namespace
 
+Timeline BinTimeline(const Target& target, const std::vector<TraceEvent>& events, int core,
+                     int bins) {
+  Timeline t;
+  bins = std::max(1, bins);
+  int64_t end = 0;
+  for (const TraceEvent& e : events) {
+    if (e.core == core) end = std::max(end, e.end_tick);
+  }
+  t.span_ns = double(end) / target.tick_ghz;
+  for (int e = 0; e < kNumEngines; ++e) t.engines.emplace_back(EngineName(EngineKind(e)));
+  t.busy.assign(size_t(kNumEngines), std::vector<double>(size_t(bins), 0.0));
+  if (end <= 0) return t;
+  const double bin_ticks = double(end) / bins;
+  const int dma = int(EngineKind::kDma);
+  for (const TraceEvent& e : events) {
+    if (e.core != core || e.end_tick <= e.start_tick) continue;
+    const int row = e.track < kNumComputeTracks ? e.track : dma;
+    // Busy ticks per tick of the event's span: 1 on a compute engine; a transfer's engine time
+    // over its span, as a part of all the DMA engines.
+    const double density =
+        row == dma ? e.engine_ticks / double(e.end_tick - e.start_tick) / target.dma_engines : 1.0;
+    const int first = std::min(bins - 1, int(double(e.start_tick) / bin_ticks));
+    const int last = std::min(bins - 1, int(double(e.end_tick) / bin_ticks));
+    for (int b = first; b <= last; ++b) {
+      const double lo = std::max(double(e.start_tick), b * bin_ticks);
+      const double hi = std::min(double(e.end_tick), (b + 1) * bin_ticks);
+      if (hi > lo) t.busy[size_t(row)][size_t(b)] += density * (hi - lo) / bin_ticks;
+    }
+  }
+  for (auto& row : t.busy) {
+    for (double& v : row) v = std::min(v, 1.0);
+  }
+  return t;
+}
+
 absl::Status WriteTraceFile(const Target& target, const Program& program, const SimResult& result,
                             const std::vector<TraceEvent>& events, int64_t limit,
                             const std::string& path) {

@@ -49,6 +49,17 @@ absl::Status WriteTraceFile(const Target& target, const Program& program, const 
                             const std::vector<TraceEvent>& events, int64_t limit,
                             const std::string& path);
 
+// One core's engines over time, for pictures: the run split into `bins` equal spans and, per
+// engine (tensor, vector, scalar, gpsimd, dma), the busy fraction of each span (DMA: of all the
+// core's DMA engines, a transfer's engine time spread over its span).
+struct Timeline {
+  double span_ns = 0;                     // the traced run's length
+  std::vector<std::string> engines;       // track names, EngineKind order
+  std::vector<std::vector<double>> busy;  // [engine][bin], 0..1
+};
+Timeline BinTimeline(const Target& target, const std::vector<TraceEvent>& events, int core,
+                     int bins);
+
 }  // namespace tessel::sim
 
 #endif  // TESSEL_SIM_TRACE_H_

@@ -14,9 +14,9 @@ std::vector<std::unique_ptr<Command>> AllCommands() {
   std::vector<std::unique_ptr<Command>> commands;
   for (auto* make :
        {NewTuneCommand, NewWatchCommand, NewCancelCommand, NewLookupCommand, NewJobsCommand,
-        NewTrialsCommand, NewWorkersCommand, NewKernelsCommand, NewTargetsCommand, NewExportCommand,
-        NewImportCommand, NewRetuneCommand, NewSimulateCommand, NewExplainCommand, NewReplayCommand,
-        NewSpaceCommand, NewAdminCommand}) {
+        NewTrialsCommand, NewReportCommand, NewWorkersCommand, NewKernelsCommand, NewTargetsCommand,
+        NewExportCommand, NewImportCommand, NewRetuneCommand, NewSimulateCommand, NewExplainCommand,
+        NewReplayCommand, NewSpaceCommand, NewAdminCommand}) {
     commands.push_back(make());
   }
   return commands;
