@@ -85,9 +85,10 @@ Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::S
       if (p.name == "bufs" || p.name == "pipeline") Next(p, *now, &b.try_next);
     }
     if (dma) {
-      if (SizesTransfers(p.name)) Larger(p, *now, &b.try_next);
-      if (KeepsResident(p.name) && *now == "0" && IndexOf(p, "1") >= 0) {
-        b.try_next.push_back(p.name + "=1");
+      if (KeepsResident(p.name)) {
+        if (*now == "0" && IndexOf(p, "1") >= 0) b.try_next.push_back(p.name + "=1");
+      } else if (SizesTransfers(p.name)) {
+        Larger(p, *now, &b.try_next);
       }
     } else if (tensor || latency) {
       if (p.name == "shards") Larger(p, *now, &b.try_next);
