@@ -1,5 +1,6 @@
 #include "server/dashboard.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -25,15 +26,11 @@ constexpr int kOverviewJobs = 50;
 // A job page's data is rebuilt at most this often, however many pages poll it.
 constexpr auto kJobDataTtl = std::chrono::seconds(1);
 constexpr size_t kMaxCachedJobs = 64;
+constexpr size_t kFastest = 10;  // trials a job page lists in full
 
 std::string StateName(v1::JobState state) {
   const std::optional<JobState> known = JobStateFromProto(state);
   return known ? std::string(JobStateName(*known)) : "unknown";
-}
-
-std::string TrialStatusText(v1::TrialStatus status) {
-  const std::optional<TrialStatus> known = TrialStatusFromProto(status);
-  return known ? std::string(TrialStatusName(*known)) : "UNSPECIFIED";
 }
 
 std::string Shape(const v1::Workload& w) {
@@ -91,9 +88,9 @@ class Dashboard {
     if (path == "/readyz") {
       return s_.ready && s_.ready() ? Text(200, "ready\n") : Text(503, "not ready\n");
     }
-    if (path == "/metrics") return Metrics();
+    if (path == "/metrics") return Shared(metrics_, [this] { return Metrics(); });
     if (path == "/" || path == "/index.html") return Page();
-    if (path == "/api/overview") return Overview();
+    if (path == "/api/overview") return Shared(overview_, [this] { return Overview(); });
     if (path.rfind("/jobs/", 0) == 0) {
       if (!JobId(path.substr(6))) return Text(400, "job id must be a positive integer\n");
       return Page();
@@ -169,32 +166,54 @@ class Dashboard {
                    {"workers_alive", stats.workers_alive}}}});
   }
 
+  // Rebuilt at most once per kJobDataTtl, serialized once for every page that polls; a running
+  // job's trials are read incrementally (those after the last one seen).
   HttpResponse JobData(int64_t id) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = cache_.find(id);
-      if (it != cache_.end() && Clock::now() - it->second.built < kJobDataTtl) {
-        return Json(it->second.data);
-      }
+    std::lock_guard<std::mutex> lock(mu_);
+    Cached& entry = cache_[id];
+    if (!entry.body.empty() && Clock::now() - entry.built < kJobDataTtl) {
+      return {200, "application/json", entry.body};
     }
     absl::StatusOr<v1::Job> job = s_.scheduler->GetJob(id);
     if (!job.ok()) {
+      cache_.erase(id);
       return absl::IsNotFound(job.status()) ? Text(404, StrCat("no job ", id, "\n"))
                                             : Text(503, "the store cannot be read\n");
     }
-    absl::StatusOr<std::vector<v1::TrialResult>> trials = s_.scheduler->ListTrials(id);
+    absl::StatusOr<std::vector<v1::TrialResult>> trials =
+        s_.scheduler->ListTrials(id, entry.digest.last_id());
     if (!trials.ok()) return Text(503, "the store cannot be read\n");
-    json data = JobPageData(*job, *trials);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cache_.size() >= kMaxCachedJobs) cache_.clear();
-    cache_[id] = {Clock::now(), data};
-    return Json(data);
+    for (const v1::TrialResult& trial : *trials) entry.digest.Add(trial);
+    entry.body = JobPageData(*job, entry.digest).dump();
+    entry.built = Clock::now();
+    if (cache_.size() > kMaxCachedJobs) {
+      std::erase_if(cache_, [id](const auto& e) { return e.first != id; });
+    }
+    return {200, "application/json", entry.body};
+  }
+
+  // A response built at most once per kJobDataTtl, whoever asks (what was built is sent as is).
+  struct SharedResponse {
+    std::mutex mu;
+    Clock::time_point built;
+    std::optional<HttpResponse> response;
+  };
+  template <typename Build>
+  static HttpResponse Shared(SharedResponse& shared, Build build) {
+    std::lock_guard<std::mutex> lock(shared.mu);
+    if (!shared.response || Clock::now() - shared.built >= kJobDataTtl) {
+      shared.response = build();
+      shared.built = Clock::now();
+    }
+    return *shared.response;
   }
 
   struct Cached {
     Clock::time_point built;
-    json data;
+    TrialDigest digest;
+    std::string body;
   };
+  SharedResponse metrics_, overview_;
   DashboardSources s_;
   std::mutex mu_;
   std::map<int64_t, Cached> cache_;
@@ -219,29 +238,46 @@ json CachedBest(const v1::Job& job) {
 
 }  // namespace
 
-json JobPageData(const v1::Job& job, const std::vector<v1::TrialResult>& trials) {
-  json rows = json::array();
-  for (const v1::TrialResult& t : trials) {
-    rows.push_back({{"id", t.trial_id()},
-                    {"status", TrialStatusText(t.status())},
-                    {"time_ns", t.time_ns()},
-                    {"bound", t.bound()},
-                    {"config", t.config()}});
+void TrialDigest::Add(const v1::TrialResult& trial) {
+  last_id_ = std::max(last_id_, trial.trial_id());
+  const bool ok = trial.status() == v1::TRIAL_OK && trial.time_ns() > 0;
+  times_.push_back(ok ? trial.time_ns() : 0.0);
+  if (!ok) return;
+  auto faster = [](const v1::TrialResult& a, const v1::TrialResult& b) {
+    return a.time_ns() < b.time_ns();
+  };
+  if (fastest_.size() == kFastest && !faster(trial, fastest_.back())) return;
+  fastest_.insert(std::upper_bound(fastest_.begin(), fastest_.end(), trial, faster), trial);
+  if (fastest_.size() > kFastest) fastest_.pop_back();
+}
+
+json TrialDigest::ToJson() const {
+  json fastest = json::array();
+  for (const v1::TrialResult& t : fastest_) {
+    fastest.push_back({{"id", t.trial_id()},
+                       {"time_ns", t.time_ns()},
+                       {"bound", t.bound()},
+                       {"config", t.config()}});
   }
+  return {{"times", times_}, {"fastest", fastest}};
+}
+
+json JobPageData(const v1::Job& job, const TrialDigest& trials) {
   const bool has_best = job.has_best() && job.best().time_ns() > 0;
-  return {{"id", job.id()},
-          {"kernel", job.workload().kernel()},
-          {"shape", Shape(job.workload())},
-          {"dtype", job.workload().dtype()},
-          {"target", job.workload().target()},
-          {"strategy", job.strategy()},
-          {"state", StateName(job.state())},
-          {"budget", job.budget()},
-          {"charged", job.trials().total()},
-          {"best_ns", has_best ? job.best().time_ns() : 0.0},
-          {"default_ns", job.has_default_config() ? job.default_config().time_ns() : 0.0},
-          {"best", has_best ? CachedBest(job) : json(nullptr)},
-          {"trials", rows}};
+  json data = {{"id", job.id()},
+               {"kernel", job.workload().kernel()},
+               {"shape", Shape(job.workload())},
+               {"dtype", job.workload().dtype()},
+               {"target", job.workload().target()},
+               {"strategy", job.strategy()},
+               {"state", StateName(job.state())},
+               {"budget", job.budget()},
+               {"charged", job.trials().total()},
+               {"best_ns", has_best ? job.best().time_ns() : 0.0},
+               {"default_ns", job.has_default_config() ? job.default_config().time_ns() : 0.0},
+               {"best", has_best ? CachedBest(job) : json(nullptr)}};
+  data.update(trials.ToJson());
+  return data;
 }
 
 std::string StandaloneJobPage(const json& data) {

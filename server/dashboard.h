@@ -4,6 +4,7 @@
 #ifndef TESSEL_SERVER_DASHBOARD_H_
 #define TESSEL_SERVER_DASHBOARD_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -28,11 +29,24 @@ struct DashboardSources {
 // The handler of every route; unknown paths get 404, a bad job id 400.
 HttpHandler MakeDashboard(DashboardSources sources);
 
-// A job page's data: the job, its trials in id order (id, status, time, bound, config), and for
-// its best config the bottleneck and the engine timeline of core 0 (simulated here; null when the
-// workload cannot be resolved or simulated in this process).
-nlohmann::json JobPageData(const tessel::v1::Job& job,
-                           const std::vector<tessel::v1::TrialResult>& trials);
+// What a job page shows of the trials, kept small however many there are: each trial's time in
+// id order (0 when it did not measure), and the fastest few in full. Add trials in id order.
+class TrialDigest {
+ public:
+  void Add(const tessel::v1::TrialResult& trial);
+  int64_t last_id() const { return last_id_; }
+  nlohmann::json ToJson() const;  // {"times": [...], "fastest": [...]}
+
+ private:
+  int64_t last_id_ = 0;
+  std::vector<double> times_;
+  std::vector<tessel::v1::TrialResult> fastest_;  // by time, at most kFastest
+};
+
+// A job page's data: the job, its trial digest, and for its best config the bottleneck and the
+// engine timeline of core 0 (simulated here; null when the workload cannot be resolved or
+// simulated in this process).
+nlohmann::json JobPageData(const tessel::v1::Job& job, const TrialDigest& trials);
 // The job page with `data` embedded: a standalone HTML file (no network, no external assets).
 std::string StandaloneJobPage(const nlohmann::json& data);
 

@@ -160,7 +160,9 @@ def main():
         assert overview["jobs"][0]["trials"] == job["trials"]["total"]
         assert len(overview["workers"]) == 1
         data = json.loads(get(port, f"/api/jobs/{job_id}")[2])
-        assert len(data["trials"]) == len(trials) and data["state"] == "completed"
+        assert len(data["times"]) == len(trials) and data["state"] == "completed"
+        fastest = sorted(t["time_ns"] for t in trials if t["status"] == "OK")[:10]
+        assert [t["time_ns"] for t in data["fastest"]] == fastest, data["fastest"]
         assert data["best"]["bottleneck"].split("-bound")[0] in (
             "dma", "tensor", "vector", "scalar", "gpsimd", "latency"), data["best"]
         timeline = data["best"]["timeline"]

@@ -26,7 +26,9 @@ class ReportCommand final : public Command {
     TESSEL_ASSIGN_OR_RETURN(const v1::Job job, backend->client->GetJob(job_));
     TESSEL_ASSIGN_OR_RETURN(const std::vector<v1::TrialResult> trials,
                             backend->client->ListTrials(job_));
-    const std::string page = server::StandaloneJobPage(server::JobPageData(job, trials));
+    server::TrialDigest digest;
+    for (const v1::TrialResult& trial : trials) digest.Add(trial);
+    const std::string page = server::StandaloneJobPage(server::JobPageData(job, digest));
     const std::string tmp = html_ + ".tmp";
     {
       std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
