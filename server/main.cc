@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "schema/logging.h"
 #include "server/server.h"
 
 int main(int argc, char** argv) {
@@ -17,6 +18,12 @@ int main(int argc, char** argv) {
   app.add_option("--listen", options.listen, "gRPC address to listen on (port 0 picks one)")
       ->capture_default_str();
   app.add_option("--db", options.db_path, "SQLite database (created when absent)")
+      ->capture_default_str();
+  std::string log_format = "text", log_level = "info";
+  app.add_option("--log-format", log_format,
+                 "log lines as text or json (one object per line: time, level, logger, msg)")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
   app.add_option("--lease-ms", options.lease_ms,
                  "re-queue a leased trial not reported within this time")
@@ -89,6 +96,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  if (absl::Status s = tessel::ConfigureLogging(log_format, log_level); !s.ok()) {
+    std::fprintf(stderr, "tessel-server: error: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   auto server = tessel::server::Server::Create(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tessel-server: error: %s\n",

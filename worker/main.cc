@@ -14,6 +14,7 @@
 
 #include "CLI/CLI.hpp"
 #include "schema/credentials.h"
+#include "schema/logging.h"
 #include "schema/strings.h"
 #include "sim/api.h"
 #include "spdlog/spdlog.h"
@@ -44,7 +45,12 @@ int RealMain(int argc, char** argv) {
                  "answers first; 0 keeps the process's")
       ->capture_default_str()
       ->check(CLI::Range(0, 19));
-  app.add_flag("-v,--verbose", verbose, "log every trial");
+  app.add_flag("-v,--verbose", verbose, "log every trial (--log-level debug)");
+  std::string log_format = "text", log_level = "info";
+  app.add_option("--log-format", log_format, "log lines as text or json (one object per line)")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
+      ->capture_default_str();
   std::string token_file;
   tessel::ClientTlsFiles tls;
   app.add_option("--token-file", token_file,
@@ -61,7 +67,11 @@ int RealMain(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (verbose) spdlog::set_level(spdlog::level::debug);
+  if (absl::Status s = tessel::ConfigureLogging(log_format, verbose ? "debug" : log_level);
+      !s.ok()) {
+    std::fprintf(stderr, "tessel-worker: error: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
 
   tessel::worker::AgentOptions options;
   options.name = name;
