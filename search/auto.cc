@@ -274,6 +274,13 @@ int AutoStrategy::PickArm() {
   return best;
 }
 
+std::string AutoStrategy::ProposedBy(const Config& config) const {
+  const std::optional<uint64_t> index = search_space().IndexOf(config);
+  if (!index) return "design";
+  const auto it = owner_.find(*index);
+  return it == owner_.end() ? "design" : arms_[static_cast<size_t>(it->second)].name;
+}
+
 void AutoStrategy::ProposeIndices(int max_n, std::vector<uint64_t>& out) {
   int attempts = 0;
   while (static_cast<int>(out.size()) < max_n && attempts++ < 8 * max_n + 8) {

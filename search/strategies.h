@@ -256,6 +256,7 @@ class AutoStrategy final : public SpaceStrategy {
   // rest); InvalidArgument naming the option otherwise.
   static absl::StatusOr<Options> ParseOptions(std::string_view text);
   std::string_view name() const override { return "auto"; }
+  std::string ProposedBy(const Config& config) const override;
   // Ranks the prior sample (BuildPriorRanking) when the space has an estimate.
   void Prepare() override;
   // Proposals each arm made so far, by arm name (for reports and tests).

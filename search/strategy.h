@@ -48,6 +48,12 @@ class Strategy {
   // space by estimate, up to ~1 s for attention), so a server can run it outside its locks. Call
   // after ObservePrior, before the first Propose; without it, the first Propose does the work.
   virtual void Prepare() {}
+  // Who proposed `config` (from the last Propose, before its result is observed): auto names its
+  // arm ("model", "ils", ..., or "design" for the initial design); others their own name.
+  virtual std::string ProposedBy(const Config& config) const {
+    (void)config;
+    return std::string(name());
+  }
 };
 
 // Creates the strategy called `name` over `space`; "auto:OPTIONS" is auto with options (see

@@ -242,6 +242,10 @@ void TrialDigest::Add(const v1::TrialResult& trial) {
   last_id_ = std::max(last_id_, trial.trial_id());
   const bool ok = trial.status() == v1::TRIAL_OK && trial.time_ns() > 0;
   times_.push_back(ok ? trial.time_ns() : 0.0);
+  const std::string& arm = trial.arm();
+  auto known = std::find(arms_.begin(), arms_.end(), arm);
+  if (known == arms_.end()) known = arms_.insert(arms_.end(), arm);
+  arm_of_.push_back(int(known - arms_.begin()));
   if (!ok) return;
   auto faster = [](const v1::TrialResult& a, const v1::TrialResult& b) {
     return a.time_ns() < b.time_ns();
@@ -257,9 +261,10 @@ json TrialDigest::ToJson() const {
     fastest.push_back({{"id", t.trial_id()},
                        {"time_ns", t.time_ns()},
                        {"bound", t.bound()},
+                       {"arm", t.arm()},
                        {"config", t.config()}});
   }
-  return {{"times", times_}, {"fastest", fastest}};
+  return {{"times", times_}, {"arms", arms_}, {"arm_of", arm_of_}, {"fastest", fastest}};
 }
 
 json JobPageData(const v1::Job& job, const TrialDigest& trials) {

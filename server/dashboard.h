@@ -35,11 +35,14 @@ class TrialDigest {
  public:
   void Add(const tessel::v1::TrialResult& trial);
   int64_t last_id() const { return last_id_; }
-  nlohmann::json ToJson() const;  // {"times": [...], "fastest": [...]}
+  // {"times": [...], "arms": [...], "arm_of": [...], "fastest": [...]}
+  nlohmann::json ToJson() const;
 
  private:
   int64_t last_id_ = 0;
   std::vector<double> times_;
+  std::vector<std::string> arms_;  // distinct TrialResult.arm values, first seen first
+  std::vector<int> arm_of_;        // per trial, its index in arms_
   std::vector<tessel::v1::TrialResult> fastest_;  // by time, at most kFastest
 };
 

@@ -475,8 +475,10 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
     for (Config& config : configs) {
       std::string key = config.ToString();
       if (!job.tried.insert(key).second) continue;  // e.g. the default, measured already
+      std::string arm = job.strategy->ProposedBy(config);
       job.queue.push_back(
           PendingTrial{next_trial_id_++, std::move(config), false, false, {}, {}, false, 0});
+      job.queue.back().arm = std::move(arm);
     }
   }
   const bool in_flight = !job.queue.empty() || !job.leased.empty();
@@ -900,6 +902,11 @@ TrialRecord JobManager::RecordFor(const Job& job, const PendingTrial& trial, Tri
   row.message = message;
   row.is_default = trial.is_default;
   row.is_verify = trial.verify_final || trial.promote;  // neither is charged to the budget
+  row.arm = trial.is_default     ? "default"
+            : trial.verify_final ? "verify"
+            : trial.promote      ? "promote"
+            : trial.arm.empty()  ? "seed"
+                                 : trial.arm;
   row.created_ms = NowUnixMs();
   return row;
 }

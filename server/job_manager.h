@@ -67,6 +67,8 @@ struct PendingTrial {
   // promotion); not charged to the budget.
   bool promote = false;
   int repeats = 0;  // runs kept; 0 = the scheduler's protocol
+  // Who proposed it (Strategy::ProposedBy); empty for seeds and warm-start configs.
+  std::string arm = {};
 };
 
 // A submission checked and turned into a record (id not yet assigned), with its resolved

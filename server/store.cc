@@ -280,7 +280,7 @@ absl::Status Store::InsertTrials(std::span<const TrialRecord> trials) {
           Statement insert,
           db.Prepare("INSERT INTO trials (id, job_id, config, status, time_ns, samples_json, "
                      "message, bound, stats_json, verified, is_default, is_verify, worker_id, "
-                     "created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                     "created_ms, arm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
       insert.BindInt(trial.id)
           .BindInt(trial.job_id)
           .BindText(trial.config)
@@ -294,7 +294,8 @@ absl::Status Store::InsertTrials(std::span<const TrialRecord> trials) {
           .BindInt(trial.is_default ? 1 : 0)
           .BindInt(trial.is_verify ? 1 : 0)
           .BindText(trial.worker_id)
-          .BindInt(trial.created_ms != 0 ? trial.created_ms : now_ms);
+          .BindInt(trial.created_ms != 0 ? trial.created_ms : now_ms)
+          .BindText(trial.arm);
       absl::Status status = insert.Run();
       if (status.code() == absl::StatusCode::kAlreadyExists) {
         return absl::AlreadyExistsError(
@@ -489,7 +490,7 @@ namespace {
 
 constexpr const char* kTrialSelect =
     "SELECT id, job_id, config, status, time_ns, samples_json, message, bound, stats_json, "
-    "verified, is_default, is_verify, worker_id, created_ms FROM trials ";
+    "verified, is_default, is_verify, worker_id, created_ms, arm FROM trials ";
 
 absl::StatusOr<TrialRecord> TrialFromRow(const Statement& row) {
   TrialRecord trial;
@@ -507,6 +508,7 @@ absl::StatusOr<TrialRecord> TrialFromRow(const Statement& row) {
   trial.is_verify = row.Int(11) != 0;
   trial.worker_id = row.Text(12);
   trial.created_ms = row.Int(13);
+  trial.arm = row.Text(14);
   return trial;
 }
 

@@ -77,6 +77,9 @@ struct TrialRecord {
   bool is_verify = false;  // re-measure of a best candidate; not charged to the budget
   std::string worker_id;
   int64_t created_ms = 0;
+  // Who proposed it: the strategy or auto's arm, "default", "seed", "verify" or "promote"
+  // (TrialResult.arm); empty for trials stored before migration 7.
+  std::string arm;
 };
 
 struct BestRecord {

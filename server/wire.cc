@@ -42,6 +42,7 @@ v1::TrialResult TrialResultFromRecord(const TrialRecord& record) {
   out.set_stats_json(record.stats_json);
   out.set_verified(record.verified);
   out.set_worker_id(record.worker_id);
+  out.set_arm(record.arm);
   return out;
 }
 

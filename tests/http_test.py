@@ -161,6 +161,11 @@ def main():
         assert len(overview["workers"]) == 1
         data = json.loads(get(port, f"/api/jobs/{job_id}")[2])
         assert len(data["times"]) == len(trials) and data["state"] == "completed"
+        # Who proposed each trial: auto's arms (and the default, the initial design, verify).
+        assert len(data["arm_of"]) == len(trials) and "default" in data["arms"], data["arms"]
+        assert set(data["arms"]) & {"model", "ils", "genetic", "anneal", "explore", "prior"}, \
+            data["arms"]
+        assert [data["arms"][a] for a in data["arm_of"]] == [t["arm"] for t in trials]
         fastest = sorted(t["time_ns"] for t in trials if t["status"] == "OK")[:10]
         assert [t["time_ns"] for t in data["fastest"]] == fastest, data["fastest"]
         assert data["best"]["bottleneck"].split("-bound")[0] in (
@@ -197,6 +202,8 @@ def main():
                 paths = svg_paths(check_dom(args.chromium, url, [(r"<svg", "an svg")], work))
                 best = [p for p in paths if p.get("id") == "best-path"]
                 assert best and nonempty(best[0]["d"]), f"{url}: empty convergence path"
+                arms = [p for p in paths if p.get("class") == "arm" and nonempty(p["d"])]
+                assert len(arms) >= 2, f"{url}: {len(arms)} arms drawn"
                 engines = [p for p in paths if p.get("class") == "engine" and nonempty(p["d"])]
                 assert len(engines) >= 2, f"{url}: {len(engines)} non-empty timeline rows"
             if args.screenshots:

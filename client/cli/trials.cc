@@ -24,6 +24,7 @@ json TrialRow(const v1::TrialResult& t) {
           {"bound", t.bound().empty() ? json(nullptr) : json(t.bound())},
           {"verified", t.verified()},
           {"worker_id", t.worker_id()},
+          {"arm", t.arm()},
           {"config", t.config()},
           {"message", t.message()}};
 }
