@@ -164,6 +164,21 @@ std::string FormatTable(const std::vector<Column>& columns,
 
 void PrintJson(const nlohmann::json& object) { std::cout << object.dump(2) << std::endl; }
 
+void ReportInvalidConfig(nlohmann::json out, const absl::Status& why, bool as_json,
+                         int& exit_code) {
+  exit_code = kExitFailure;
+  out["valid"] = false;
+  out["reason"] = std::string(why.message());
+  if (as_json) {
+    PrintJson(out);
+    return;
+  }
+  std::cout << fmt::format("{} {} on {}: config {} is invalid: {}\n",
+                           out["kernel"].get<std::string>(), out["shape"].get<std::string>(),
+                           out["target"].get<std::string>(), out["config"].get<std::string>(),
+                           out["reason"].get<std::string>());
+}
+
 nlohmann::json BottleneckJson(const Workload& workload, const std::string& config_text) {
   absl::StatusOr<Config> config = Config::Parse(config_text);
   absl::StatusOr<sim::Target> target = kernels::ResolveTarget(workload.target_name);

@@ -73,6 +73,12 @@ void PrintJson(const nlohmann::json& object);
 absl::StatusOr<Config> ConfigFor(const Workload& workload, const sim::Target& target,
                                  const std::string& text);
 
+// A config the kernel refused (`why`, an InvalidArgument from the simulation) as `simulate` and
+// `explain` report it: `out` (the workload and config) with "valid": false and "reason" as one
+// JSON object with `as_json`, else one line; and exit code 1, so a script never mistakes a refusal
+// for a result.
+void ReportInvalidConfig(nlohmann::json out, const absl::Status& why, bool as_json, int& exit_code);
+
 // The bottleneck of `config` (a config string) for `workload` on its target, simulated here:
 // {"bound", "busiest": {engine: busy_frac}, "try_next": [...], "summary"}; null when the config
 // cannot be simulated here (unknown target, invalid config).

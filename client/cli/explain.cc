@@ -44,16 +44,7 @@ class ExplainCommand final : public Command {
                 {"config", config.ToString()}};
     if (!result.ok()) {
       if (!absl::IsInvalidArgument(result.status())) return result.status();
-      exit_code = kExitFailure;
-      out["valid"] = false;
-      out["reason"] = std::string(result.status().message());
-      if (json_) {
-        PrintJson(out);
-      } else {
-        std::cout << fmt::format("{} {}: config {} is invalid: {}\n", workload_.kernel,
-                                 workload.shape, config.ToString(),
-                                 out["reason"].get<std::string>());
-      }
+      ReportInvalidConfig(std::move(out), result.status(), json_, exit_code);
       return absl::OkStatus();
     }
     const sim::SimResult& r = *result;

@@ -104,18 +104,7 @@ absl::Status SimulateCommand::Run(int& exit_code) {
       return absl::InternalError(
           StrCat("simulation failed: ", std::string(result.status().message())));
     }
-    // Still one report (what was tried and why it failed), but a non-zero exit: a script that
-    // simulates a config must not mistake a refusal for a result.
-    exit_code = kExitFailure;
-    out["valid"] = false;
-    out["reason"] = std::string(result.status().message());
-    if (json_) {
-      PrintJson(out);
-    } else {
-      std::cout << fmt::format("{} {} on {}: config {} is invalid: {}\n", workload_.kernel,
-                               workload.shape, workload_.target, config.ToString(),
-                               out["reason"].get<std::string>());
-    }
+    ReportInvalidConfig(std::move(out), result.status(), json_, exit_code);
     return absl::OkStatus();
   }
   out.update(sim::ResultJson(*result));
