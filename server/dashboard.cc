@@ -10,6 +10,7 @@
 #include "kernels/workload.h"
 #include "schema/strings.h"
 #include "schema/vocab.h"
+#include "server/wire.h"
 #include "sim/simulate.h"
 #include "sim/trace.h"
 
@@ -31,12 +32,6 @@ constexpr size_t kFastest = 10;  // trials a job page lists in full
 std::string StateName(v1::JobState state) {
   const std::optional<JobState> known = JobStateFromProto(state);
   return known ? std::string(JobStateName(*known)) : "unknown";
-}
-
-std::string Shape(const v1::Workload& w) {
-  std::vector<std::string> dims;
-  for (const v1::Dim& d : w.dims()) dims.push_back(StrCat(d.name(), "=", d.value()));
-  return StrJoin(dims, ",");
 }
 
 // The best config's bottleneck and core 0's engine timeline, simulated here.
@@ -140,7 +135,7 @@ class Dashboard {
     for (const v1::Job& j : *jobs) {
       rows.push_back({{"id", j.id()},
                       {"kernel", j.workload().kernel()},
-                      {"shape", Shape(j.workload())},
+                      {"shape", ShapeOf(j.workload())},
                       {"dtype", j.workload().dtype()},
                       {"target", j.workload().target()},
                       {"state", StateName(j.state())},
@@ -271,7 +266,7 @@ json JobPageData(const v1::Job& job, const TrialDigest& trials) {
   const bool has_best = job.has_best() && job.best().time_ns() > 0;
   json data = {{"id", job.id()},
                {"kernel", job.workload().kernel()},
-               {"shape", Shape(job.workload())},
+               {"shape", ShapeOf(job.workload())},
                {"dtype", job.workload().dtype()},
                {"target", job.workload().target()},
                {"strategy", job.strategy()},

@@ -1,6 +1,8 @@
 #include "server/wire.h"
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "schema/strings.h"
 #include "schema/vocab.h"
@@ -29,6 +31,12 @@ v1::Workload WorkloadProto(const JobRecord& job) {
 bool IsFinal(v1::JobState state) {
   std::optional<JobState> known = JobStateFromProto(state);
   return known && tessel::IsFinal(*known);
+}
+
+std::string ShapeOf(const v1::Workload& workload) {
+  std::vector<std::string> pieces;
+  for (const v1::Dim& dim : workload.dims()) pieces.push_back(StrCat(dim.name(), "=", dim.value()));
+  return StrJoin(pieces, ",");
 }
 
 v1::TrialResult TrialResultFromRecord(const TrialRecord& record) {

@@ -54,6 +54,8 @@ void SetMeasuredConfig(const std::string& config, double time_ns, Proto& out) {
 bool IsFinal(v1::JobState state);
 
 v1::TrialResult TrialResultFromRecord(const TrialRecord& record);
+// The workload's dims as sent, "M=512,N=512,K=512" (for tables and pages).
+std::string ShapeOf(const v1::Workload& workload);
 v1::BestConfig BestProto(const BestRecord& best);
 
 grpc::Status ToGrpcStatus(const absl::Status& status);

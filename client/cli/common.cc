@@ -15,6 +15,7 @@
 #include "kernels/workload.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "server/wire.h"
 #include "spdlog/spdlog.h"
 
 namespace tessel::cli {
@@ -82,11 +83,7 @@ absl::StatusOr<Config> ConfigFor(const Workload& workload, const sim::Target& ta
   return config;
 }
 
-std::string ShapeOf(const v1::Workload& workload) {
-  std::vector<std::string> pieces;
-  for (const v1::Dim& dim : workload.dims()) pieces.push_back(StrCat(dim.name(), "=", dim.value()));
-  return StrJoin(pieces, ",");
-}
+std::string ShapeOf(const v1::Workload& workload) { return server::ShapeOf(workload); }
 
 // "1.23 ms", "45.6 us", "789 ns".
 absl::StatusOr<int> ParseTimeLimitSeconds(const std::string& text, const std::string& flag) {
