@@ -208,6 +208,25 @@ bool Database::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; 
 int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 int64_t Database::Changes() const { return sqlite3_changes64(db_); }
 
+absl::Status Database::BackupTo(Database& destination) {
+  sqlite3_backup* backup = sqlite3_backup_init(destination.db_, "main", db_, "main");
+  if (backup == nullptr) {
+    return destination.Error(sqlite3_extended_errcode(destination.db_), "backup_init");
+  }
+  int rc = SQLITE_OK;
+  // A busy source or destination (another connection's lock) is waited out; each retry copies
+  // the whole database again from a fresh read transaction.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    rc = sqlite3_backup_step(backup, -1);
+    if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED) break;
+    sqlite3_sleep(50);
+  }
+  const int finish_rc = sqlite3_backup_finish(backup);
+  if (rc != SQLITE_DONE) return Error(rc, "backup_step");
+  if (finish_rc != SQLITE_OK) return destination.Error(finish_rc, "backup_finish");
+  return absl::OkStatus();
+}
+
 // ---- Transaction ----
 
 absl::StatusOr<Transaction> Transaction::Begin(Database& database, bool immediate) {

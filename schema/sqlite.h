@@ -120,6 +120,10 @@ class Database {
 
   bool InTransaction() const;
   int64_t LastInsertRowId() const;
+  // Copies this connection's main database, every page, over `destination`'s with SQLite's online
+  // backup API in a single step: the pages are read in one read transaction, so the copy is a
+  // consistent snapshot even while other connections write (in WAL mode they are not blocked).
+  absl::Status BackupTo(Database& destination);
   int64_t Changes() const;
   const std::string& path() const { return path_; }
 

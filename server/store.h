@@ -125,6 +125,19 @@ struct StoreOptions {
   std::function<void(double)> on_commit;
 };
 
+// Which trials retention keeps (Store::DeleteOldTrials, `tessel admin vacuum`, tessel-server
+// --keep-trials-days). A trial is deleted when it was created more than keep_trials_days days ago,
+// its job is final (completed, cancelled or failed), and it is none of: a published best's trial,
+// one of the keep_top fastest OK trials of its workload (what warm start and top-k views read), a
+// job's default-config measurement. Jobs, workloads and published bests are never deleted.
+struct RetentionPolicy {
+  int keep_trials_days = 0;  // 0: keep every trial
+  int keep_top = 10;
+};
+// Bounds of the policy's fields (request checks and CLI options).
+inline constexpr int kMaxKeepTrialsDays = 36'500;
+inline constexpr int kMaxKeepTop = 10'000;
+
 // The full check of a database file (`tessel admin check`): PRAGMA integrity_check and
 // foreign_key_check on a read-only connection (safe beside a running server). The problems found,
 // at most `max_problems`; empty when the file is sound. NotFound when there is no such file,
@@ -199,6 +212,16 @@ class Store {
   absl::StatusOr<std::vector<WorkerRecord>> ListWorkers();
   // The ids of the workers ever quarantined.
   absl::StatusOr<std::set<std::string>> QuarantinedWorkers();
+
+  // ---- administration (server/store_admin.cc) ----
+  // Deletes old trials by `policy` (see RetentionPolicy); returns how many. A no-op when
+  // policy.keep_trials_days is 0.
+  absl::StatusOr<int64_t> DeleteOldTrials(const RetentionPolicy& policy, int64_t now_ms);
+  // VACUUM (rebuilds the file without its free pages), then a WAL checkpoint that truncates the
+  // WAL, on the writer thread between two batches; writes queue meanwhile.
+  absl::Status Vacuum();
+  // The database file.
+  const std::string& path() const;
 
   // ---- observability ----
   // Write transactions committed by the writer thread since Open; each holds one or more write

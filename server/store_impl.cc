@@ -147,7 +147,16 @@ void Store::Impl::Shutdown() {
 }
 
 absl::Status Store::Impl::Write(std::function<absl::Status(sqlite::Database&)> write) {
-  WriteOp op(std::move(write));
+  WriteOp op(std::move(write), /*alone=*/false);
+  return Enqueue(op);
+}
+
+absl::Status Store::Impl::WriteAlone(std::function<absl::Status(sqlite::Database&)> work) {
+  WriteOp op(std::move(work), /*alone=*/true);
+  return Enqueue(op);
+}
+
+absl::Status Store::Impl::Enqueue(WriteOp& op) {
   {
     absl::MutexLock lock(&queue_mu_);
     if (stopping_) {
@@ -217,10 +226,17 @@ void Store::Impl::WriterLoop() {
     {
       absl::MutexLock lock(&queue_mu_, absl::Condition(this, &Impl::QueueReadyOrStopping));
       if (queue_.empty()) return;  // stopping, and everything queued has committed
-      while (!queue_.empty() && batch.size() < max_batch) {
+      while (!queue_.empty() && batch.size() < max_batch &&
+             (batch.empty() || !queue_.front()->alone)) {
         batch.push_back(queue_.front());
         queue_.pop_front();
+        if (batch.back()->alone) break;
       }
+    }
+    if (batch.size() == 1 && batch.front()->alone) {
+      WriteOp* op = batch.front();
+      op->Finish(op->write(*writer_db_));
+      continue;
     }
     RunBatch(std::move(batch));
   }

@@ -59,6 +59,11 @@ class Store::Impl {
   // changes are rolled back and the rest of the batch still commits. `write` may run more than
   // once if SQLite aborts the whole transaction; it must only touch the database and its outputs.
   absl::Status Write(std::function<absl::Status(sqlite::Database&)> write);
+  // Runs `work` on the writer thread alone, outside any transaction (VACUUM cannot run inside
+  // one), between two batches; returns its status.
+  absl::Status WriteAlone(std::function<absl::Status(sqlite::Database&)> work);
+
+  const std::string& path() const { return path_; }
 
   // Runs `read` on a reader connection that no other read uses meanwhile, so reads run in
   // parallel (up to options.max_readers at once).
@@ -76,10 +81,11 @@ class Store::Impl {
 
  private:
   struct WriteOp {
-    explicit WriteOp(std::function<absl::Status(sqlite::Database&)> write)
-        : write(std::move(write)) {}
+    WriteOp(std::function<absl::Status(sqlite::Database&)> write, bool alone)
+        : write(std::move(write)), alone(alone) {}
 
     std::function<absl::Status(sqlite::Database&)> write;
+    const bool alone;  // run outside the batch transaction, by itself
     absl::Status status;
     absl::Notification done;
 
@@ -104,6 +110,8 @@ class Store::Impl {
     return stopping_ || !queue_.empty();
   }
   void WriterLoop();
+  // Queues `op` and waits until the writer finished it.
+  absl::Status Enqueue(WriteOp& op);
   // Commits `ops` in one transaction, each in its own savepoint, and finishes every op.
   void RunBatch(std::vector<WriteOp*> ops);
 
