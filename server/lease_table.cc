@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
 
 #include "schema/strings.h"
 #include "schema/vocab.h"
@@ -69,7 +70,22 @@ v1::HeartbeatResponse LeaseTable::Heartbeat(const v1::HeartbeatRequest& request)
   if (!worker->second.info.quarantine_reason().empty()) return response;  // holds no leases
   worker->second.info.set_state("alive");
   worker->second.lost = false;
-  const int64_t lease_deadline = NowUnixMs() + options_.lease_ms;
+  const int64_t now_ms = NowUnixMs();
+  const int64_t lease_deadline = now_ms + options_.lease_ms;
+  if (const int64_t answered = worker->second.previous_answer_ms; answered > 0) {
+    const std::set<int64_t> held(request.running_trial_ids().begin(),
+                                 request.running_trial_ids().end());
+    for (auto& [trial_id, lease] : leases_) {
+      if (lease.worker_id == request.worker_id() && lease.granted_ms < answered &&
+          held.count(trial_id) == 0 && lease.released_why.empty()) {
+        lease.deadline_ms = 0;
+        lease.released_why = StrCat("worker ", request.worker_id(),
+                                    " never received it (a lost reply; it does not hold it)");
+      }
+    }
+  }
+  worker->second.previous_answer_ms = worker->second.last_answer_ms;
+  worker->second.last_answer_ms = now_ms;
   for (int64_t trial_id : request.running_trial_ids()) {
     auto lease = leases_.find(trial_id);
     if (lease == leases_.end() || lease->second.worker_id != request.worker_id()) {
@@ -129,9 +145,14 @@ std::vector<v1::TrialSpec> LeaseTable::Take(const std::string& worker_id, int ma
   max_trials = std::min(max_trials, kMaxLeaseDepthPerSlot * info.slots() - info.leased_trials());
   if (max_trials <= 0) return {};
   std::vector<v1::TrialSpec> specs = take(info, max_trials);
-  const int64_t deadline = NowUnixMs() + options_.lease_ms;
+  const int64_t now_ms = NowUnixMs();
   for (const v1::TrialSpec& spec : specs) {
-    leases_[spec.trial_id()] = Lease{spec.job_id(), worker_id, deadline};
+    Lease& lease = leases_[spec.trial_id()];
+    lease = Lease{};
+    lease.job_id = spec.job_id();
+    lease.worker_id = worker_id;
+    lease.deadline_ms = now_ms + options_.lease_ms;
+    lease.granted_ms = now_ms;
   }
   AddLeasedTrials(worker->second, static_cast<int>(specs.size()));
   return specs;
@@ -249,6 +270,8 @@ std::vector<LeaseTable::Expired> LeaseTable::ExpireLeases(int64_t now_ms) {
     auto worker = workers_.find(lease.worker_id);
     if (worker != workers_.end() && worker->second.lost) {
       expired.push_back(Expired{trial_id, lease, StrCat("worker ", lease.worker_id, " was lost")});
+    } else if (!lease.released_why.empty()) {
+      expired.push_back(Expired{trial_id, lease, lease.released_why});
     } else if (lease.deadline_ms < now_ms) {
       expired.push_back(
           Expired{trial_id, lease, StrCat("lease expired after ", options_.lease_ms, " ms")});

@@ -31,6 +31,9 @@ class LeaseTable {
     int64_t job_id = 0;
     std::string worker_id;
     int64_t deadline_ms = 0;
+    int64_t granted_ms = 0;
+    // Set when a heartbeat showed the worker does not hold the trial: why it expires early.
+    std::string released_why;
   };
   // A lease that ended without a result: the trial was lost, for the reason `why`.
   struct Expired {
@@ -52,7 +55,12 @@ class LeaseTable {
   // Records a sign of life of a known worker; false for an unknown id.
   bool Touch(const std::string& worker_id);
   // Revives the worker, extends the leases it still holds and names the trials it runs that it
-  // no longer holds (cancelled, or expired), so it stops them.
+  // no longer holds (cancelled, or expired), so it stops them. A lease the worker does not list
+  // although it was granted before the server answered the worker's heartbeat before last, never
+  // reached it (the reply was lost with a broken link): it expires at the next housekeeping, so
+  // the trial runs elsewhere and the worker's slot is free again, instead of both waiting for
+  // lease_ms. (The worker's heartbeat is sent only after the previous answer arrived, and a lease
+  // reply sent before that answer arrives before it on the same connection.)
   v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);
   std::vector<v1::WorkerInfo> ListWorkers() const;
   // Stops leasing to the worker for good (it reported times another worker contradicts; see
@@ -103,6 +111,9 @@ class LeaseTable {
   struct Worker {
     v1::WorkerInfo info;
     bool lost = false;  // silent, or quarantined
+    // When the server answered the worker's last heartbeat and the one before it (0: none yet).
+    int64_t last_answer_ms = 0;
+    int64_t previous_answer_ms = 0;
   };
   struct ParkedLease {
     v1::LeaseRequest request;

@@ -789,6 +789,49 @@ TEST_F(SchedulerTest, AnExpiredLeaseIsRecordedAsWorkerLostAndRetriedWithoutCharg
   EXPECT_TRUE(measured.count(abandoned[0].config())) << "the lost config is measured again";
 }
 
+// A lease whose reply never reached the worker (a link cut while the reply was in flight): the
+// worker's heartbeats do not list it, so it is released at once instead of after lease_ms, and
+// the trial it does list keeps its lease.
+TEST_F(SchedulerTest, ALeaseTheWorkerDoesNotHoldIsReleasedByItsHeartbeats) {
+  SchedulerOptions options;
+  options.lease_ms = 600'000;  // only the heartbeat rule can release it within this test
+  options.heartbeat_interval_ms = 60'000;
+  options.housekeeping_ms = 5;
+  Open(options);
+  auto job = scheduler_->Submit(Job(Gemm(512, 512, 512), 6));
+  ASSERT_TRUE(job.ok());
+  const std::string worker = RegisterWorker();
+  auto leased = Lease(worker, 2);
+  ASSERT_EQ(leased.size(), 2u);
+  auto beat_holding_first = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    v1::HeartbeatRequest beat;
+    beat.set_worker_id(worker);
+    beat.add_running_trial_ids(leased[0].trial_id());
+    ASSERT_TRUE(scheduler_->Heartbeat(beat).ok());
+  };
+  // Two answers must have gone out after the grant before an unlisted lease counts as lost.
+  ASSERT_NO_FATAL_FAILURE(beat_holding_first());
+  ASSERT_NO_FATAL_FAILURE(beat_holding_first());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(scheduler_->OutstandingLeases(), 2u) << "released before two answers went out";
+  ASSERT_NO_FATAL_FAILURE(beat_holding_first());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(scheduler_->OutstandingLeases(), 1u);
+  EXPECT_EQ(Report(worker, {Measure(leased[0])}).accepted(), 1) << "a listed lease is kept";
+  EXPECT_EQ(Report(worker, {Measure(leased[1])}).ignored(), 1) << "the released one was re-queued";
+  std::vector<TrialRecord> trials;
+  ASSERT_NO_FATAL_FAILURE(StoredTrials(job->id(), trials));
+  int lost = 0;
+  for (const TrialRecord& t : trials) {
+    if (t.status != TrialStatus::kWorkerLost) continue;
+    ++lost;
+    EXPECT_EQ(t.config, leased[1].config());
+    EXPECT_THAT(t.message, ::testing::HasSubstr("never received it"));
+  }
+  EXPECT_EQ(lost, 1);
+}
+
 TEST_F(SchedulerTest, CancellingStopsTheJobAndTellsTheWorkerByHeartbeat) {
   auto job = scheduler_->Submit(Job(Gemm(512, 512, 512), 50));
   ASSERT_TRUE(job.ok());

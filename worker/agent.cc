@@ -591,7 +591,12 @@ void Agent::Impl::HeartbeatLoop() {
         return;
       }
       request.set_worker_id(worker_id_);
+      // Every trial it holds: queued or running, and measured but not yet acknowledged. The
+      // server expires a lease the worker does not list (its reply was lost), so the trial runs
+      // elsewhere at once; a result waiting in the outbox must keep its lease.
       for (int64_t id : running_ids_) request.add_running_trial_ids(id);
+      for (const v1::TrialResult& result : outbox_)
+        request.add_running_trial_ids(result.trial_id());
     }
     v1::HeartbeatResponse response;
     grpc::ClientContext context;
