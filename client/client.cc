@@ -93,6 +93,7 @@ Client::Client(std::shared_ptr<grpc::Channel> channel, std::string description,
                const ClientOptions& options)
     : channel_(std::move(channel)),
       stub_(tessel::v1::TesselService::NewStub(channel_)),
+      admin_stub_(tessel::v1::AdminService::NewStub(channel_)),
       target_(std::move(description)),
       options_(options) {}
 

@@ -92,6 +92,20 @@ class Client {
   absl::StatusOr<std::vector<tessel::v1::TargetInfo>> ListTargets();
   absl::StatusOr<std::vector<tessel::v1::WorkerInfo>> ListWorkers();
 
+  // The standard gRPC health service's answer (grpc.health.v1.Health/Check; no token needed) for
+  // `service` ("" = the server as a whole): "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN" or
+  // "UNKNOWN". Errors when the server cannot be asked (client/admin.cc).
+  absl::StatusOr<std::string> Health(const std::string& service = "");
+
+  // ---- AdminService (the tuner role; client/admin.cc) ----
+  // Streams a consistent backup of the server's database into the file `out_path` (written as
+  // `out_path`.partial and renamed when complete). Returns the backup's summary.
+  absl::StatusOr<tessel::v1::BackupChunk> Backup(const std::string& out_path);
+  absl::StatusOr<tessel::v1::CheckDatabaseResponse> CheckDatabase();
+  absl::StatusOr<tessel::v1::VacuumResponse> Vacuum(const tessel::v1::VacuumRequest& request);
+  // Uploads the backup file at `backup_path`; the server stages it for its next start.
+  absl::StatusOr<tessel::v1::RestoreResponse> Restore(const std::string& backup_path);
+
   // The address or description given at construction.
   const std::string& target() const { return target_; }
 
@@ -109,6 +123,7 @@ class Client {
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<tessel::v1::TesselService::Stub> stub_;
+  std::unique_ptr<tessel::v1::AdminService::Stub> admin_stub_;
   std::string target_;
   ClientOptions options_;
 };

@@ -19,12 +19,27 @@ struct MethodRole {
   Role role;
 };
 constexpr MethodRole kMethodRoles[] = {
-    {"SubmitJob", Role::kTuner},    {"CancelJob", Role::kTuner},    {"Import", Role::kTuner},
-    {"GetJob", Role::kReader},      {"ListJobs", Role::kReader},    {"WatchJob", Role::kReader},
-    {"ListTrials", Role::kReader},  {"Lookup", Role::kReader},      {"ListKernels", Role::kReader},
-    {"ListTargets", Role::kReader}, {"ListWorkers", Role::kReader}, {"Export", Role::kReader},
-    {"Register", Role::kWorker},    {"Lease", Role::kWorker},       {"Report", Role::kWorker},
+    {"SubmitJob", Role::kTuner},
+    {"CancelJob", Role::kTuner},
+    {"Import", Role::kTuner},
+    {"GetJob", Role::kReader},
+    {"ListJobs", Role::kReader},
+    {"WatchJob", Role::kReader},
+    {"ListTrials", Role::kReader},
+    {"Lookup", Role::kReader},
+    {"ListKernels", Role::kReader},
+    {"ListTargets", Role::kReader},
+    {"ListWorkers", Role::kReader},
+    {"Export", Role::kReader},
+    {"Register", Role::kWorker},
+    {"Lease", Role::kWorker},
+    {"Report", Role::kWorker},
     {"Heartbeat", Role::kWorker},
+    // AdminService: the database's backup, check, vacuum and restore.
+    {"Backup", Role::kTuner},
+    {"CheckDatabase", Role::kTuner},
+    {"Vacuum", Role::kTuner},
+    {"Restore", Role::kTuner},
 };
 
 // Equal contents, in time that depends on the lengths only.

@@ -5,7 +5,8 @@
 // Token file: one `ROLE TOKEN` per line; `#` starts a comment; blank lines are ignored. Roles:
 //   reader - Lookup, GetJob, ListJobs, WatchJob, ListTrials, ListKernels, ListTargets,
 //            ListWorkers, Export;
-//   tuner  - SubmitJob, CancelJob, Import, and everything a reader may call;
+//   tuner  - SubmitJob, CancelJob, Import, the AdminService (Backup, CheckDatabase, Vacuum,
+//            Restore), and everything a reader may call;
 //   worker - Register, Lease, Report, Heartbeat (the worker protocol only).
 // A missing or unknown token is UNAUTHENTICATED, a known token of the wrong role
 // PERMISSION_DENIED. Tokens are compared in time that does not depend on their content, and no

@@ -80,6 +80,16 @@ int main(int argc, char** argv) {
   app.add_option("--http", options.http,
                  "HTTP address for /healthz, /readyz, /metrics and the dashboard, e.g. "
                  "127.0.0.1:8080 (port 0 picks one; default: none)");
+  app.add_option("--keep-trials-days", options.keep_trials_days,
+                 "retention: delete trials older than this many days (of finished jobs; every "
+                 "published best and each workload's --keep-top fastest are kept), at start and "
+                 "hourly; 0 keeps every trial")
+      ->capture_default_str()
+      ->check(CLI::Range(0, tessel::server::kMaxKeepTrialsDays));
+  app.add_option("--keep-top", options.keep_top,
+                 "retention keeps this many fastest OK trials of each workload")
+      ->capture_default_str()
+      ->check(CLI::Range(1, tessel::server::kMaxKeepTop));
   std::string http_port_file;
   app.add_option("--http-port-file", http_port_file,
                  "write the bound HTTP port to this file once serving (with --http)");

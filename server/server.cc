@@ -8,10 +8,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
 
 #include "schema/credentials.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
+#include "server/admin_service.h"
 #include "server/auth.h"
 #include "server/dashboard.h"
 #include "server/http.h"
@@ -20,6 +24,7 @@
 #include "server/scheduler.h"
 #include "server/service.h"
 #include "server/store.h"
+#include "server/store_admin.h"
 
 namespace tessel::server {
 
@@ -94,13 +99,35 @@ class Server::Impl {
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<grpc::Service> client_service;
   std::unique_ptr<grpc::Service> worker_service;
+  std::unique_ptr<grpc::Service> admin_service;
   std::unique_ptr<grpc::Server> grpc_server;
+  // Held while the store is open: keeps `tessel admin restore --db` off a file in use.
+  std::optional<DatabaseLock> db_lock;
+  // Hourly retention (ServerOptions::keep_trials_days); stopped by Shutdown.
+  std::thread retention;
   int port = 0;
   int drain_s = 0;  // ServerOptions::drain_s
 
   std::mutex mu;
   std::condition_variable cv;
   bool shut_down = false;  // guarded by mu
+
+  // Applies `policy` now and every hour until Shutdown.
+  void RetentionLoop(RetentionPolicy policy) {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!shut_down) {
+      lock.unlock();
+      absl::StatusOr<int64_t> deleted = store->DeleteOldTrials(policy, NowUnixMs());
+      if (!deleted.ok()) {
+        spdlog::error("retention: {}", std::string(deleted.status().message()));
+      } else if (*deleted > 0) {
+        spdlog::info("retention: deleted {} trial(s) older than {} days", *deleted,
+                     policy.keep_trials_days);
+      }
+      lock.lock();
+      cv.wait_for(lock, std::chrono::hours(1), [this] { return shut_down; });
+    }
+  }
 };
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -121,9 +148,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   StoreOptions store_options;
   Metrics* metrics = &impl->metrics;
   store_options.on_commit = [metrics](double seconds) { metrics->ObserveCommit(seconds); };
+  // A restore staged by AdminService.Restore replaces the database before it is opened.
+  TESSEL_ASSIGN_OR_RETURN(std::optional<std::string> replaced, ApplyStagedRestore(options.db_path));
+  if (replaced) {
+    spdlog::warn("restored {} from {}; the database it replaced is kept at {}", options.db_path,
+                 StagedRestorePath(options.db_path),
+                 replaced->empty() ? std::string("(none)") : *replaced);
+  }
   auto store = Store::Open(options.db_path, store_options);
   if (!store.ok()) return store.status();
   impl->store = std::move(*store);
+  TESSEL_ASSIGN_OR_RETURN(impl->db_lock, DatabaseLock::Shared(options.db_path));
 
   SchedulerOptions scheduler_options;
   scheduler_options.metrics = metrics;
@@ -145,6 +180,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   impl->client_service =
       MakeTesselService(impl->scheduler.get(), &impl->auth, options.client_limits);
   impl->worker_service = MakeWorkerService(impl->scheduler.get(), &impl->auth);
+  impl->admin_service = MakeAdminService(impl->store.get(), &impl->auth);
   // Standard probes (grpc.health.v1 and server reflection) for grpcurl, grpc_health_probe and
   // Kubernetes gRPC probes. They answer without a token, as probes do; they reveal the schema
   // (public in schema/tessel.proto) and whether the server serves, nothing stored. Health says
@@ -157,6 +193,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   }
   builder.RegisterService(impl->client_service.get());
   builder.RegisterService(impl->worker_service.get());
+  builder.RegisterService(impl->admin_service.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(RpcMetricsInterceptor(metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -185,6 +222,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
     spdlog::info("tessel-server listening on port {} (db {}; {}, {})", impl->port, options.db_path,
                  options.tls_cert.empty() ? "plaintext" : "TLS",
                  impl->auth.enabled() ? "token authentication" : "no authentication");
+  }
+  if (options.keep_trials_days > 0) {
+    Impl* raw = impl.get();
+    const RetentionPolicy policy{.keep_trials_days = options.keep_trials_days,
+                                 .keep_top = options.keep_top};
+    impl->retention = std::thread([raw, policy] { raw->RetentionLoop(policy); });
   }
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -234,6 +277,8 @@ void Server::Shutdown() {
     if (impl_->shut_down) return;
     impl_->shut_down = true;
   }
+  impl_->cv.notify_all();
+  if (impl_->retention.joinable()) impl_->retention.join();
   // Probes see NOT_SERVING from the start of the drain.
   if (grpc::HealthCheckServiceInterface* health = impl_->grpc_server->GetHealthCheckService()) {
     health->Shutdown();

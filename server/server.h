@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "server/client_quota.h"
 #include "server/scheduler_options.h"
+#include "server/store.h"
 
 namespace tessel::server {
 
@@ -54,6 +55,11 @@ struct ServerOptions {
   int drain_s = 20;
   // Open WatchJob streams and queued or running jobs each client (peer address) may have.
   ClientLimits client_limits;
+  // Retention (store.h RetentionPolicy): with keep_trials_days > 0, old trials are deleted at start
+  // and every hour after, so a long-lived server's database does not grow without bound.
+  // `tessel admin vacuum` then gives the space back to the filesystem.
+  int keep_trials_days = 0;
+  int keep_top = RetentionPolicy{}.keep_top;
   // HTTP side port (HOST:PORT; port 0 picks one) for /healthz, /readyz, /metrics and the
   // dashboard (server/dashboard.h). Empty: none.
   std::string http;

@@ -16,7 +16,7 @@ std::vector<std::unique_ptr<Command>> AllCommands() {
        {NewTuneCommand, NewWatchCommand, NewCancelCommand, NewLookupCommand, NewJobsCommand,
         NewTrialsCommand, NewReportCommand, NewWorkersCommand, NewKernelsCommand, NewTargetsCommand,
         NewExportCommand, NewImportCommand, NewRetuneCommand, NewSimulateCommand, NewExplainCommand,
-        NewReplayCommand, NewSpaceCommand, NewAdminCommand}) {
+        NewReplayCommand, NewSpaceCommand, NewAdminCommand, NewHealthCommand}) {
     commands.push_back(make());
   }
   return commands;

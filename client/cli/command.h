@@ -57,7 +57,7 @@ std::unique_ptr<Command> NewTuneCommand(), NewWatchCommand(), NewCancelCommand()
     NewLookupCommand(), NewJobsCommand(), NewWorkersCommand(), NewKernelsCommand(),
     NewTargetsCommand(), NewExportCommand(), NewImportCommand(), NewRetuneCommand(),
     NewSimulateCommand(), NewReplayCommand(), NewSpaceCommand(), NewAdminCommand(),
-    NewTrialsCommand(), NewExplainCommand(), NewReportCommand();
+    NewHealthCommand(), NewTrialsCommand(), NewExplainCommand(), NewReportCommand();
 
 }  // namespace tessel::cli
 
