@@ -154,6 +154,10 @@ class Adversary:
         self.worker_id = self._call("Register", pb.RegisterRequest(
             name=name, slots=slots)).worker_id
         self.lies = {}  # config -> the time it reported
+        # Trials leased and not yet reported: the protocol has a worker list them in every
+        # heartbeat (a lease it does not list is taken back as never received).
+        self.held = set()
+        self.held_lock = threading.Lock()
         self.stopping = threading.Event()
         self.threads = []
         self._in_background(self._heartbeat)
@@ -175,18 +179,26 @@ class Adversary:
 
     def _heartbeat(self):
         while not self.stopping.wait(0.3):
-            self._call("Heartbeat", pb.HeartbeatRequest(worker_id=self.worker_id))
+            with self.held_lock:
+                held = sorted(self.held)
+            self._call("Heartbeat", pb.HeartbeatRequest(worker_id=self.worker_id,
+                                                        running_trial_ids=held))
 
     def lease(self, max_trials, wait_ms):
-        return list(self._call("Lease", pb.LeaseRequest(
+        trials = list(self._call("Lease", pb.LeaseRequest(
             worker_id=self.worker_id, max_trials=max_trials, wait_ms=wait_ms),
             timeout=wait_ms / 1000 + 10).trials)
+        with self.held_lock:
+            self.held.update(t.trial_id for t in trials)
+        return trials
 
     def report(self, trial, time_ns):
         """Reports `trial` as OK at `time_ns`, claiming verified numerics."""
         result = pb.TrialResult(trial_id=trial.trial_id, status=pb.TRIAL_OK, time_ns=time_ns,
                                 samples_ns=[time_ns], verified=True, config=trial.config)
         self._call("Report", pb.ReportRequest(worker_id=self.worker_id, results=[result]))
+        with self.held_lock:
+            self.held.discard(trial.trial_id)
 
     def serve_leases(self):
         """From now on, answers whatever it leases: its own configs with its lies, others'

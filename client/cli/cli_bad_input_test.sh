@@ -85,7 +85,7 @@ expect_error "tessel --help" tune matmul --shape M=1,N=1,K=1 --budget notanumber
 expect_error "tessel --help" tune
 # `admin check`: a missing file is named, an unknown action refused, and a damaged file fails.
 expect_error "no database at missing.db" admin check --db missing.db
-expect_error "fix not in {check}" admin fix --db missing.db
+expect_error "fix not in {check,backup,restore,vacuum}" admin fix --db missing.db
 printf 'SQLite format 3\0%01000d' 0 >"$WORK/damaged.db"
 expect_error "damaged.db" admin check --db "$WORK/damaged.db"
 if [[ -e tessel.db || -e missing.db ]]; then
