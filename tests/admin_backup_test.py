@@ -5,6 +5,7 @@
     PRAGMA integrity_check, and holds every trial the server had acknowledged before it began;
   - `tessel admin restore --db` refuses while the server has the file open;
   - `tessel admin check|vacuum --server` answer; a reader token may not call them;
+  - `tessel health --server` says SERVING (no token), and fails once the server is gone;
   - `tessel admin restore --server` stages the backup; after a kill -9 and a restart the server runs
     on the restored database and resumes the job to completion, with exactly its budget charged.
 
@@ -122,6 +123,11 @@ def main():
         denied = server.cli("admin", "check", role="reader", check=False)
         assert denied.returncode != 0 and "may not call" in denied.stderr, denied.stderr
         assert server.cli("admin", "check")["ok"] is True
+        health = subprocess.run([f"{build}/client/cli/tessel", "health", "--server",
+                                 server.address, "--json"], capture_output=True, text=True)
+        assert health.returncode == 0 and json.loads(health.stdout)["status"] == "SERVING", \
+            health.stdout + health.stderr
+        log("tessel health (grpc.health.v1, no token): SERVING")
         vacuum = server.cli("admin", "vacuum")
         log(f"check ok; vacuum {vacuum['bytes_before']} -> {vacuum['bytes_after']} bytes")
 
@@ -129,6 +135,9 @@ def main():
         log(f"restore staged at {staged['staged_path']}")
         time.sleep(1.0)  # the job goes on past the backup
         server.kill()
+        down = subprocess.run([f"{build}/client/cli/tessel", "health", "--server",
+                               server.address], capture_output=True, text=True)
+        assert down.returncode != 0, "health of a killed server must fail"
         server.start()
         restored = sqlite3.connect(f"file:{server.db}?mode=ro", uri=True)
         max_id = restored.execute("SELECT max(id) FROM trials").fetchone()[0]
