@@ -241,9 +241,23 @@ void Generate(const Plan& p, Sink& sink) {
         dma(Kind::kStore, buf, j, false);
       }
     };
-    for (int64_t t = tb; t < te; ++t) tile_steps(t, false);
+    // The statistics rotate with the row tile; the data buffers with it when resident, else
+    // (and in the second pass) with the chunks streamed; the squares with their own counter.
+    const Rotation stats{0, kStatSlots, kStatsPerSlot, nullptr};
+    const Rotation streamed{kDataBase, p.bufs, 1, &stream};
+    const Rotation first_pass[] = {
+        stats,
+        p.resident ? Rotation{kDataBase, p.bufs, int32_t(nc), nullptr} : streamed,
+        {kSquares, 2, 1, &squares}};
+    const Rotation second_pass[] = {stats, streamed};
+    int64_t* const counters[] = {&stream, &squares};
+    const int64_t regular_end = RegularEnd(p, te);
+    if (!p.affine_fused) sink.ReadOutputsBack();
+    sink.Tiles(tb, te, regular_end, TileLoop{first_pass, counters},
+               [&](int64_t t) { tile_steps(t, false); });
     if (!p.affine_fused) {
-      for (int64_t t = tb; t < te; ++t) tile_steps(t, true);
+      sink.Tiles(tb, te, regular_end, TileLoop{second_pass, counters, nc},
+                 [&](int64_t t) { tile_steps(t, true); });
     }
   });
 }

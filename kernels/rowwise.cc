@@ -57,38 +57,90 @@ static_assert(std::size(kEngineOps) == size_t(Kind::kBnAggr) + 1);
 
 }  // namespace
 
+RowLowering g_lowering = RowLowering::kCompact;
+
+void SetRowLoweringForTesting(RowLowering lowering) { g_lowering = lowering; }
+
+SimSink::SimSink(const sim::Target& target, int rows_per_partition, sim::Program* program)
+    : target_(target), g_(rows_per_partition), program_(program) {}
+
+SimSink::~SimSink() = default;
+
 void SimSink::BeginCore(int core, std::vector<sim::Allocation> allocations) {
   program_->cores.resize(core + 1);
   core_ = &program_->cores[core];
   core_->allocations = std::move(allocations);
-  bufs_.clear();
+  const bool compact = g_lowering == RowLowering::kCompact;
+  writer_.Begin(core_, compact);
+  core_->instructions.reserve(compact ? 1024 : 4096);
+  core_->deps.reserve(compact ? 2048 : 8192);
+  for (int32_t id : used_) {
+    BufState& b = bufs_[size_t(id)];
+    b.writer = -1;
+    b.readers.clear();  // keeps its capacity
+    b.constant = b.listed = false;
+  }
+  used_.clear();
+  open_.clear();
+  outputs_.Clear();
+  read_back_ = false;
+}
+
+bool SimSink::CopyCore(int core) {
+  if (g_lowering != RowLowering::kCompact) return false;
+  program_->cores.resize(core + 1);
+  program_->cores[core] = program_->cores[core - 1];
+  return true;
+}
+
+SimSink::BufState& SimSink::At(int32_t buf) {
+  if (size_t(buf) >= bufs_.size()) bufs_.resize(size_t(buf) + 1);
+  BufState& b = bufs_[size_t(buf)];
+  if (!b.listed) {
+    b.listed = true;
+    used_.insert(std::lower_bound(used_.begin(), used_.end(), buf), buf);
+  }
+  return b;
 }
 
 void SimSink::operator()(const Step& s) {
   deps_.clear();
   auto read = [&](int32_t buf) {
-    if (buf < 0) return;
-    auto it = bufs_.find(buf);
-    if (it != bufs_.end() && it->second.writer >= 0) deps_.push_back(it->second.writer);
+    if (buf < 0 || size_t(buf) >= bufs_.size()) return;
+    if (const int64_t w = bufs_[size_t(buf)].writer; w >= 0) deps_.push_back(w);
   };
   read(s.src.buf);
   read(s.src1.buf);
   read(s.scalar0.buf);
   read(s.scalar1.buf);
   const bool is_store = s.kind == Kind::kStore;
-  if (s.from_output) read(kHbmRegionBase + s.hbm_region);
-  const int32_t written =
-      is_store ? (s.hbm_region >= 0 ? kHbmRegionBase + s.hbm_region : -1) : s.dst.buf;
+  int64_t region_writer = -1;
+  if (s.from_output) {  // Y written by an earlier pass's store, read back in the same order
+    region_writer = outputs_.Pop();
+    deps_.push_back(region_writer);
+  }
+  const int32_t written = is_store ? -1 : s.dst.buf;
   const int32_t accum = s.accum.buf != written ? s.accum.buf : -1;  // a second written buffer
+  // A store writes its region of Y: after the from_output load that read it, if one did.
+  size_t open = open_.size();  // the open region the store closes, if any
+  if (is_store && s.hbm_region >= 0) {
+    open = size_t(std::find_if(open_.begin(), open_.end(),
+                               [&](const OpenRegion& r) { return r.region == s.hbm_region; }) -
+                  open_.begin());
+    if (open < open_.size()) {
+      deps_.push_back(open_[open].writer);
+      deps_.push_back(open_[open].reader);
+    }
+  }
   for (int32_t buf : {written, accum}) {
     if (buf < 0) continue;
-    BufState& w = bufs_[buf];
+    const BufState& w = At(buf);
     if (w.writer >= 0) deps_.push_back(w.writer);
     deps_.insert(deps_.end(), w.readers.begin(), w.readers.end());
   }
 
   const int partitions = int(CeilDiv(s.rows, g_));
-  int32_t last = -1;
+  int64_t last = -1;
   switch (s.kind) {
     case Kind::kLoad:
     case Kind::kStore: {
@@ -96,13 +148,13 @@ void SimSink::operator()(const Step& s) {
       sim::Instruction dma = sim::MakeDma(is_store ? Op::kDmaStore : Op::kDmaLoad, partitions,
                                           int64_t(g_) * s.width * bytes, s.queue);
       dma.chunk_bytes = s.chunk_bytes;
-      last = core_->Add(dma, deps_);
+      last = writer_.Add(dma, deps_);
       break;
     }
     case Kind::kLoadVector: {
       sim::Instruction dma =
           sim::MakeDma(Op::kDmaLoad, s.partitions, s.width * sim::DTypeBytes(s.in_dtype), s.queue);
-      last = core_->Add(dma, deps_);
+      last = writer_.Add(dma, deps_);
       break;
     }
     default: {
@@ -111,13 +163,12 @@ void SimSink::operator()(const Step& s) {
       int64_t free = s.kind == Kind::kBnAggr ? s.width * kBnStatsWidth : s.width;
       if (!per_row && s.kind != Kind::kBnStats && s.kind != Kind::kBnAggr) free *= g_;
       const int count = per_row ? g_ : 1;
-      const size_t first_dep_size = deps_.size();
       for (int i = 0; i < count; ++i) {
         sim::Instruction inst = sim::MakeEngineOp(op, s.engine, int(free), partitions);
         inst.dtype = s.in_dtype;
         inst.out_dtype = s.out_dtype;
         inst.add_op = s.kind == Kind::kReduce;
-        last = core_->Add(inst, std::span<const int32_t>(deps_.data(), first_dep_size));
+        last = writer_.Add(inst, deps_);
       }
       break;
     }
@@ -125,19 +176,133 @@ void SimSink::operator()(const Step& s) {
 
   // Readers of the buffers this step read; the written buffer's new writer.
   auto reader = [&](int32_t buf) {
-    if (buf >= 0 && buf != written) bufs_[buf].readers.push_back(last);
+    if (buf < 0 || buf == written) return;
+    BufState& b = At(buf);
+    if (!b.constant) b.readers.push_back(last);
   };
   reader(s.src.buf);
   reader(s.src1.buf);
   reader(s.scalar0.buf);
   reader(s.scalar1.buf);
-  if (s.from_output) reader(kHbmRegionBase + s.hbm_region);
+  if (s.from_output) open_.push_back({s.hbm_region, region_writer, last});
   for (int32_t buf : {written, accum}) {
     if (buf < 0) continue;
-    BufState& w = bufs_[buf];
+    BufState& w = At(buf);
     w.writer = last;
     w.readers.clear();
+    w.constant = s.kind == Kind::kLoadVector;
   }
+  if (open < open_.size()) {
+    open_.erase(open_.begin() + ptrdiff_t(open));
+  } else if (is_store && s.hbm_region >= 0 && read_back_) {
+    outputs_.Push(last);
+  }
+}
+
+namespace {
+
+// The counter value of `r` at tile `t`.
+int64_t CounterOf(const Rotation& r, int64_t t) { return r.counter != nullptr ? *r.counter : t; }
+
+}  // namespace
+
+void SimSink::Canon(int64_t t, const TileLoop& loop, sim::LoopState* state) {
+  tile_ = t;
+  std::vector<int64_t>& canon = state->canon;
+  std::vector<int64_t>& abs = state->abs;
+  canon.clear();
+  abs.clear();
+  const int64_t pos = state->pos;
+  auto handle = [&](int64_t h) {
+    canon.push_back(h < 0 ? int64_t(-1) : pos - h);
+    abs.push_back(h);
+  };
+  auto value = [&](int64_t v) {
+    canon.push_back(v);
+    abs.push_back(-1);
+  };
+  auto entry = [&](size_t id) {
+    if (id >= bufs_.size()) {
+      value(-2);
+      return;
+    }
+    const BufState& b = bufs_[id];
+    handle(b.writer);
+    value(int64_t(b.readers.size()) * 2 + int64_t(b.constant));
+    for (int64_t h : b.readers) handle(h);
+  };
+  // The rotating ids in slot order from the counter's current slot, then every other id in use.
+  for (const Rotation& r : loop.rotations) {
+    const int64_t c = CounterOf(r, t);
+    for (int64_t k = 0; k < r.slots; ++k) {
+      const int64_t slot = (c + k) % r.slots;
+      for (int64_t w = 0; w < r.width; ++w) entry(size_t(r.base + slot * r.width + w));
+    }
+  }
+  auto rotating = [&](size_t id) {
+    return std::any_of(loop.rotations.begin(), loop.rotations.end(), [&](const Rotation& r) {
+      return int64_t(id) >= r.base && int64_t(id) < r.base + int64_t(r.slots) * r.width;
+    });
+  };
+  for (int32_t id : used_) {
+    const BufState& b = bufs_[size_t(id)];
+    if ((b.writer < 0 && b.readers.empty()) || rotating(size_t(id))) continue;
+    value(id);
+    entry(size_t(id));
+  }
+  value(int64_t(open_.size()));
+  for (const OpenRegion& o : open_) {
+    value(o.region);
+    handle(o.writer);
+    handle(o.reader);
+  }
+  state->saved.clear();
+  for (const int64_t* c : loop.counters) state->saved.push_back(*c);
+}
+
+void SimSink::SkipTiles(const sim::SkippedPeriods& skip, const TileLoop& loop) {
+  const int64_t tiles = skip.periods * skip.p;
+  // Counter changes per period and in all; the tile index moves by `tiles`.
+  const std::vector<int64_t>& then = skip.then->saved;
+  auto per_period = [&](const Rotation& r) {
+    if (r.counter == nullptr) return int64_t(skip.p);
+    for (size_t k = 0; k < loop.counters.size(); ++k) {
+      if (loop.counters[k] == r.counter) return *r.counter - then[k];
+    }
+    return int64_t(0);
+  };
+  auto rotating = [&](size_t id) {
+    return std::any_of(loop.rotations.begin(), loop.rotations.end(), [&](const Rotation& r) {
+      return int64_t(id) >= r.base && int64_t(id) < r.base + int64_t(r.slots) * r.width;
+    });
+  };
+  for (const Rotation& r : loop.rotations) {
+    const int64_t per = per_period(r);
+    const bool still = per % r.slots == 0;
+    const int64_t begin = r.base, end = r.base + int64_t(r.slots) * r.width;
+    for (int64_t id = begin; id < end; ++id) {
+      BufState& b = At(int32_t(id));  // every id of the range listed, so rotating keeps used_
+      skip.Move(b.writer, still);
+      for (int64_t& h : b.readers) skip.Move(h, still);
+    }
+    // Slot s's state moves to slot s + per x periods.
+    const int64_t shift = ((per * skip.periods) % r.slots + r.slots) % r.slots * r.width;
+    std::rotate(bufs_.begin() + begin, bufs_.begin() + (end - shift), bufs_.begin() + end);
+  }
+  for (int32_t id : used_) {
+    if (rotating(size_t(id))) continue;
+    BufState& b = bufs_[size_t(id)];
+    skip.Move(b.writer, true);
+    for (int64_t& h : b.readers) skip.Move(h, true);
+  }
+  for (OpenRegion& o : open_) {
+    skip.Move(o.writer, true);
+    skip.Move(o.reader, true);
+  }
+  for (size_t k = 0; k < loop.counters.size(); ++k) {
+    *loop.counters[k] += (*loop.counters[k] - then[k]) * skip.periods;
+  }
+  tile_ += tiles;
 }
 
 float& CpuSink::At(int32_t buf, int64_t row, int64_t col) {

@@ -15,7 +15,10 @@
 #ifndef TESSEL_KERNELS_ROWWISE_H_
 #define TESSEL_KERNELS_ROWWISE_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +26,7 @@
 #include "absl/status/status.h"
 #include "kernels/kernel.h"
 #include "kernels/schedule_util.h"
+#include "sim/compact.h"
 #include "sim/program.h"
 #include "sim/target.h"
 
@@ -120,15 +124,31 @@ inline constexpr int kStatSlots = 2;        // row tiles whose statistics are li
 inline constexpr int kStatsPerSlot = 16;    // statistic buffers per slot
 inline constexpr int32_t kDataBase = 1000;  // first data buffer id
 
+// The end of the row tiles [.., end) that emit alike: all of them, or all but a last tile that
+// has fewer rows.
+inline int64_t RegularEnd(const RowTiling& tiling, int64_t end) {
+  return end == tiling.tiles && tiling.rows % tiling.rows_per_tile != 0 ? end - 1 : end;
+}
+
 // Calls `per_core(core, first_tile, end_tile)` for each of `tiling`'s shards in core order, after
 // starting the core on `sink` with `allocations`; the row tiles are split evenly (ShardBegin).
+// A core with as many row tiles as the previous one, none of them short, starting at the same
+// phase of the rotations that follow the tile index (statistics, resident data buffers), runs
+// the same program, which a sink may copy (Sink::CopyCore returns whether it did).
 template <typename Sink, typename PerCore>
 void ForEachCore(const RowTiling& tiling, const std::vector<sim::Allocation>& allocations,
                  Sink& sink, PerCore per_core) {
   for (int core = 0; core < tiling.shards; ++core) {
+    const int64_t begin = ShardBegin(tiling.tiles, tiling.shards, core);
+    const int64_t end = ShardBegin(tiling.tiles, tiling.shards, core + 1);
+    const int64_t previous = core > 0 ? ShardBegin(tiling.tiles, tiling.shards, core - 1) : 0;
+    if (core > 0 && end - begin == begin - previous &&
+        (begin - previous) % std::lcm<int64_t>(kStatSlots, tiling.bufs) == 0 &&
+        RegularEnd(tiling, end) == end && sink.CopyCore(core)) {
+      continue;
+    }
     sink.BeginCore(core, allocations);
-    per_core(core, ShardBegin(tiling.tiles, tiling.shards, core),
-             ShardBegin(tiling.tiles, tiling.shards, core + 1));
+    per_core(core, begin, end);
   }
 }
 
@@ -169,29 +189,108 @@ class RowTile {
   int64_t* stream_;
 };
 
-// Turns steps into instructions of `program`; one CoreProgram per BeginCore.
+// How SimSink writes programs: loop-structured, the regular row tiles of a pass compressed
+// (kCompact, the default), or every instruction emitted (kFlat, for the exactness tests).
+enum class RowLowering { kCompact, kFlat };
+void SetRowLoweringForTesting(RowLowering lowering);
+
+// Buffer ids that rotate with a counter: `slots` slots of `width` ids from `base`, the slot of
+// counter value c being c % slots (e.g. the statistics rotate with the row tile, streamed chunk
+// buffers with the chunks streamed so far). counter == nullptr: the row tile's index.
+struct Rotation {
+  int32_t base = 0;
+  int32_t slots = 1;
+  int32_t width = 1;
+  const int64_t* counter = nullptr;
+};
+
+// A pass's loop over the row tiles as the sinks see it: which buffer ids rotate, the counters the
+// tiles advance (besides the tile index), and how many outputs a tile reads back
+// (from_output loads; 0 if none).
+struct TileLoop {
+  std::span<const Rotation> rotations;
+  std::span<int64_t* const> counters;
+  int64_t reads_back = 0;
+};
+
+// Turns steps into instructions of `program`; one CoreProgram per BeginCore. In the compact
+// lowering, a pass's regular row tiles (Tiles) go through a sim::LoopCompressor: its state at a
+// tile boundary is every buffer's writer and readers, in rotation order relative to the
+// counters, so once a period of tiles repeats the rest are not generated (sim/compact.h).
 class SimSink {
  public:
-  SimSink(const sim::Target& target, int rows_per_partition, sim::Program* program)
-      : target_(target), g_(rows_per_partition), program_(program) {}
+  SimSink(const sim::Target& target, int rows_per_partition, sim::Program* program);
+  ~SimSink();
   SimSink(const SimSink&) = delete;
   SimSink& operator=(const SimSink&) = delete;
 
   void BeginCore(int core, std::vector<sim::Allocation> allocations);
+  // In the compact lowering, core `core` gets core - 1's program; returns whether it did.
+  bool CopyCore(int core);
   void operator()(const Step& step);
+  // From now on (until the next core), stores' results are read back in order by later
+  // from_output loads (a later pass over Y).
+  void ReadOutputsBack() { read_back_ = true; }
+  // Row tiles [first, last) of a pass, emitted by tile(t); [first, regular_end) emit alike (the
+  // last tile may have fewer rows).
+  template <typename Tile>
+  void Tiles(int64_t first, int64_t last, int64_t regular_end, const TileLoop& loop, Tile&& tile);
 
  private:
   struct BufState {
-    int32_t writer = -1;
-    std::vector<int32_t> readers;
+    int64_t writer = -1;
+    std::vector<int64_t> readers;
+    bool constant = false;  // loaded once per core and never written again: readers untracked
+    bool listed = false;    // in used_
   };
+  // A from_output load's region until the store that writes it again.
+  struct OpenRegion {
+    int32_t region;
+    int64_t writer, reader;
+  };
+  template <typename Tile>
+  struct TileBody {
+    SimSink& sink;
+    Tile& tile;
+    const TileLoop& loop;
+    void Iterate(int64_t t) { tile(t); }
+    void Snapshot(int64_t t, sim::LoopState* state) { sink.Canon(t, loop, state); }
+    void Skip(const sim::SkippedPeriods& skip) { sink.SkipTiles(skip, loop); }
+    sim::HandleFifo* fifo() { return &sink.outputs_; }
+  };
+  BufState& At(int32_t buf);
+  // The tile-boundary state (LoopBody::Snapshot) and its move past skipped tiles (Skip).
+  void Canon(int64_t t, const TileLoop& loop, sim::LoopState* state);
+  void SkipTiles(const sim::SkippedPeriods& skip, const TileLoop& loop);
+
   const sim::Target& target_;
   int g_;
   sim::Program* program_;
   sim::CoreProgram* core_ = nullptr;
-  std::unordered_map<int32_t, BufState> bufs_;
-  std::vector<int32_t> deps_;
+  std::vector<BufState> bufs_;  // by buffer id
+  std::vector<int32_t> used_;   // the ids the core has touched, ascending
+  std::vector<OpenRegion> open_;
+  sim::HandleFifo outputs_;  // stores' handles, when read back
+  bool read_back_ = false;
+  int64_t tile_ = 0;  // the tile Canon last saw (the counter of rotations without one)
+  std::vector<int64_t> deps_;
+  sim::StreamWriter writer_;
+  sim::LoopCompressor loop_;
 };
+
+template <typename Tile>
+void SimSink::Tiles(int64_t first, int64_t last, int64_t regular_end, const TileLoop& loop,
+                    Tile&& tile) {
+  if (writer_.compact() && regular_end - first >= 4) {
+    TileBody<Tile> body{*this, tile, loop};
+    sim::RunOptions options;
+    // A repeat must save more than the simulator spends finding its period (sim/compact.h).
+    options.min_saving = 64;
+    options.fifo_pops_per_iteration = std::max<int64_t>(1, loop.reads_back);
+    first = loop_.Run(writer_, body, first, regular_end, options);
+  }
+  for (int64_t t = first; t < last; ++t) tile(t);
+}
 
 // Executes steps on the CPU. X and Y are row-major [rows, cols]; vectors[i] has cols elements.
 class CpuSink {
@@ -203,7 +302,13 @@ class CpuSink {
   CpuSink& operator=(const CpuSink&) = delete;
 
   void BeginCore(int, const std::vector<sim::Allocation>&) {}
+  bool CopyCore(int) { return false; }
   void operator()(const Step& step);
+  void ReadOutputsBack() {}
+  template <typename Tile>
+  void Tiles(int64_t first, int64_t last, int64_t, const TileLoop&, Tile&& tile) {
+    for (int64_t t = first; t < last; ++t) tile(t);
+  }
 
  private:
   float& At(int32_t buf, int64_t row, int64_t col);

@@ -77,7 +77,7 @@ void Generate(const Plan& p, Sink& sink) {
   const int64_t nc = p.chunks;
   ForEachCore(p, Allocations(p), sink, [&](int core, int64_t tb, int64_t te) {
     int64_t stream = 0;  // streaming buffer rotation
-    for (int64_t t = tb; t < te; ++t) {
+    auto tile_steps = [&](int64_t t) {
       RowTile tile(p, core, t, &stream);
       auto stat = [&](Stat s, int32_t col = 0) { return tile.Stat(s, col); };
       auto width = [&](int64_t j) { return tile.Width(j); };
@@ -181,7 +181,7 @@ void Generate(const Plan& p, Sink& sink) {
           }
           scale_and_store(buf, j, stat(kRecip));
         }
-        continue;
+        return;
       }
 
       // Online: running max m and sum s; s is rescaled by exp(m_old - m_new) when m grows. The
@@ -219,7 +219,14 @@ void Generate(const Plan& p, Sink& sink) {
           scale_and_store(buf, j, stat(kRecip));
         }
       }
-    }
+    };
+    // The statistics rotate with the row tile; the data buffers with it when resident, else
+    // with the chunks streamed.
+    const Rotation rotations[] = {{0, kStatSlots, kStatsPerSlot, nullptr},
+                                  p.resident ? Rotation{kDataBase, p.bufs, int32_t(nc), nullptr}
+                                             : Rotation{kDataBase, p.bufs, 1, &stream}};
+    int64_t* const counters[] = {&stream};
+    sink.Tiles(tb, te, RegularEnd(p, te), TileLoop{rotations, counters}, tile_steps);
   });
 }
 
