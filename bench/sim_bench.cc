@@ -42,13 +42,19 @@ void Free(void* p) {
 namespace tessel {
 namespace {
 
-void BM_EvaluateMatmul4096(benchmark::State& state) {
-  const bool exact = state.range(0) != 0;
-  sim::Target target = *sim::LoadTarget("snc2");
-  const kernels::Kernel& kernel = *kernels::FindKernel("matmul");
-  kernels::Problem problem{Dims{{"M", 4096}, {"N", 4096}, {"K", 4096}}, "bf16"};
-  kernels::Space space = *kernel.SpaceFor(problem, target);
-  std::vector<Config> configs = bench::ValidConfigs(space, 64);
+// Lower + Simulate of 64 random valid configs of `kernel` at `dims` (seeded, bench::ValidConfigs)
+// on `target_name`, one per iteration, as a worker runs them; `exact` simulates every iteration.
+void EvaluateRandomConfigs(benchmark::State& state, const char* kernel_name, const char* dims,
+                           const char* dtype, const char* target_name, bool exact) {
+  sim::Target target = *sim::LoadTarget(target_name);
+  const kernels::Kernel& kernel = *kernels::FindKernel(kernel_name);
+  kernels::Problem problem{*Dims::Parse(dims), dtype};
+  absl::StatusOr<kernels::Space> space = kernel.SpaceFor(problem, target);
+  if (!space.ok()) {
+    state.SkipWithError(std::string(space.status().message()).c_str());
+    return;
+  }
+  std::vector<Config> configs = bench::ValidConfigs(*space, 64);
   sim::SimOptions options;
   options.exact = exact;
   size_t i = 0;
@@ -59,6 +65,11 @@ void BM_EvaluateMatmul4096(benchmark::State& state) {
   }
   state.counters["evals_per_s"] =
       benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+void BM_EvaluateMatmul4096(benchmark::State& state) {
+  EvaluateRandomConfigs(state, "matmul", "M=4096,N=4096,K=4096", "bf16", "snc2",
+                        state.range(0) != 0);
 }
 BENCHMARK(BM_EvaluateMatmul4096)->Arg(0)->Arg(1)->ArgName("exact")->Unit(benchmark::kMicrosecond);
 
@@ -96,27 +107,8 @@ constexpr LargeShape kLargeShapes[] = {
 
 void BM_EvaluateKernel(benchmark::State& state) {
   const LargeShape& shape = kLargeShapes[state.range(0)];
-  const bool exact = state.range(1) != 0;
   state.SetLabel(shape.kernel);
-  sim::Target target = *sim::LoadTarget("snc3");
-  const kernels::Kernel& kernel = *kernels::FindKernel(shape.kernel);
-  kernels::Problem problem{*Dims::Parse(shape.dims), shape.dtype};
-  absl::StatusOr<kernels::Space> space = kernel.SpaceFor(problem, target);
-  if (!space.ok()) {
-    state.SkipWithError(std::string(space.status().message()).c_str());
-    return;
-  }
-  std::vector<Config> configs = bench::ValidConfigs(*space, 64);
-  sim::SimOptions options;
-  options.exact = exact;
-  size_t i = 0;
-  for (auto _ : state) {
-    absl::StatusOr<sim::SimResult> r =
-        kernels::Evaluate(kernel, problem, configs[i++ % configs.size()], target, options);
-    benchmark::DoNotOptimize(r);
-  }
-  state.counters["evals_per_s"] =
-      benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
+  EvaluateRandomConfigs(state, shape.kernel, shape.dims, shape.dtype, "snc3", state.range(1) != 0);
 }
 BENCHMARK(BM_EvaluateKernel)
     ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6}, {0, 1}})

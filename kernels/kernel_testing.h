@@ -2,6 +2,7 @@
 #ifndef TESSEL_KERNELS_KERNEL_TESTING_H_
 #define TESSEL_KERNELS_KERNEL_TESTING_H_
 
+#include <algorithm>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -110,6 +111,40 @@ inline void ExpectValidConfigsOnSnc2AndSnc3(const Kernel& kernel, const Problem&
   ForSnc2AndSnc3(kernel, problem, [&](const char* target, const Space& space) {
     EXPECT_GE(CountValid(space), at_least) << target;
   });
+}
+
+// Whether `compact` (a loop-structured program) unrolls to exactly `flat`: the same cores, and
+// in each the same instructions (every field the lowerings set) with the same dependencies.
+inline ::testing::AssertionResult UnrollsTo(const sim::Program& compact, const sim::Program& flat) {
+  absl::StatusOr<sim::Program> unrolled = sim::Flatten(compact);
+  if (!unrolled.ok()) return ::testing::AssertionFailure() << unrolled.status();
+  if (unrolled->cores.size() != flat.cores.size()) {
+    return ::testing::AssertionFailure()
+           << unrolled->cores.size() << " cores, flat has " << flat.cores.size();
+  }
+  for (size_t core = 0; core < flat.cores.size(); ++core) {
+    const sim::CoreProgram& u = unrolled->cores[core];
+    const sim::CoreProgram& f = flat.cores[core];
+    if (u.instructions.size() != f.instructions.size()) {
+      return ::testing::AssertionFailure() << "core " << core << ": " << u.instructions.size()
+                                           << " instructions, flat has " << f.instructions.size();
+    }
+    for (size_t i = 0; i < f.instructions.size(); ++i) {
+      const sim::Instruction& x = u.instructions[i];
+      const sim::Instruction& y = f.instructions[i];
+      if (!(x.op == y.op && x.engine == y.engine && x.k == y.k && x.m == y.m && x.n == y.n &&
+            x.free == y.free && x.partitions == y.partitions &&
+            x.bytes_per_partition == y.bytes_per_partition && x.queue == y.queue &&
+            x.reload_stationary == y.reload_stationary && x.dtype == y.dtype &&
+            x.out_dtype == y.out_dtype && x.chunk_bytes == y.chunk_bytes)) {
+        return ::testing::AssertionFailure() << "core " << core << " instruction " << i;
+      }
+      if (!std::ranges::equal(u.DepsOf(int32_t(i)), f.DepsOf(int32_t(i)))) {
+        return ::testing::AssertionFailure() << "core " << core << " deps of " << i;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 // A problem and a valid config of its space.
