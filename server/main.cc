@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "schema/logging.h"
+#include "schema/process.h"
 #include "server/server.h"
 
 int main(int argc, char** argv) {
@@ -98,6 +99,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+
+  tessel::StopMutexDeadlockDetection();
 
   // Block the shutdown signals in every thread; one thread waits for them.
   sigset_t signals;

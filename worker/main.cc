@@ -15,6 +15,7 @@
 #include "CLI/CLI.hpp"
 #include "schema/credentials.h"
 #include "schema/logging.h"
+#include "schema/process.h"
 #include "schema/strings.h"
 #include "sim/api.h"
 #include "spdlog/spdlog.h"
@@ -67,6 +68,7 @@ int RealMain(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  tessel::StopMutexDeadlockDetection();
   if (absl::Status s = tessel::ConfigureLogging(log_format, verbose ? "debug" : log_level);
       !s.ok()) {
     std::fprintf(stderr, "tessel-worker: error: %s\n", std::string(s.message()).c_str());
