@@ -34,14 +34,16 @@ absl::StatusOr<v1::LookupResponse> Catalog::Lookup(const v1::LookupRequest& requ
   const WorkloadRecord workload = WorkloadRecordFor(*resolved);
   // Answers are cached until the next publication (publications are the only thing that can
   // change an answer; versions are fixed for the life of the process).
-  const std::string cache_key = StrCat(
-      WorkloadKeyFromCanonical(workload.kernel, workload.dims, workload.dtype, workload.target),
-      "|", request.snapshot_id());
+  std::string workload_key =
+      WorkloadKeyFromCanonical(workload.kernel, workload.dims, workload.dtype, workload.target);
+  const std::string cache_key = StrCat(workload_key, "|", request.snapshot_id());
   uint64_t generation = 0;
   std::optional<v1::LookupResponse> cached;
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = lookup_cache_.find(cache_key); it != lookup_cache_.end()) cached = it->second;
+    if (auto it = lookup_cache_.find(cache_key); it != lookup_cache_.end()) {
+      cached = it->second.response;
+    }
     generation = publish_generation_;
   }
   if (cached) {
@@ -54,7 +56,8 @@ absl::StatusOr<v1::LookupResponse> Catalog::Lookup(const v1::LookupRequest& requ
     absl::MutexLock lock(&mu_);
     if (generation == publish_generation_) {
       if (lookup_cache_.size() >= kMaxCachedLookups) lookup_cache_.clear();
-      lookup_cache_.emplace(cache_key, *answer);
+      lookup_cache_.emplace(cache_key,
+                            CachedLookup{*answer, std::move(workload_key), workload.kernel});
     }
   }
   return answer;
@@ -248,9 +251,19 @@ absl::StatusOr<v1::ImportResponse> Catalog::Import(const v1::ImportRequest& requ
 absl::StatusOr<int64_t> Catalog::Publish(const BestRecord& best) {
   absl::StatusOr<int64_t> snapshot = store_->Publish(best);
   // Dropped even on failure: the write may have committed before the error was reported.
+  // A new best of workload W changes the answers for W and, through the graded fallback, any
+  // answer of W's kernel that is not an exact match; an exact answer for another workload reads
+  // only that workload's best, so it stays.
+  const std::string published = WorkloadKeyFromCanonical(best.workload.kernel, best.workload.dims,
+                                                         best.workload.dtype, best.workload.target);
+  const std::string_view exact = MatchLevelName(MatchLevel::kExact);
   absl::MutexLock lock(&mu_);
   ++publish_generation_;
-  lookup_cache_.clear();
+  std::erase_if(lookup_cache_, [&](const auto& entry) {
+    const CachedLookup& c = entry.second;
+    return c.kernel == best.workload.kernel &&
+           (c.workload_key == published || c.response.match() != exact);
+  });
   return snapshot;
 }
 

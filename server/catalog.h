@@ -61,7 +61,14 @@ class Catalog {
   Store* const store_;
   Metrics* const metrics_;
   absl::Mutex mu_;
-  std::map<std::string, v1::LookupResponse> lookup_cache_ ABSL_GUARDED_BY(mu_);
+  // A cached answer, with the workload it answers (its key and kernel): a publication drops the
+  // answers it can change (Publish).
+  struct CachedLookup {
+    v1::LookupResponse response;
+    std::string workload_key;
+    std::string kernel;
+  };
+  std::map<std::string, CachedLookup> lookup_cache_ ABSL_GUARDED_BY(mu_);
   uint64_t publish_generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
