@@ -26,6 +26,8 @@ TEST_PACKAGES=(
   prometheus chromium
   # deploy/ (issue 19): network namespaces, `systemd-analyze verify` and the Kubernetes models.
   iproute2 systemd python3-kubernetes python3-yaml
+  # The model importers (issue 21): tessel.from_torch and tessel.from_onnx.
+  python3-torch python3-onnx
 )
 PACKAGES=("${BUILD_PACKAGES[@]}")
 BUILD_ONLY=0

@@ -26,9 +26,9 @@ echo "downstream example: configured, generated its header, built and ran"
 [ "$PYTHON" = 1 ] || exit 0
 # The Python module is installed under the prefix and imports with Debian's python3.
 shopt -s nullglob
-modules=("$WORK"/prefix/lib/python3.*/dist-packages/tessel*.so)
+modules=("$WORK"/prefix/lib/python3.*/dist-packages/tessel/_tessel*.so)
 [ "${#modules[@]}" -eq 1 ] || { echo "expected one installed tessel module, found ${#modules[@]}"; exit 1; }
-PYTHONPATH="$(dirname "${modules[0]}")" /usr/bin/python3 -c \
-  "import tessel, sys; sys.exit(0 if hasattr(tessel, 'Lookup') else 1)" \
+PYTHONPATH="$(dirname "$(dirname "${modules[0]}")")" /usr/bin/python3 -c \
+  "import tessel._tessel, tessel.model_desc, sys; sys.exit(0 if hasattr(tessel._tessel, 'Lookup') else 1)" \
   || { echo "the installed tessel module does not import"; exit 1; }
 echo "python module: installed under the prefix and imports"

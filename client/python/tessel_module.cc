@@ -114,7 +114,7 @@ class PyLookup {
 
 }  // namespace
 
-PYBIND11_MODULE(tessel, m) {
+PYBIND11_MODULE(_tessel, m) {
   m.doc() = "tessel: look up tuned ML kernel configs (libtessel)";
   py::class_<PyLookup>(m, "Lookup",
                        "Looks configs up in a snapshot file and/or a tessel-server, with an "
