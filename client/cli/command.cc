@@ -13,10 +13,11 @@ void Command::Add(CLI::App& app) {
 std::vector<std::unique_ptr<Command>> AllCommands() {
   std::vector<std::unique_ptr<Command>> commands;
   for (auto* make :
-       {NewTuneCommand, NewWatchCommand, NewCancelCommand, NewLookupCommand, NewJobsCommand,
-        NewTrialsCommand, NewReportCommand, NewWorkersCommand, NewKernelsCommand, NewTargetsCommand,
-        NewExportCommand, NewImportCommand, NewRetuneCommand, NewSimulateCommand, NewExplainCommand,
-        NewReplayCommand, NewSpaceCommand, NewAdminCommand, NewHealthCommand}) {
+       {NewTuneCommand,    NewTuneModelCommand, NewWatchCommand,    NewCancelCommand,
+        NewLookupCommand,  NewJobsCommand,      NewTrialsCommand,   NewReportCommand,
+        NewWorkersCommand, NewKernelsCommand,   NewTargetsCommand,  NewExportCommand,
+        NewImportCommand,  NewRetuneCommand,    NewSimulateCommand, NewExplainCommand,
+        NewReplayCommand,  NewSpaceCommand,     NewAdminCommand,    NewHealthCommand}) {
     commands.push_back(make());
   }
   return commands;

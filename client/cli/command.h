@@ -53,11 +53,12 @@ class Command {
 std::vector<std::unique_ptr<Command>> AllCommands();
 
 // The factories behind AllCommands(), one per <command>.cc.
-std::unique_ptr<Command> NewTuneCommand(), NewWatchCommand(), NewCancelCommand(),
-    NewLookupCommand(), NewJobsCommand(), NewWorkersCommand(), NewKernelsCommand(),
-    NewTargetsCommand(), NewExportCommand(), NewImportCommand(), NewRetuneCommand(),
-    NewSimulateCommand(), NewReplayCommand(), NewSpaceCommand(), NewAdminCommand(),
-    NewHealthCommand(), NewTrialsCommand(), NewExplainCommand(), NewReportCommand();
+std::unique_ptr<Command> NewTuneCommand(), NewTuneModelCommand(), NewWatchCommand(),
+    NewCancelCommand(), NewLookupCommand(), NewJobsCommand(), NewWorkersCommand(),
+    NewKernelsCommand(), NewTargetsCommand(), NewExportCommand(), NewImportCommand(),
+    NewRetuneCommand(), NewSimulateCommand(), NewReplayCommand(), NewSpaceCommand(),
+    NewAdminCommand(), NewHealthCommand(), NewTrialsCommand(), NewExplainCommand(),
+    NewReportCommand();
 
 }  // namespace tessel::cli
 

@@ -1,0 +1,97 @@
+#include "search/task_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "schema/strings.h"
+
+namespace tessel::search {
+namespace {
+
+// Ansor's defaults (Zheng et al. 2020, section 6.2 and its released code).
+constexpr double kAlpha = 0.2;
+constexpr double kBeta = 2;
+constexpr int kWindow = 3;  // dt, in rounds
+constexpr double kEpsilon = 0.05;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+absl::StatusOr<TaskRule> ParseTaskRule(std::string_view name) {
+  if (name == "gradient") return TaskRule::kGradient;
+  if (name == "round-robin") return TaskRule::kRoundRobin;
+  return absl::InvalidArgumentError(
+      StrCat("unknown task scheduler '", name, "' (known: gradient, round-robin)"));
+}
+
+std::string_view TaskRuleName(TaskRule rule) {
+  return rule == TaskRule::kGradient ? "gradient" : "round-robin";
+}
+
+TaskScheduler::TaskScheduler(TaskRule rule, std::vector<TaskInfo> tasks, uint64_t seed)
+    : rule_(rule), tasks_(std::move(tasks)), history_(tasks_.size()), rng_(seed) {}
+
+double TaskScheduler::Objective() const {
+  double total = 0;
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    if (history_[i].empty()) return kInf;
+    total += tasks_[i].weight * history_[i].back();
+  }
+  return total;
+}
+
+double TaskScheduler::Gradient(size_t i) const {
+  const std::vector<double>& g = history_[i];
+  const double now = g.back();
+  if (!std::isfinite(now)) return -kInf;  // nothing valid yet: it must be found first
+  const int64_t t = static_cast<int64_t>(g.size());
+  // What the last rounds gained (a backward difference over up to kWindow rounds).
+  const int64_t back = std::min<int64_t>(kWindow, t - 1);
+  double recent = 0;
+  if (back > 0) {
+    const double before = g[static_cast<size_t>(t - 1 - back)];
+    recent = std::isfinite(before) ? (now - before) / double(back) : -now / double(back);
+  }
+  // What more rounds could gain: optimistically all of it at the rate so far, or down to beta
+  // times the time the fastest similar task's speed would give.
+  const double optimistic = -now / double(t);
+  double best_speed = 0;  // FLOPs per ns
+  for (size_t k = 0; k < tasks_.size(); ++k) {
+    if (tasks_[k].group != tasks_[i].group || history_[k].empty()) continue;
+    const double gk = history_[k].back();
+    if (std::isfinite(gk) && gk > 0) best_speed = std::max(best_speed, tasks_[k].flops / gk);
+  }
+  const double similar = best_speed > 0 ? kBeta * tasks_[i].flops / best_speed - now : optimistic;
+  return tasks_[i].weight * (kAlpha * recent + (1 - kAlpha) * std::min(optimistic, similar));
+}
+
+size_t TaskScheduler::Next() {
+  const size_t n = tasks_.size();
+  if (rule_ == TaskRule::kRoundRobin) return next_in_turn_++ % n;
+  for (size_t i = 0; i < n; ++i) {
+    if (history_[i].empty()) return i;  // every task's first round
+  }
+  if (std::uniform_real_distribution<double>(0, 1)(rng_) < kEpsilon) {
+    return std::uniform_int_distribution<size_t>(0, n - 1)(rng_);
+  }
+  size_t best = 0;
+  double best_gradient = kInf;
+  for (size_t i = 0; i < n; ++i) {
+    const double gradient = Gradient(i);
+    if (gradient < best_gradient) {
+      best = i;
+      best_gradient = gradient;
+    }
+  }
+  return best;
+}
+
+void TaskScheduler::Record(size_t task, double best_ns) {
+  std::vector<double>& g = history_[task];
+  // A task's best never gets worse: a round that found nothing faster keeps the previous best.
+  g.push_back(g.empty() ? best_ns : std::min(g.back(), best_ns));
+}
+
+}  // namespace tessel::search

@@ -1,0 +1,89 @@
+#include "search/task_scheduler.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tessel::search {
+namespace {
+
+// A task whose best time after r rounds falls from `start` towards `floor` by `rate` per round.
+struct Curve {
+  double start, floor, rate;
+  double After(int64_t rounds) const {
+    return floor + (start - floor) * std::pow(1 - rate, double(rounds - 1));
+  }
+};
+
+// Runs `rounds` rounds of `rule` over the curves; returns the weighted objective at the end.
+double Simulate(TaskRule rule, const std::vector<TaskInfo>& tasks, const std::vector<Curve>& curves,
+                int rounds, std::vector<int64_t>* given = nullptr) {
+  TaskScheduler scheduler(rule, tasks, 7);
+  for (int r = 0; r < rounds; ++r) {
+    const size_t i = scheduler.Next();
+    scheduler.Record(i, curves[i].After(scheduler.rounds(i) + 1));
+  }
+  if (given != nullptr) {
+    for (size_t i = 0; i < tasks.size(); ++i) given->push_back(scheduler.rounds(i));
+  }
+  return scheduler.Objective();
+}
+
+TEST(TaskSchedulerTest, ParsesItsRuleNames) {
+  EXPECT_EQ(*ParseTaskRule("gradient"), TaskRule::kGradient);
+  EXPECT_EQ(*ParseTaskRule("round-robin"), TaskRule::kRoundRobin);
+  EXPECT_FALSE(ParseTaskRule("ansor").ok());
+}
+
+TEST(TaskSchedulerTest, RoundRobinTakesTheTasksInTurn) {
+  TaskScheduler scheduler(TaskRule::kRoundRobin, {{}, {}, {}}, 1);
+  std::vector<size_t> order;
+  for (int r = 0; r < 6; ++r) order.push_back(scheduler.Next());
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1, 2, 0, 1, 2}));
+}
+
+TEST(TaskSchedulerTest, GradientGivesEveryTaskARoundFirst) {
+  TaskScheduler scheduler(TaskRule::kGradient, {{}, {}, {}}, 1);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(scheduler.Next(), i);
+    scheduler.Record(i, 100);
+  }
+  EXPECT_DOUBLE_EQ(scheduler.Objective(), 300);
+}
+
+TEST(TaskSchedulerTest, ATaskWithNothingValidYetComesFirst) {
+  TaskScheduler scheduler(TaskRule::kGradient, {{}, {}}, 1);
+  scheduler.Record(scheduler.Next(), 100);
+  scheduler.Record(scheduler.Next(), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(scheduler.Next(), 1u);
+}
+
+// The rounds go where the model's time falls most: to the task the model runs 8 times and that
+// still improves, not to the one run once or the one that has converged.
+TEST(TaskSchedulerTest, GradientSpendsWhereTheModelGainsMost) {
+  const std::vector<TaskInfo> tasks = {{.weight = 8, .flops = 1e9, .group = "matmul"},
+                                       {.weight = 1, .flops = 1e9, .group = "matmul"},
+                                       {.weight = 2, .flops = 1e8, .group = "softmax"}};
+  const std::vector<Curve> curves = {{1000, 200, 0.15}, {1000, 200, 0.15}, {100, 99, 0.5}};
+  std::vector<int64_t> given;
+  const double gradient = Simulate(TaskRule::kGradient, tasks, curves, 30, &given);
+  const double round_robin = Simulate(TaskRule::kRoundRobin, tasks, curves, 30);
+  EXPECT_GT(given[0], given[1]);
+  EXPECT_GT(given[0], given[2]);
+  EXPECT_LT(gradient, round_robin);
+}
+
+TEST(TaskSchedulerTest, TheSameSeedGivesTheSameRounds) {
+  const std::vector<TaskInfo> tasks = {{.weight = 3, .flops = 1e9, .group = "a"},
+                                       {.weight = 1, .flops = 1e9, .group = "b"}};
+  const std::vector<Curve> curves = {{500, 100, 0.1}, {400, 300, 0.2}};
+  std::vector<int64_t> first, second;
+  Simulate(TaskRule::kGradient, tasks, curves, 40, &first);
+  Simulate(TaskRule::kGradient, tasks, curves, 40, &second);
+  EXPECT_EQ(first, second);
+}
+
+}  // namespace
+}  // namespace tessel::search
