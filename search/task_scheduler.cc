@@ -31,7 +31,11 @@ std::string_view TaskRuleName(TaskRule rule) {
 }
 
 TaskScheduler::TaskScheduler(TaskRule rule, std::vector<TaskInfo> tasks, uint64_t seed)
-    : rule_(rule), tasks_(std::move(tasks)), history_(tasks_.size()), rng_(seed) {}
+    : rule_(rule),
+      tasks_(std::move(tasks)),
+      history_(tasks_.size()),
+      floors_(tasks_.size(), 0.0),
+      rng_(seed) {}
 
 double TaskScheduler::Objective() const {
   double total = 0;
@@ -54,16 +58,18 @@ double TaskScheduler::Gradient(size_t i) const {
     const double before = g[static_cast<size_t>(t - 1 - back)];
     recent = std::isfinite(before) ? (now - before) / double(back) : -now / double(back);
   }
-  // What more rounds could gain: optimistically all of it at the rate so far, or down to beta
-  // times the time the fastest similar task's speed would give.
-  const double optimistic = -now / double(t);
+  // What more rounds could gain: optimistically all of it down to the floor at the rate so far,
+  // or down to beta times the time the fastest similar task's speed would give.
+  const double floor = std::min(floors_[i], now);
+  const double optimistic = -(now - floor) / double(t);
   double best_speed = 0;  // FLOPs per ns
   for (size_t k = 0; k < tasks_.size(); ++k) {
     if (tasks_[k].group != tasks_[i].group || history_[k].empty()) continue;
     const double gk = history_[k].back();
     if (std::isfinite(gk) && gk > 0) best_speed = std::max(best_speed, tasks_[k].flops / gk);
   }
-  const double similar = best_speed > 0 ? kBeta * tasks_[i].flops / best_speed - now : optimistic;
+  const double similar =
+      best_speed > 0 ? std::max(floor, kBeta * tasks_[i].flops / best_speed) - now : optimistic;
   return tasks_[i].weight * (kAlpha * recent + (1 - kAlpha) * std::min(optimistic, similar));
 }
 

@@ -9,7 +9,10 @@
 //                       + (1 - alpha) min(-g_i(t_i) / t_i, beta C_i / max_k V_k - g_i(t_i)) ]
 //     the first term what the last dt rounds gained, the second an optimistic and a similarity
 //     bound on what more rounds can gain (C_i the task's FLOPs, V_k = C_k / g_k the speed reached
-//     by the tasks k of the same kernel). Every task first gets one round; then, with probability
+//     by the tasks k of the same kernel). Where a task's floor L_i is known (the simulator's
+//     roofline: no config is faster), both bounds stop there: g_i - L_i replaces g_i in the
+//     optimistic term and the similarity target is at least L_i. Ansor has no such floor; with
+//     none (0) the rule is Ansor's. Every task first gets one round; then, with probability
 //     epsilon, a random task (exploration). alpha, beta, dt and epsilon are Ansor's published
 //     defaults (0.2, 2, 3 rounds, 0.05), not fitted here.
 #ifndef TESSEL_SEARCH_TASK_SCHEDULER_H_
@@ -45,6 +48,8 @@ class TaskScheduler {
   size_t Next();
   // Records task `task`'s best time (ns; +inf when nothing valid yet) after a round it was given.
   void Record(size_t task, double best_ns);
+  // Task `task` can run no faster than `floor_ns` (its roofline); 0: unknown.
+  void SetFloor(size_t task, double floor_ns) { floors_[task] = floor_ns; }
 
   // The rounds each task has had.
   int64_t rounds(size_t task) const { return static_cast<int64_t>(history_[task].size()); }
@@ -58,6 +63,7 @@ class TaskScheduler {
   TaskRule rule_;
   std::vector<TaskInfo> tasks_;
   std::vector<std::vector<double>> history_;  // per task, its best after each of its rounds
+  std::vector<double> floors_;                // per task, its floor (0: unknown)
   size_t next_in_turn_ = 0;
   std::mt19937_64 rng_;
 };

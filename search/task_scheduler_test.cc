@@ -75,6 +75,24 @@ TEST(TaskSchedulerTest, GradientSpendsWhereTheModelGainsMost) {
   EXPECT_LT(gradient, round_robin);
 }
 
+// A task at its floor (the roofline) has nothing left to gain: the rounds go to the other one,
+// although the model runs the first more often.
+TEST(TaskSchedulerTest, ATaskAtItsFloorGetsNoMoreRounds) {
+  const std::vector<TaskInfo> tasks = {{.weight = 4, .flops = 1e9, .group = "matmul"},
+                                       {.weight = 1, .flops = 1e9, .group = "softmax"}};
+  TaskScheduler scheduler(TaskRule::kGradient, tasks, 3);
+  scheduler.SetFloor(0, 100);
+  scheduler.Record(scheduler.Next(), 100);  // task 0 reaches its floor at once
+  scheduler.Record(scheduler.Next(), 300);
+  int to_second = 0;
+  for (int r = 0; r < 20; ++r) {
+    const size_t i = scheduler.Next();
+    to_second += i == 1;
+    scheduler.Record(i, i == 0 ? 100 : 300 - 5 * r);
+  }
+  EXPECT_GE(to_second, 18);  // all but epsilon's random picks
+}
+
 TEST(TaskSchedulerTest, TheSameSeedGivesTheSameRounds) {
   const std::vector<TaskInfo> tasks = {{.weight = 3, .flops = 1e9, .group = "a"},
                                        {.weight = 1, .flops = 1e9, .group = "b"}};

@@ -31,6 +31,14 @@ using nlohmann::json;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// The search seed of task `task`'s round `round` (splitmix64 of the three).
+uint64_t RoundSeed(uint64_t seed, size_t task, int64_t round) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (1 + (uint64_t(task) << 32) + uint64_t(round));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 // A task's state during the tune.
 struct TaskResult {
   double default_ns = 0;
@@ -78,6 +86,8 @@ class TuneModelCommand final : public Command {
   uint64_t seed_ = 1;
   int workers_ = 0;
   bool quiet_ = false;
+  std::string time_limit_ = "0";  // per target; --time-limit as given
+  int time_limit_s_ = 0;
   ServerArgs backend_;
 
   ModelFile model_;
@@ -107,6 +117,9 @@ void TuneModelCommand::AddOptions(CLI::App& command) {
       ->capture_default_str();
   command.add_option("--workers", workers_, "embedded worker threads (default: hardware threads)");
   command.add_flag("-q,--quiet", quiet_, "no progress on stderr");
+  command.add_option("--time-limit", time_limit_,
+                     "wall-clock limit per target: 90, 30s, 5m or 1h; no round starts after it, "
+                     "and the round running then stops at it (0 = only the budget)");
   AddServerOptions(command, backend_);
 }
 
@@ -125,10 +138,12 @@ absl::StatusOr<TargetResult> TuneModelCommand::TuneOn(client::Client& client,
                      .group = std::string(task.workload.kernel->name())});
   }
   search::TaskScheduler scheduler(rule_, infos, seed_);
-  const bool progress = !quiet_ && !json_;
   const auto start = std::chrono::steady_clock::now();
-  int64_t round = 0;
-  while (budget_ - out.trials >= 2) {
+  const bool progress = !quiet_ && !json_;
+  auto elapsed_s = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  while (budget_ - out.trials >= 2 && (time_limit_s_ == 0 || elapsed_s() < time_limit_s_)) {
     const size_t i = scheduler.Next();
     const ModelTask& task = out.tasks[i];
     TaskResult& r = out.results[i];
@@ -136,8 +151,13 @@ absl::StatusOr<TargetResult> TuneModelCommand::TuneOn(client::Client& client,
     *request.mutable_workload() = task.workload.ToProto();
     request.set_strategy(strategy_ == "auto" ? "" : strategy_);
     request.set_budget(static_cast<int>(std::min<int64_t>(round_trials_, budget_ - out.trials)));
-    request.set_seed(seed_ + static_cast<uint64_t>(round++));
+    // A task's k-th round has the same seed whatever the schedule (common random numbers: two
+    // schedulers differ only in where they spend rounds).
+    request.set_seed(RoundSeed(seed_, i, r.rounds));
     request.set_new_job(true);  // a round of its own, warm-started from the earlier ones
+    if (time_limit_s_ > 0) {
+      request.set_time_limit_s(std::max(1, time_limit_s_ - static_cast<int>(elapsed_s())));
+    }
     TESSEL_ASSIGN_OR_RETURN(const v1::Job job,
                             SubmitAndWatch(client, request, /*progress=*/false, 0,
                                            /*stop_when_paused=*/true));
@@ -158,6 +178,7 @@ absl::StatusOr<TargetResult> TuneModelCommand::TuneOn(client::Client& client,
       r.best_ns = job.best().time_ns();
       r.best_config = job.best().config();
     }
+    if (job.roofline_ns() > 0) scheduler.SetFloor(i, job.roofline_ns());
     scheduler.Record(i, r.best_ns);
     if (progress) {
       double before = 0, after = 0;
@@ -294,6 +315,7 @@ absl::Status TuneModelCommand::Run(int& exit_code) {
   // Everything is checked before the database is opened: a bad file writes nothing.
   TESSEL_ASSIGN_OR_RETURN(model_, ReadModelFile(file_));
   TESSEL_ASSIGN_OR_RETURN(rule_, search::ParseTaskRule(scheduler_));
+  TESSEL_ASSIGN_OR_RETURN(time_limit_s_, ParseTimeLimitSeconds(time_limit_, "--time-limit"));
   if (round_trials_ < 2) {
     return absl::InvalidArgumentError(
         "--round-trials must be at least 2 (a round re-measures the default config)");
