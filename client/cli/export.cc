@@ -10,6 +10,8 @@
 
 #include "client/cli/command.h"
 #include "client/cli/export_formats.h"
+#include "client/cli/model_export.h"
+#include "client/cli/model_file.h"
 #include "client/cli/options.h"
 #include "client/snapshot.h"
 #include "fmt/format.h"
@@ -75,6 +77,7 @@ class ExportCommand final : public Command {
     if (!backend_.server.empty() + !backend_.db.empty() + !from_snapshot_.empty() > 1) {
       return absl::InvalidArgumentError("give one of --server, --db or --from-snapshot");
     }
+    if (!model_.empty()) return RunModel();
     TESSEL_ASSIGN_OR_RETURN(const v1::ExportResponse contents, Contents());
     absl::Status written;
     if (format_ == "snapshot") {
@@ -108,6 +111,47 @@ class ExportCommand final : public Command {
     AddServerOptions(command, backend_);
     command.add_option("--from-snapshot", from_snapshot_,
                        "convert this snapshot file (no database or server needed)");
+    command.add_option("--model", model_,
+                       "a model description (docs/models.md): write the config of each of its "
+                       "ops, as lookup answers it, as json (what the Python tessel.Model reads) "
+                       "or header");
+    command.add_option("--target", target_, "with --model: the target the ops run on")
+        ->capture_default_str();
+  }
+
+  // export --model: each op's config, looked up on the server or database.
+  absl::Status RunModel() {
+    if (format_ == "snapshot") {
+      return absl::InvalidArgumentError(
+          "--model writes --format json (what tessel.Model reads) or --format header");
+    }
+    if (!from_snapshot_.empty() || !kernels_.empty() || snapshot_id_ != 0) {
+      return absl::InvalidArgumentError(
+          "--model takes its configs from --db or --server (not with --from-snapshot, --kernel "
+          "or --snapshot-id)");
+    }
+    TESSEL_ASSIGN_OR_RETURN(const ModelFile model, ReadModelFile(model_));
+    TESSEL_RETURN_IF_ERROR(TasksOn(model, target_).status());  // every op valid on the target
+    TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/true));
+    TESSEL_ASSIGN_OR_RETURN(const json configs, ModelConfigs(*backend->client, model, target_));
+    TESSEL_RETURN_IF_ERROR(WriteFileAtomically(
+        out_, format_ == "json" ? configs.dump(2) + "\n" : ModelConfigsToHeader(configs)));
+    int tuned = 0;
+    for (const json& op : configs["ops"]) tuned += op["match"] == "exact";
+    if (json_) {
+      PrintJson({{"out", out_},
+                 {"format", format_},
+                 {"model", model.name},
+                 {"target", target_},
+                 {"ops", configs["ops"].size()},
+                 {"exact", tuned}});
+    } else {
+      std::cout << fmt::format(
+          "wrote the configs of {} op(s) of {} on {} to {} ({}; {} tuned "
+          "for their exact workload, the rest by lookup's fallback)\n",
+          configs["ops"].size(), model.name, target_, out_, format_, tuned);
+    }
+    return absl::OkStatus();
   }
 
   // What to write: the snapshot file's contents, or the server's export.
@@ -129,6 +173,8 @@ class ExportCommand final : public Command {
   std::string out_;
   std::vector<std::string> kernels_;
   int64_t snapshot_id_ = 0;
+  std::string model_;  // --model: a model description
+  std::string target_ = kDefaultTarget;
 };
 
 class ImportCommand final : public Command {

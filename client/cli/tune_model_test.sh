@@ -5,6 +5,7 @@
 # Usage: tune_model_test.sh PATH/TO/tessel
 set -euo pipefail
 TESSEL="$(realpath "$1")"
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
@@ -42,6 +43,57 @@ assert rounds["softmax"] >= 1 and rounds["matmul"] >= 1 and sum(rounds.values())
 print(f"tune-model: {out['trials']} trials, model {out['default_time_ns']:.0f} -> "
       f"{out['tuned_time_ns']:.0f} ns, rounds {rounds}")
 PY
+
+# The model's configs exported as a header that compiles and as JSON for tessel.Model; each op's
+# config is valid for the op's shape (it simulates).
+"$TESSEL" export --model model.json --db t.db --format header --out model.h >/dev/null
+"$TESSEL" export --model model.json --db t.db --format json --out configs.json >/dev/null
+cat >use.cc <<'CC'
+#include <cstdio>
+#include "model.h"
+static_assert(!tessel_model_tiny::ConfigOf("proj").empty());
+static_assert(tessel_model_tiny::ConfigOf("no_such_op").empty());
+int main() {
+  for (const auto& op : tessel_model_tiny::kOps) {
+    std::printf("%.*s %.*s %.*s %.*s\n", int(op.op.size()), op.op.data(), int(op.kernel.size()),
+                op.kernel.data(), int(op.dims.size()), op.dims.data(), int(op.config.size()),
+                op.config.data());
+  }
+}
+CC
+"${CXX:-c++}" -std=c++20 -Wall -Wextra -Werror use.cc -o use
+./use >ops.txt
+[ "$(wc -l <ops.txt)" -eq 3 ] || { cat ops.txt; exit 1; }
+while read -r name kernel dims config; do
+  "$TESSEL" simulate "$kernel" --shape "$dims" --config "$config" >/dev/null ||
+    { echo "FAIL: $name's exported config does not simulate for $dims"; exit 1; }
+done <ops.txt
+echo "tune-model: the exported header compiles and its 3 configs simulate for their ops' shapes"
+PYTHONPATH="$(dirname "$(dirname "$TESSEL")")/python" /usr/bin/python3 - <<'PY'
+import json
+import tessel
+model = tessel.Model("configs.json")
+assert model.ops == ["proj", "probs", "proj_again"], model.ops
+exported = {op["name"]: op for op in json.load(open("configs.json"))["ops"]}
+for name in model.ops:
+    config = model.config(name)
+    assert config and all(isinstance(k, str) for k in config), config
+    text = ",".join(f"{k}={v}" for k, v in config.items())
+    assert text == exported[name]["config"], (text, exported[name])
+assert exported["proj"]["match"] == "exact", exported["proj"]
+try:
+    model.config("nope")
+    raise SystemExit("tessel.Model gave a config for an op it lacks")
+except KeyError as e:
+    assert "no op 'nope'" in str(e), e
+print("tune-model: tessel.Model reads every op's config")
+PY
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  PYTHONPATH="$(dirname "$(dirname "$TESSEL")")/python" /usr/bin/python3 \
+    "$SRC/examples/python/model_tiles.py" configs.json proj 256 512 256
+else
+  echo "tune-model: skipped the PyTorch example (Debian's python3-torch is not installed)"
+fi
 
 "$TESSEL" tune-model model.json --target snc2,snc3 --budget 16 --round-trials 8 --db t2.db --json \
   >two.json

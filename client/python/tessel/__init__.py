@@ -1,5 +1,8 @@
 """tessel: tuned ML kernel configs for programs (Lookup, from libtessel), and model descriptions
-for `tessel tune-model` (tessel.from_torch, tessel.from_onnx, tessel.model_desc)."""
+for `tessel tune-model` (tessel.from_torch, tessel.from_onnx, tessel.model_desc), and a tuned
+model's configs at run time (tessel.Model)."""
+
+from tessel.model import Model  # noqa: F401
 
 try:
     from tessel._tessel import Lookup  # noqa: F401  (the compiled part, from the build)
