@@ -164,6 +164,7 @@ absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request
   record.budget = budget;
   record.seed = request.seed();
   record.priority = request.priority();
+  record.model = request.model();
   record.state = JobState::kQueued;
   record.default_config = resolved->kernel->Default(resolved->problem, resolved->target).ToString();
   record.roofline_ns = kernels::RooflineNs(*resolved->kernel, resolved->problem, resolved->target);

@@ -54,6 +54,7 @@ v1::Job JobView(const JobRecord& record, const JobProgress& progress) {
   view.set_target_time_ns(record.target_time_ns);
   view.set_stopped_by(record.stopped_by);
   view.set_priority(record.priority);
+  view.set_model(record.model);
   *view.mutable_trials() = progress.counts;
   if (progress.best) {
     view.mutable_best()->set_config(progress.best->config);

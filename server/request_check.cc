@@ -81,6 +81,7 @@ absl::StatusOr<int64_t> PageTokenId(std::string_view token, char kind) {
 absl::Status CheckRequest(const v1::SubmitJobRequest& request) {
   TESSEL_RETURN_IF_ERROR(CheckString("strategy", request.strategy(), kMaxShortString));
   TESSEL_RETURN_IF_ERROR(CheckString("effort", request.effort(), kMaxShortString));
+  TESSEL_RETURN_IF_ERROR(CheckString("model", request.model(), kMaxModelLabel, false, true));
   if (request.priority() < -kMaxPriority || request.priority() > kMaxPriority) {
     return absl::InvalidArgumentError(StrCat("priority must be between ", -kMaxPriority, " and ",
                                              kMaxPriority, ", got ", request.priority()));

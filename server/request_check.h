@@ -19,6 +19,7 @@ namespace tessel::server {
 // Limits (docs/api.md, "Limits").
 inline constexpr size_t kMaxShortString = 64;        // names, ids, strategy, effort
 inline constexpr size_t kMaxWorkerName = 128;        // printable ASCII
+inline constexpr size_t kMaxModelLabel = 128;        // a job's model; printable ASCII
 inline constexpr size_t kMaxConfigBytes = 4096;      // one "name=value,..." config
 inline constexpr int kMaxSeedConfigs = 1000;         // per SubmitJob
 inline constexpr int kMaxWorkerSlots = 1024;         // trials one worker runs at once

@@ -96,7 +96,7 @@ constexpr std::string_view kJobSelect =
     "SELECT j.id, w.kernel, w.dims, w.dtype, w.target, j.dims_display, j.kernel_version, "
     "j.target_version, j.strategy, j.budget, j.seed, j.state, j.message, j.default_config, "
     "j.roofline_ns, j.created_ms, j.finished_ms, j.time_limit_s, j.stop_after_no_improvement, "
-    "j.target_time_ns, j.effort, j.stopped_by, j.priority FROM jobs j JOIN workloads w ON w.id = "
+    "j.target_time_ns, j.effort, j.stopped_by, j.priority, j.model FROM jobs j JOIN workloads w ON w.id = "
     "j.workload_id ";
 
 absl::StatusOr<JobRecord> JobFromRow(const Statement& row) {
@@ -121,6 +121,7 @@ absl::StatusOr<JobRecord> JobFromRow(const Statement& row) {
   job.effort = row.Text(20);
   job.stopped_by = row.Text(21);
   job.priority = static_cast<int>(row.Int(22));
+  job.model = row.Text(23);
   return job;
 }
 
@@ -217,9 +218,8 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
         db.Prepare("INSERT INTO jobs (workload_id, dims_display, kernel_version, target_version, "
                    "strategy, budget, seed, state, message, default_config, roofline_ns, "
                    "created_ms, finished_ms, time_limit_s, stop_after_no_improvement, "
-                   "target_time_ns, effort, stopped_by, priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-                   "?, ?, ?, "
-                   "?, ?, ?, ?, ?, ?, ?, ?)"));
+                   "target_time_ns, effort, stopped_by, priority, model) VALUES (?, ?, ?, ?, ?, ?, "
+                   "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     insert.BindInt(*workload_id)
         .BindText(job.dims_display)
         .BindInt(job.kernel_version)
@@ -238,7 +238,8 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
         .BindDouble(job.target_time_ns)
         .BindText(job.effort)
         .BindText(job.stopped_by)
-        .BindInt(job.priority);
+        .BindInt(job.priority)
+        .BindText(job.model);
     TESSEL_RETURN_IF_ERROR(insert.Run());
     job_id = db.LastInsertRowId();
     return absl::OkStatus();

@@ -60,6 +60,8 @@ struct JobRecord {
   std::string stopped_by;
   // schema/sql/006_job_priority.sql: higher first (v1::SubmitJobRequest.priority).
   int priority = 0;
+  // schema/sql/008_job_model.sql: the model job it belongs to ("" = none).
+  std::string model;
 };
 
 struct TrialRecord {

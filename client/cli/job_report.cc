@@ -55,6 +55,7 @@ json JobJson(const v1::Job& job) {
       {"stop_after_no_improvement",
        job.stop_after_no_improvement() > 0 ? json(job.stop_after_no_improvement()) : json(nullptr)},
       {"stopped_by", job.stopped_by().empty() ? json(nullptr) : json(job.stopped_by())},
+      {"model", job.model().empty() ? json(nullptr) : json(job.model())},
   };
   if (job.has_default_config() && !has_default) {
     out["default"] = {{"config", job.default_config().config()}, {"time_ns", nullptr}};

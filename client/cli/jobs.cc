@@ -6,6 +6,7 @@
 #include "client/cli/options.h"
 #include "fmt/format.h"
 #include "schema/status_macros.h"
+#include "schema/strings.h"
 
 namespace tessel::cli {
 namespace {
@@ -31,7 +32,8 @@ json JobRow(const v1::Job& job) {
           {"best_time_ns", has_best ? json(job.best().time_ns()) : json(nullptr)},
           {"best_config", has_best ? json(job.best().config()) : json(nullptr)},
           {"created_unix_ms", job.created_unix_ms()},
-          {"stale", job.stale()}};
+          {"stale", job.stale()},
+          {"model", NullIfEmpty(job.model())}};
 }
 
 std::vector<std::string> JobCells(const json& row) {
@@ -43,7 +45,8 @@ std::vector<std::string> JobCells(const json& row) {
           row["target"].get<std::string>(),
           row["state"].get<std::string>(),
           fmt::format("{}/{}", row["trials"].get<int64_t>(), row["budget"].get<int64_t>()),
-          best.is_null() ? "-" : HumanTime(best.get<double>())};
+          best.is_null() ? "-" : HumanTime(best.get<double>()),
+          row["model"].is_null() ? "-" : Shown(row["model"].get<std::string>(), 48)};
 }
 
 class JobsCommand final : public Command {
@@ -65,7 +68,8 @@ class JobsCommand final : public Command {
                            {"TARGET"},
                            {"STATE"},
                            {"TRIALS", true},
-                           {"BEST", true}},
+                           {"BEST", true},
+                           {"MODEL"}},
                .cells = JobCells,
                .line = nullptr,
                .when_empty = "(no jobs)\n",

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <limits>
 #include <set>
@@ -30,6 +31,19 @@ namespace v1 = tessel::v1;
 using nlohmann::json;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The label of one tune-model run's jobs: "<model> on <targets> at <local time>", printable ASCII
+// (other bytes become '?'), at most 128 bytes (the server's limit).
+std::string ModelJobLabel(const std::string& model, const std::string& targets) {
+  const std::time_t now = std::time(nullptr);
+  char when[32] = {};
+  std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  std::string name = model.substr(0, 80);
+  for (char& c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  }
+  return StrCat(name, " on ", targets.substr(0, 16), " at ", when);
+}
 
 // The search seed of task `task`'s round `round` (splitmix64 of the three).
 uint64_t RoundSeed(uint64_t seed, size_t task, int64_t round) {
@@ -86,6 +100,7 @@ class TuneModelCommand final : public Command {
   uint64_t seed_ = 1;
   int workers_ = 0;
   bool quiet_ = false;
+  std::string model_job_;         // the label of this run's jobs (SubmitJobRequest.model)
   std::string time_limit_ = "0";  // per target; --time-limit as given
   int time_limit_s_ = 0;
   ServerArgs backend_;
@@ -155,6 +170,7 @@ absl::StatusOr<TargetResult> TuneModelCommand::TuneOn(client::Client& client,
     // schedulers differ only in where they spend rounds).
     request.set_seed(RoundSeed(seed_, i, r.rounds));
     request.set_new_job(true);  // a round of its own, warm-started from the earlier ones
+    request.set_model(model_job_);
     if (time_limit_s_ > 0) {
       request.set_time_limit_s(std::max(1, time_limit_s_ - static_cast<int>(elapsed_s())));
     }
@@ -244,6 +260,7 @@ json TuneModelCommand::TargetJson(const TargetResult& result) const {
           {"target", result.target},
           {"budget", budget_},
           {"scheduler", search::TaskRuleName(rule_)},
+          {"model_job", model_job_},
           {"trials", result.trials},
           {"seconds", result.seconds},
           {"default_time_ns", before},
@@ -346,16 +363,20 @@ absl::Status TuneModelCommand::Run(int& exit_code) {
     tasks.push_back(std::move(on));
   }
 
+  model_job_ = ModelJobLabel(model_.name, targets_);
   TESSEL_ASSIGN_OR_RETURN(auto backend, OpenBackend(backend_, /*must_exist=*/false));
   const int workers =
       workers_ > 0 ? workers_ : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   EmbeddedWorkers embedded;
   TESSEL_RETURN_IF_ERROR(embedded.Start(*backend, workers));
   if (!quiet_ && !json_) {
-    std::fprintf(stderr, "tuning %s: %zu ops, %zu distinct workloads, %d trials per target, %s\n",
+    std::fprintf(stderr,
+                 "tuning %s: %zu ops, %zu distinct workloads, %d trials per target, %s; its jobs "
+                 "are labelled '%s' (tessel jobs)\n",
                  model_.name.c_str(), model_.ops.size(), tasks[0].size(), budget_,
                  backend->server ? StrCat("embedded (db ", backend_.DbPath(), ")").c_str()
-                                 : StrCat("server ", backend_.server).c_str());
+                                 : StrCat("server ", backend_.server).c_str(),
+                 model_job_.c_str());
   }
   std::vector<TargetResult> results;
   for (size_t t = 0; t < targets.size(); ++t) {

@@ -44,6 +44,17 @@ print(f"tune-model: {out['trials']} trials, model {out['default_time_ns']:.0f} -
       f"{out['tuned_time_ns']:.0f} ns, rounds {rounds}")
 PY
 
+# The model job: every round's job carries one label, which `tessel jobs` shows.
+"$TESSEL" jobs --db t.db --json >jobs.json
+/usr/bin/python3 - <<'PY'
+import json
+jobs = json.load(open("jobs.json"))["jobs"]
+out = json.load(open("out.json"))
+assert len(jobs) == 6 and {j["model"] for j in jobs} == {out["model_job"]}, (jobs, out["model_job"])
+assert out["model_job"].startswith("tiny on snc2 at "), out["model_job"]
+print(f"tune-model: its {len(jobs)} jobs are labelled '{out['model_job']}'")
+PY
+
 # The model's configs exported as a header that compiles and as JSON for tessel.Model; each op's
 # config is valid for the op's shape (it simulates).
 "$TESSEL" export --model model.json --db t.db --format header --out model.h >/dev/null
