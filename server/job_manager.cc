@@ -202,11 +202,40 @@ absl::StatusOr<std::unique_ptr<Job>> JobManager::BuildJob(const JobRecord& recor
   return job;
 }
 
-int JobManager::WarmStart(Store& store, Job& job) {
+int JobManager::WarmStart(Store& store, Job& job, bool continue_search, bool neighbours) {
   auto recent = store.ListJobs(kWarmStartScannedJobs);
   if (!recent.ok()) return 0;
-  int used = 0;
+  int continued = 0, used = 0;
+  auto same_workload = [&](const JobRecord& other) {
+    const WorkloadRecord& a = other.workload;
+    const WorkloadRecord& b = job.record.workload;
+    return a.kernel == b.kernel && a.dims == b.dims && a.dtype == b.dtype && a.target == b.target &&
+           other.kernel_version == job.record.kernel_version &&
+           other.target_version == job.record.target_version;
+  };
+  if (continue_search) {
+    std::vector<search::Observation> observations;
+    for (const JobRecord& other : *recent) {
+      if (other.id == job.record.id || other.state != JobState::kCompleted ||
+          !same_workload(other)) {
+        continue;
+      }
+      auto trials = store.TrialsForJob(other.id);
+      if (!trials.ok()) continue;
+      for (const TrialRecord& t : *trials) {
+        if (t.is_verify || !IsChargedToBudget(t.status)) continue;
+        auto config = Config::Parse(t.config);
+        if (!config.ok() || !job.tried.insert(t.config).second) continue;
+        observations.push_back(search::Observation{*std::move(config), t.status == TrialStatus::kOk,
+                                                   t.time_ns.value_or(0)});
+      }
+      ++continued;
+    }
+    if (!observations.empty()) job.strategy->ObservePrior(observations);
+  }
+  if (!neighbours) return continued;
   for (const JobRecord& other : *recent) {
+    if (continue_search && same_workload(other)) continue;  // observed above
     if (used >= kMaxWarmStartNeighbours) break;
     if (other.id == job.record.id || other.state != JobState::kCompleted ||
         other.workload.kernel != job.record.workload.kernel ||
@@ -228,7 +257,7 @@ int JobManager::WarmStart(Store& store, Job& job) {
     job.strategy->ObservePrior(observations);
     ++used;
   }
-  return used;
+  return continued + used;
 }
 
 absl::Status JobManager::Recover(JobEffects& effects) {
@@ -462,6 +491,7 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
     if (job.queue.empty() && job.leased.empty()) Finalize(job, effects);
     return;
   }
+  int queued = 0;  // configs this call queued
   for (int round = 0; round < kMaxProposalRounds; ++round) {
     const int in_flight = static_cast<int>(job.queue.size() + job.leased.size());
     const int want = std::min({job.record.budget - job.charged - in_flight,
@@ -476,6 +506,7 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
     for (Config& config : configs) {
       std::string key = config.ToString();
       if (!job.tried.insert(key).second) continue;  // e.g. the default, measured already
+      ++queued;
       std::string arm = job.strategy->ProposedBy(config);
       job.queue.push_back(
           PendingTrial{next_trial_id_++, std::move(config), false, false, {}, {}, false, 0});
@@ -483,6 +514,9 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
     }
   }
   const bool in_flight = !job.queue.empty() || !job.leased.empty();
+  // A strategy that proposes only configs measured already (continue_search, the default) would
+  // otherwise leave a job with nothing in flight and no result to wake it: it has nothing left.
+  if (!in_flight && queued == 0) job.strategy_exhausted = true;
   if (!in_flight && (job.charged >= job.record.budget || job.strategy_exhausted)) {
     Finalize(job, effects);
   }

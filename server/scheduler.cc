@@ -140,7 +140,8 @@ class Scheduler::Impl {
                                    std::string(job.status().message()));
       return job.status();
     }
-    const int neighbours = request.cold_start() ? 0 : JobManager::WarmStart(*store_, **job);
+    const int neighbours = JobManager::WarmStart(*store_, **job, request.continue_search(),
+                                                 /*neighbours=*/!request.cold_start());
     // The strategy's one-off work (auto ranks a sample of the space: up to ~1 s) before mu_ is
     // taken, so heartbeats, leases and reports do not wait for it.
     (*job)->strategy->Prepare();

@@ -1004,6 +1004,46 @@ TEST_F(SchedulerTest, ANewJobIsWarmStartedFromCompletedNeighboursUnlessAskedNotT
   EXPECT_FALSE(first_proposals(/*cold=*/true).count(tuned.best().config()));
 }
 
+// tune-model's rounds: a job that continues the search of its workload measures no config that
+// an earlier job of the workload measured (the default excepted: every job measures it), and it
+// still spends its budget.
+TEST_F(SchedulerTest, AContinuedSearchMeasuresNoConfigOfTheWorkloadsEarlierJobsAgain) {
+  const std::string worker = RegisterWorker();
+  std::set<std::string> measured;
+  std::string default_config;
+  for (int round = 0; round < 3; ++round) {
+    v1::SubmitJobRequest request = Job(Gemm(1024, 1024, 1024), 12, /*seed=*/7);  // same seed
+    request.set_continue_search(true);
+    request.set_new_job(true);
+    v1::Job done;
+    ASSERT_NO_FATAL_FAILURE(TuneToCompletion(request, worker, done));
+    EXPECT_EQ(done.trials().total(), 12) << "round " << round;
+    std::vector<TrialRecord> trials;
+    ASSERT_NO_FATAL_FAILURE(StoredTrials(done.id(), trials));
+    for (const TrialRecord& t : trials) {
+      if (t.is_verify) continue;
+      if (t.is_default) {
+        default_config = t.config;
+        continue;
+      }
+      EXPECT_TRUE(measured.insert(t.config).second)
+          << "round " << round << " measured " << t.config << " again";
+    }
+  }
+  EXPECT_EQ(measured.size(), 3u * 11);
+  // Without it, the same seed proposes what the first job measured.
+  v1::SubmitJobRequest plain = Job(Gemm(1024, 1024, 1024), 12, /*seed=*/7);
+  plain.set_new_job(true);
+  v1::Job again;
+  ASSERT_NO_FATAL_FAILURE(TuneToCompletion(plain, worker, again));
+  std::vector<TrialRecord> trials;
+  ASSERT_NO_FATAL_FAILURE(StoredTrials(again.id(), trials));
+  int repeated = 0;
+  for (const TrialRecord& t : trials)
+    repeated += !t.is_verify && !t.is_default && measured.count(t.config);
+  EXPECT_GT(repeated, 0);
+}
+
 TEST_F(SchedulerTest, EarlyStopRulesEndTheSearchBeforeTheBudgetAndSaySo) {
   const std::string worker = RegisterWorker();
   v1::SubmitJobRequest patient = Job(Gemm(1024, 1024, 1024), 200);

@@ -171,6 +171,11 @@ absl::StatusOr<TargetResult> TuneModelCommand::TuneOn(client::Client& client,
     request.set_seed(RoundSeed(seed_, i, r.rounds));
     request.set_new_job(true);  // a round of its own, warm-started from the earlier ones
     request.set_model(model_job_);
+    // Each round continues the task's own search (its measured configs are not measured again)
+    // and is warm-started from the latest jobs of its kernel too: without them (tried on the
+    // Llama prefill layer, seed 7) down_proj stayed at 554 us after 160 trials, with them the
+    // best config of gate_proj carried over to 444 us.
+    request.set_continue_search(true);
     if (time_limit_s_ > 0) {
       request.set_time_limit_s(std::max(1, time_limit_s_ - static_cast<int>(elapsed_s())));
     }
