@@ -35,6 +35,7 @@ TaskScheduler::TaskScheduler(TaskRule rule, std::vector<TaskInfo> tasks, uint64_
       tasks_(std::move(tasks)),
       history_(tasks_.size()),
       floors_(tasks_.size(), 0.0),
+      exhausted_(tasks_.size(), false),
       rng_(seed) {}
 
 double TaskScheduler::Objective() const {
@@ -73,18 +74,31 @@ double TaskScheduler::Gradient(size_t i) const {
   return tasks_[i].weight * (kAlpha * recent + (1 - kAlpha) * std::min(optimistic, similar));
 }
 
-size_t TaskScheduler::Next() {
+std::optional<size_t> TaskScheduler::Next() {
   const size_t n = tasks_.size();
-  if (rule_ == TaskRule::kRoundRobin) return next_in_turn_++ % n;
+  std::vector<size_t> live;
   for (size_t i = 0; i < n; ++i) {
+    if (!exhausted_[i]) live.push_back(i);
+  }
+  if (live.empty()) return std::nullopt;
+  if (rule_ == TaskRule::kRoundRobin) {
+    for (;; ++next_in_turn_) {
+      const size_t i = next_in_turn_ % n;
+      if (!exhausted_[i]) {
+        ++next_in_turn_;
+        return i;
+      }
+    }
+  }
+  for (size_t i : live) {
     if (history_[i].empty()) return i;  // every task's first round
   }
   if (std::uniform_real_distribution<double>(0, 1)(rng_) < kEpsilon) {
-    return std::uniform_int_distribution<size_t>(0, n - 1)(rng_);
+    return live[std::uniform_int_distribution<size_t>(0, live.size() - 1)(rng_)];
   }
-  size_t best = 0;
+  size_t best = live[0];
   double best_gradient = kInf;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i : live) {
     const double gradient = Gradient(i);
     if (gradient < best_gradient) {
       best = i;

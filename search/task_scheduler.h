@@ -12,13 +12,17 @@
 //     by the tasks k of the same kernel). Where a task's floor L_i is known (the simulator's
 //     roofline: no config is faster), both bounds stop there: g_i - L_i replaces g_i in the
 //     optimistic term and the similarity target is at least L_i. Ansor has no such floor; with
-//     none (0) the rule is Ansor's. Every task first gets one round; then, with probability
+//     none (0) the rule is Ansor's.
+// Under both rules a task whose search is exhausted (its strategy has nothing left to propose)
+// gets no more rounds, as TVM's implementation of Ansor marks such tasks dead. Every task first
+// gets one round; then, with probability
 //     epsilon, a random task (exploration). alpha, beta, dt and epsilon are Ansor's published
 //     defaults (0.2, 2, 3 rounds, 0.05), not fitted here.
 #ifndef TESSEL_SEARCH_TASK_SCHEDULER_H_
 #define TESSEL_SEARCH_TASK_SCHEDULER_H_
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -44,8 +48,10 @@ class TaskScheduler {
  public:
   TaskScheduler(TaskRule rule, std::vector<TaskInfo> tasks, uint64_t seed);
 
-  // The task that gets the next round.
-  size_t Next();
+  // The task that gets the next round; nullopt once every task is exhausted.
+  std::optional<size_t> Next();
+  // Task `task`'s search has nothing left to propose: it gets no more rounds.
+  void MarkExhausted(size_t task) { exhausted_[task] = true; }
   // Records task `task`'s best time (ns; +inf when nothing valid yet) after a round it was given.
   void Record(size_t task, double best_ns);
   // Task `task` can run no faster than `floor_ns` (its roofline); 0: unknown.
@@ -64,6 +70,7 @@ class TaskScheduler {
   std::vector<TaskInfo> tasks_;
   std::vector<std::vector<double>> history_;  // per task, its best after each of its rounds
   std::vector<double> floors_;                // per task, its floor (0: unknown)
+  std::vector<bool> exhausted_;
   size_t next_in_turn_ = 0;
   std::mt19937_64 rng_;
 };

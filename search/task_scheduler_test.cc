@@ -22,7 +22,7 @@ double Simulate(TaskRule rule, const std::vector<TaskInfo>& tasks, const std::ve
                 int rounds, std::vector<int64_t>* given = nullptr) {
   TaskScheduler scheduler(rule, tasks, 7);
   for (int r = 0; r < rounds; ++r) {
-    const size_t i = scheduler.Next();
+    const size_t i = *scheduler.Next();
     scheduler.Record(i, curves[i].After(scheduler.rounds(i) + 1));
   }
   if (given != nullptr) {
@@ -40,14 +40,14 @@ TEST(TaskSchedulerTest, ParsesItsRuleNames) {
 TEST(TaskSchedulerTest, RoundRobinTakesTheTasksInTurn) {
   TaskScheduler scheduler(TaskRule::kRoundRobin, {{}, {}, {}}, 1);
   std::vector<size_t> order;
-  for (int r = 0; r < 6; ++r) order.push_back(scheduler.Next());
+  for (int r = 0; r < 6; ++r) order.push_back(*scheduler.Next());
   EXPECT_EQ(order, (std::vector<size_t>{0, 1, 2, 0, 1, 2}));
 }
 
 TEST(TaskSchedulerTest, GradientGivesEveryTaskARoundFirst) {
   TaskScheduler scheduler(TaskRule::kGradient, {{}, {}, {}}, 1);
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(scheduler.Next(), i);
+    EXPECT_EQ(*scheduler.Next(), i);
     scheduler.Record(i, 100);
   }
   EXPECT_DOUBLE_EQ(scheduler.Objective(), 300);
@@ -55,9 +55,9 @@ TEST(TaskSchedulerTest, GradientGivesEveryTaskARoundFirst) {
 
 TEST(TaskSchedulerTest, ATaskWithNothingValidYetComesFirst) {
   TaskScheduler scheduler(TaskRule::kGradient, {{}, {}}, 1);
-  scheduler.Record(scheduler.Next(), 100);
-  scheduler.Record(scheduler.Next(), std::numeric_limits<double>::infinity());
-  EXPECT_EQ(scheduler.Next(), 1u);
+  scheduler.Record(*scheduler.Next(), 100);
+  scheduler.Record(*scheduler.Next(), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(*scheduler.Next(), 1u);
 }
 
 // The rounds go where the model's time falls most: to the task the model runs 8 times and that
@@ -82,15 +82,36 @@ TEST(TaskSchedulerTest, ATaskAtItsFloorGetsNoMoreRounds) {
                                        {.weight = 1, .flops = 1e9, .group = "softmax"}};
   TaskScheduler scheduler(TaskRule::kGradient, tasks, 3);
   scheduler.SetFloor(0, 100);
-  scheduler.Record(scheduler.Next(), 100);  // task 0 reaches its floor at once
-  scheduler.Record(scheduler.Next(), 300);
+  scheduler.Record(*scheduler.Next(), 100);  // task 0 reaches its floor at once
+  scheduler.Record(*scheduler.Next(), 300);
   int to_second = 0;
   for (int r = 0; r < 20; ++r) {
-    const size_t i = scheduler.Next();
+    const size_t i = *scheduler.Next();
     to_second += i == 1;
     scheduler.Record(i, i == 0 ? 100 : 300 - 5 * r);
   }
   EXPECT_GE(to_second, 18);  // all but epsilon's random picks
+}
+
+// A task whose search has nothing left gets no more rounds under either rule, however much the
+// rule expects from it; with every task exhausted there is no next round.
+TEST(TaskSchedulerTest, AnExhaustedTaskGetsNoMoreRounds) {
+  for (TaskRule rule : {TaskRule::kGradient, TaskRule::kRoundRobin}) {
+    const std::vector<TaskInfo> tasks = {{.weight = 100, .flops = 1e6, .group = "matmul"},
+                                         {.weight = 1, .flops = 1e9, .group = "matmul"}};
+    TaskScheduler scheduler(rule, tasks, 5);
+    scheduler.Record(*scheduler.Next(), 1000);  // the heavy, slow task
+    scheduler.Record(*scheduler.Next(), 100);
+    scheduler.MarkExhausted(0);
+    for (int r = 0; r < 30; ++r) {
+      const std::optional<size_t> i = scheduler.Next();
+      ASSERT_TRUE(i.has_value());
+      EXPECT_EQ(*i, 1u) << TaskRuleName(rule);
+      scheduler.Record(*i, 100);
+    }
+    scheduler.MarkExhausted(1);
+    EXPECT_FALSE(scheduler.Next().has_value());
+  }
 }
 
 TEST(TaskSchedulerTest, TheSameSeedGivesTheSameRounds) {

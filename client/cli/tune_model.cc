@@ -9,6 +9,7 @@
 #include <ctime>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -159,7 +160,9 @@ absl::StatusOr<TargetResult> TuneModelCommand::TuneOn(client::Client& client,
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   while (budget_ - out.trials >= 2 && (time_limit_s_ == 0 || elapsed_s() < time_limit_s_)) {
-    const size_t i = scheduler.Next();
+    const std::optional<size_t> next = scheduler.Next();
+    if (!next) break;  // every task's search is exhausted
+    const size_t i = *next;
     const ModelTask& task = out.tasks[i];
     TaskResult& r = out.results[i];
     v1::SubmitJobRequest request;
@@ -201,6 +204,7 @@ absl::StatusOr<TargetResult> TuneModelCommand::TuneOn(client::Client& client,
     }
     if (job.roofline_ns() > 0) scheduler.SetFloor(i, job.roofline_ns());
     scheduler.Record(i, r.best_ns);
+    if (job.stopped_by() == "exhausted") scheduler.MarkExhausted(i);
     if (progress) {
       double before = 0, after = 0;
       for (size_t k = 0; k < out.tasks.size(); ++k) {
