@@ -119,11 +119,7 @@ def main(argv=None):
     except (ValueError, onnx.shape_inference.InferenceError) as e:
         print(f"from_onnx: error: {args.file}: {e}", file=sys.stderr)
         return 1
-    model_desc.write(desc, args.out)
-    model_desc.report_unmapped(desc, sys.stderr)
-    if args.out != "-":
-        print(f"from_onnx: {len(desc.ops)} ops -> {args.out}", file=sys.stderr)
-    return 0
+    return model_desc.finish(desc, args.out, "from_onnx")
 
 
 if __name__ == "__main__":

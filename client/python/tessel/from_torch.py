@@ -319,11 +319,7 @@ def main(argv=None):
         print(f"from_torch: error: tracing {args.model}: {type(e).__name__}: {e}",
               file=sys.stderr)
         return 1
-    model_desc.write(model, args.out)
-    model_desc.report_unmapped(model, sys.stderr)
-    if args.out != "-":
-        print(f"from_torch: {len(model.ops)} ops -> {args.out}", file=sys.stderr)
-    return 0
+    return model_desc.finish(model, args.out, "from_torch")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ neither torch nor onnx.
 import json
 import math
 import os
+import sys
 
 FORMAT_VERSION = 1
 
@@ -124,6 +125,16 @@ def write(model, path):
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+def finish(model, out, tool):
+    """An importer's last step: writes the description to `out` ("-": stdout), lists the unmapped
+    ops on stderr and says where the description went. Returns the exit code, 0."""
+    write(model, out)
+    report_unmapped(model, sys.stderr)
+    if out != "-":
+        print(f"{tool}: {len(model.ops)} ops -> {out}", file=sys.stderr)
+    return 0
 
 
 def report_unmapped(model, stream):
