@@ -103,10 +103,7 @@ def main(argv=None):
                     "(docs/models.md). Unmapped ops are listed on stderr with their FLOP share.",
         epilog="example: python3 -m tessel.from_onnx bert.onnx --out bert.json")
     parser.add_argument("file", help="an .onnx model")
-    parser.add_argument("--out", default="-", help="output file (default: stdout)")
-    parser.add_argument("--dtype", default="bf16", choices=model_desc.DTYPES,
-                        help="the dtype the ops are tuned for (default: bf16)")
-    parser.add_argument("--name", help="the model's name (default: the graph's name)")
+    model_desc.add_output_args(parser, "the graph's name")
     args = parser.parse_args(argv)
     try:
         model = onnx.load(args.file)

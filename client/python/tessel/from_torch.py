@@ -293,10 +293,7 @@ def main(argv=None):
     parser.add_argument("--model", required=True, help="name of the module instance in FILE")
     parser.add_argument("--example", required=True,
                         help="name of the example input in FILE (a tensor or a tuple of them)")
-    parser.add_argument("--out", default="-", help="output file (default: stdout)")
-    parser.add_argument("--dtype", default="bf16", choices=model_desc.DTYPES,
-                        help="the dtype the ops are tuned for (default: bf16)")
-    parser.add_argument("--name", help="the model's name (default: --model)")
+    model_desc.add_output_args(parser, "--model")
     args = parser.parse_args(argv)
     try:
         namespace = runpy.run_path(args.file)

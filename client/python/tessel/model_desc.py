@@ -127,6 +127,15 @@ def write(model, path):
     os.replace(tmp, path)
 
 
+def add_output_args(parser, name_default):
+    """The options every importer takes: --out, --dtype and --name (`name_default` says what the
+    name is without it)."""
+    parser.add_argument("--out", default="-", help="output file (default: stdout)")
+    parser.add_argument("--dtype", default="bf16", choices=DTYPES,
+                        help="the dtype the ops are tuned for (default: bf16)")
+    parser.add_argument("--name", help=f"the model's name (default: {name_default})")
+
+
 def finish(model, out, tool):
     """An importer's last step: writes the description to `out` ("-": stdout), lists the unmapped
     ops on stderr and says where the description went. Returns the exit code, 0."""
