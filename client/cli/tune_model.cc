@@ -62,6 +62,9 @@ struct TaskResult {
   int64_t rounds = 0;
   int64_t trials = 0;  // charged
   std::vector<int64_t> jobs;
+
+  // The task's time with its tuned config: the best found, else the default's.
+  double tuned_ns() const { return std::isfinite(best_ns) ? best_ns : default_ns; }
 };
 
 // One target's outcome.
@@ -71,6 +74,22 @@ struct TargetResult {
   std::vector<TaskResult> results;
   int64_t trials = 0;
   double seconds = 0;
+
+  // The model's time (the tasks' times times their counts) with the defaults and tuned.
+  double DefaultNs() const {
+    return Sum([](const TaskResult& r) { return r.default_ns; });
+  }
+  double TunedNs() const {
+    return Sum([](const TaskResult& r) { return r.tuned_ns(); });
+  }
+
+ private:
+  template <typename Time>
+  double Sum(Time time) const {
+    double total = 0;
+    for (size_t k = 0; k < tasks.size(); ++k) total += double(tasks[k].count) * time(results[k]);
+    return total;
+  }
 };
 
 class TuneModelCommand final : public Command {
@@ -206,12 +225,7 @@ absl::StatusOr<TargetResult> TuneModelCommand::TuneOn(client::Client& client,
     scheduler.Record(i, r.best_ns);
     if (job.stopped_by() == "exhausted") scheduler.MarkExhausted(i);
     if (progress) {
-      double before = 0, after = 0;
-      for (size_t k = 0; k < out.tasks.size(); ++k) {
-        const TaskResult& t = out.results[k];
-        before += double(out.tasks[k].count) * t.default_ns;
-        after += double(out.tasks[k].count) * (std::isfinite(t.best_ns) ? t.best_ns : t.default_ns);
-      }
+      const double before = out.DefaultNs(), after = out.TunedNs();
       const bool all_seen = std::all_of(out.results.begin(), out.results.end(),
                                         [](const TaskResult& t) { return t.rounds > 0; });
       std::fprintf(
@@ -235,13 +249,11 @@ absl::StatusOr<TargetResult> TuneModelCommand::TuneOn(client::Client& client,
 // Per op: the time its task's config takes, times its count.
 json TuneModelCommand::TargetJson(const TargetResult& result) const {
   json ops = json::array();
-  double before = 0, after = 0;
+  const double before = result.DefaultNs(), after = result.TunedNs();
   for (size_t k = 0; k < result.tasks.size(); ++k) {
     const ModelTask& task = result.tasks[k];
     const TaskResult& r = result.results[k];
-    const double tuned = std::isfinite(r.best_ns) ? r.best_ns : r.default_ns;
-    before += double(task.count) * r.default_ns;
-    after += double(task.count) * tuned;
+    const double tuned = r.tuned_ns();
     const json bottleneck =
         r.best_config.empty() ? json(nullptr) : BottleneckJson(task.workload, r.best_config);
     for (size_t i : task.ops) {
@@ -312,19 +324,16 @@ void TuneModelCommand::PrintComparison(const std::vector<TargetResult>& results)
   const TargetResult& a = results[0];
   const TargetResult& b = results[1];
   std::vector<std::vector<std::string>> rows;
-  double total_a = 0, total_b = 0;
   for (size_t k = 0; k < a.tasks.size(); ++k) {
     const TaskResult& ra = a.results[k];
     const TaskResult& rb = b.results[k];
-    const double ta = std::isfinite(ra.best_ns) ? ra.best_ns : ra.default_ns;
-    const double tb = std::isfinite(rb.best_ns) ? rb.best_ns : rb.default_ns;
-    total_a += double(a.tasks[k].count) * ta;
-    total_b += double(b.tasks[k].count) * tb;
+    const double ta = ra.tuned_ns(), tb = rb.tuned_ns();
     rows.push_back({Shown(model_.ops[a.tasks[k].ops[0]].name, 40),
                     std::string(a.tasks[k].workload.kernel->name()), HumanTime(ta), HumanTime(tb),
                     fmt::format("{:.2f}x", tb > 0 ? ta / tb : 0.0),
                     ra.best_config == rb.best_config ? "same" : "differs"});
   }
+  const double total_a = a.TunedNs(), total_b = b.TunedNs();
   rows.push_back({"model", "", HumanTime(total_a), HumanTime(total_b),
                   fmt::format("{:.2f}x", total_b > 0 ? total_a / total_b : 0.0), ""});
   std::cout << fmt::format("\n{} vs {} (tuned):\n", a.target, b.target)
