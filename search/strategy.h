@@ -36,7 +36,7 @@ class Strategy {
   // none) when the space has no more; an empty result means the strategy has nothing left to try.
   virtual std::vector<Config> Propose(int max_n) = 0;
   // Reports results. Configs the strategy did not propose (the default config, trials recovered
-  // after a restart) are accepted and count as seen.
+  // after a restart, the earlier jobs of a continued search) are accepted and count as seen.
   virtual void Observe(std::span<const Observation> results) = 0;
   // Warm start: results measured for one neighbouring workload (same kernel, another shape or
   // target), one call per workload. Their times are comparable only within one call. They seed

@@ -5,8 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <set>
 #include <span>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "schema/measurement.h"
 #include "schema/status_macros.h"
@@ -26,7 +30,8 @@ constexpr int kMaxProposalRounds = 3;
 // (1/32: 62 trials of 2,000, 6 of 200): enough for workers to lease ahead of sub-millisecond
 // trials, little enough that the strategy still learns from nearly every result it could have.
 constexpr int kBlindBudgetShare = 32;
-// Warm start: how many recent jobs are scanned for neighbours, and how many are used.
+// Warm start: how many recent jobs are scanned for neighbours, and how many neighbouring
+// workloads are used.
 constexpr int kWarmStartScannedJobs = 200;
 constexpr int kMaxWarmStartNeighbours = 4;
 
@@ -231,30 +236,48 @@ int JobManager::WarmStart(Store& store, Job& job, bool continue_search, bool nei
       }
       ++continued;
     }
-    if (!observations.empty()) job.strategy->ObservePrior(observations);
+    // Observed as this search's own results, not as a prior: the strategy then knows them as
+    // measured and proposes none of them again (a prior's configs may be proposed, and a round
+    // whose warm-start configs were all measured by its earlier rounds would end as exhausted).
+    if (!observations.empty()) job.strategy->Observe(observations);
   }
   if (!neighbours) return continued;
+  // The neighbours: up to kMaxWarmStartNeighbours workloads, the most recently tuned first, each
+  // with the trials of all its scanned jobs (one prior group per workload, so a neighbour's best
+  // config is offered whichever of its jobs found it, not only when that job is among the latest).
+  std::vector<std::string> order;  // neighbour workloads, most recent first
+  std::map<std::string, std::vector<search::Observation>> groups;
+  std::map<std::string, std::set<std::string>> seen;  // per group, its configs (once each)
   for (const JobRecord& other : *recent) {
     if (continue_search && same_workload(other)) continue;  // observed above
-    if (used >= kMaxWarmStartNeighbours) break;
     if (other.id == job.record.id || other.state != JobState::kCompleted ||
         other.workload.kernel != job.record.workload.kernel ||
         other.workload.dtype != job.record.workload.dtype ||
         other.kernel_version != job.record.kernel_version) {
       continue;
     }
+    const std::string key =
+        StrCat(other.workload.dims, "@", other.workload.target, "#", other.target_version);
+    if (!groups.contains(key)) {
+      if (order.size() >= kMaxWarmStartNeighbours) continue;
+      order.push_back(key);
+    }
     auto trials = store.TrialsForJob(other.id);
     if (!trials.ok()) continue;
-    std::vector<search::Observation> observations;
+    std::vector<search::Observation>& observations = groups[key];
     for (const TrialRecord& t : *trials) {
-      if (t.is_verify || !IsChargedToBudget(t.status)) continue;
+      if (t.is_verify || !IsChargedToBudget(t.status) || !seen[key].insert(t.config).second) {
+        continue;
+      }
       auto config = Config::Parse(t.config);
       if (!config.ok()) continue;
       observations.push_back(search::Observation{*std::move(config), t.status == TrialStatus::kOk,
                                                  t.time_ns.value_or(0)});
     }
-    if (observations.empty()) continue;
-    job.strategy->ObservePrior(observations);
+  }
+  for (const std::string& key : order) {
+    if (groups[key].empty()) continue;
+    job.strategy->ObservePrior(groups[key]);
     ++used;
   }
   return continued + used;

@@ -169,10 +169,12 @@ class JobManager {
   static absl::StatusOr<std::unique_ptr<Job>> BuildJob(const JobRecord& record,
                                                        kernels::ResolvedWorkload resolved);
   // Seeds the job's strategy with the measured trials of recent completed neighbour jobs (same
-  // kernel, dtype and kernel version; none without `neighbours`). With `continue_search`, first
-  // every recent completed job of the exact workload and versions: the strategy observes their
-  // trials and their configs count as tried (not measured again). Returns how many jobs were
-  // used. Reads only the store: callable without the scheduler's lock.
+  // kernel, dtype and kernel version; none without `neighbours`), one prior per neighbouring
+  // workload (all its recent jobs' trials together), the most recently tuned workloads first.
+  // With `continue_search`, first every recent completed job of the exact workload and versions:
+  // the strategy observes their trials and their configs count as tried (not measured again).
+  // Returns how many of those jobs and neighbouring workloads were used. Reads only the store:
+  // callable without the scheduler's lock.
   static int WarmStart(Store& store, Job& job, bool continue_search = false,
                        bool neighbours = true);
   // Takes in a built job: queues its default config first, then its seeds (up to the budget),

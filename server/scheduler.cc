@@ -154,9 +154,11 @@ class Scheduler::Impl {
       ServeParked(effects);
       view = jobs_.View(record.id);
     }
-    spdlog::info("job {}: {} {} {} on {}, strategy {}, budget {}, warm start from {} job(s)",
-                 record.id, record.workload.kernel, record.dims_display, record.workload.dtype,
-                 record.workload.target, record.strategy, record.budget, neighbours);
+    spdlog::info(
+        "job {}: {} {} {} on {}, strategy {}, budget {}, warm start from {} job(s) or neighbouring "
+        "workload(s)",
+        record.id, record.workload.kernel, record.dims_display, record.workload.dtype,
+        record.workload.target, record.strategy, record.budget, neighbours);
     Apply(std::move(effects));
     return *std::move(view);
   }

@@ -1004,6 +1004,25 @@ TEST_F(SchedulerTest, ANewJobIsWarmStartedFromCompletedNeighboursUnlessAskedNotT
   EXPECT_FALSE(first_proposals(/*cold=*/true).count(tuned.best().config()));
 }
 
+// A neighbouring workload's best config is offered whichever of its jobs found it: later jobs of
+// other workloads (here four, as many as the neighbours used) do not push it out.
+TEST_F(SchedulerTest, ANeighboursBestIsOfferedWhicheverOfItsJobsFoundIt) {
+  const std::string worker = RegisterWorker();
+  v1::Job tuned;
+  ASSERT_NO_FATAL_FAILURE(TuneToCompletion(Job(Gemm(1024, 1024, 1024), 12), worker, tuned));
+  for (int k = 0; k < 4; ++k) {
+    v1::Job other;
+    ASSERT_NO_FATAL_FAILURE(
+        TuneToCompletion(Job(Gemm(512, 512, 512), 4, /*seed=*/20 + k), worker, other));
+  }
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 40, /*seed=*/9));
+  ASSERT_TRUE(job.ok());
+  std::set<std::string> first;
+  for (const auto& spec : Lease(worker, 8)) first.insert(spec.config());
+  EXPECT_TRUE(first.count(tuned.best().config())) << tuned.best().config();
+  EXPECT_TRUE(scheduler_->Cancel(job->id()).ok());
+}
+
 // tune-model's rounds: a job that continues the search of its workload measures no config that
 // an earlier job of the workload measured (the default excepted: every job measures it), and it
 // still spends its budget.
@@ -1042,6 +1061,36 @@ TEST_F(SchedulerTest, AContinuedSearchMeasuresNoConfigOfTheWorkloadsEarlierJobsA
   for (const TrialRecord& t : trials)
     repeated += !t.is_verify && !t.is_default && measured.count(t.config);
   EXPECT_GT(repeated, 0);
+}
+
+// tune-model's rounds next to four neighbouring workloads: each round is warm-started from the
+// neighbours' best configs, which its own earlier rounds have measured already when the
+// neighbours have not moved since. Its strategy must know them as measured (not propose them
+// again and again), so every round spends its budget and none ends as if the space were
+// exhausted.
+TEST_F(SchedulerTest, ContinuedRoundsNextToNeighboursEachSpendTheirBudget) {
+  const std::string worker = RegisterWorker(/*slots=*/1);  // tune-model, one worker thread
+  std::vector<v1::Workload> rounds = {Gemm(1024, 1024, 1024), Gemm(1024, 1024, 3072),
+                                      Gemm(1024, 1024, 4096), Gemm(1024, 1024, 5120)};
+  for (int k = 0; k < 3; ++k) rounds.push_back(Gemm(1024, 1024, 2048));  // three in a row
+  for (size_t round = 0; round < rounds.size(); ++round) {
+    v1::SubmitJobRequest request = Job(rounds[round], 12, /*seed=*/100 + round);
+    request.set_continue_search(true);
+    auto job = scheduler_->Submit(request);
+    ASSERT_TRUE(job.ok()) << job.status();
+    // Times that depend on the shape too, so each neighbour has best configs of its own.
+    const std::string shape = request.workload().ShortDebugString();
+    v1::Job done = DriveToEnd(job->id(), [&] {
+      std::vector<v1::TrialResult> results;
+      for (const auto& spec : Lease(worker, 8)) {
+        results.push_back(Measure(spec));
+        SetTime(results.back(), FakeTime(spec.config() + shape));
+      }
+      if (!results.empty()) Report(worker, results);
+      return !results.empty();
+    });
+    EXPECT_EQ(done.trials().total(), 12) << "round " << round << ": " << done.stopped_by();
+  }
 }
 
 TEST_F(SchedulerTest, EarlyStopRulesEndTheSearchBeforeTheBudgetAndSaySo) {
