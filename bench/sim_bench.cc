@@ -181,6 +181,31 @@ BENCHMARK(BM_SimulationPeakHeap)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
+// Verify (the CPU run of the reduced problem and its reference) of the best attention config a
+// Llama-3-8B prefill model tune found on snc3: the step that took half of a model tune's CPU
+// (issue 21, "Speed"), as every round verifies its best.
+void BM_VerifyAttentionModelBest(benchmark::State& state) {
+  const kernels::Kernel& kernel = *kernels::FindKernel("attention");
+  const kernels::Problem problem{Dims{{"batch", 1},
+                                      {"heads", 32},
+                                      {"seq_q", 2048},
+                                      {"seq_k", 2048},
+                                      {"head_dim", 128},
+                                      {"causal", 1}},
+                                 "bf16"};
+  const Config config = *Config::Parse(
+      "block_q=128,kv_tile=512,kv_block=2,q_group=2,qk_role=q,pv_role=p,qk_transpose=dma,"
+      "p_transpose=tensor,softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=scalar,"
+      "kv_resident=1,bufs=1,causal_skip=1,pipeline=3,softmax_ops=tile,mask=matmul,exp_layout=st,"
+      "max_dtype=input,softmax=two_pass,shards=8");
+  const sim::Target target = *sim::LoadTarget("snc3");
+  for (auto _ : state) {
+    const absl::Status verified = kernel.Verify(problem, config, target);
+    if (!verified.ok()) state.SkipWithError(std::string(verified.message()).c_str());
+  }
+}
+BENCHMARK(BM_VerifyAttentionModelBest)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace tessel
 
