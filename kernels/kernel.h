@@ -54,6 +54,12 @@ class Space {
   // OK when valid; InvalidArgument with a human-readable reason (the violated rule) otherwise.
   absl::Status Validate(const Config& config) const;
 
+  // Who built the space for what (the workload and the versions), so that what searches derive
+  // from the space alone can be shared by the searches of one workload; empty (the default):
+  // nothing is shared.
+  void set_identity(std::string identity) { identity_ = std::move(identity); }
+  const std::string& identity() const { return identity_; }
+
   // The kernel's analytic estimate, if it has one (recorded replay spaces have none).
   void set_estimate(Estimate estimate) { estimate_ = std::move(estimate); }
   bool has_estimate() const { return static_cast<bool>(estimate_); }
@@ -66,6 +72,7 @@ class Space {
   std::vector<Param> params_;
   Check check_;
   Estimate estimate_;
+  std::string identity_;
   uint64_t size_ = 1;
 };
 

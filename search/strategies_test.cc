@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -157,6 +159,45 @@ TEST(AutoStrategyTest, FindsTheKnownOptimumOfASyntheticSpace) {
     }
     EXPECT_TRUE(found) << "seed " << seed;
   }
+}
+
+// The searches of one workload (spaces of one identity) share auto's prior ranking: the second
+// job ranks nothing again, and its proposals depend on its seed alone, not on which job ranked
+// first. Without an identity every search ranks its own sample.
+TEST(AutoStrategyTest, SearchesOfOneWorkloadShareThePriorRanking) {
+  auto estimates = std::make_shared<int>(0);
+  auto space_with = [&](const std::string& identity) {
+    kernels::Space space = SyntheticSpace();
+    space.set_estimate([estimates](const Config& config) -> std::optional<double> {
+      ++*estimates;
+      return SyntheticTime(config);
+    });
+    space.set_identity(identity);
+    return space;
+  };
+  auto first_proposals = [&](const kernels::Space& space, uint64_t seed) {
+    auto strategy = *MakeStrategy("auto", space, seed);
+    strategy->Prepare();
+    return strategy->Propose(8);
+  };
+  const std::string identity = "synthetic test workload";
+  const kernels::Space a = space_with(identity), b = space_with(identity);
+  *estimates = 0;
+  const std::vector<Config> a1 = first_proposals(a, 1);
+  EXPECT_GT(*estimates, 0);
+  *estimates = 0;
+  const std::vector<Config> a2 = first_proposals(b, 2);
+  EXPECT_EQ(*estimates, 0) << "the second search of the workload ranked again";
+  // In another order (seed 2's job first, on a fresh identity) the same proposals per seed.
+  const kernels::Space c = space_with(identity + " again"), d = space_with(identity + " again");
+  EXPECT_EQ(first_proposals(c, 2), a2);
+  EXPECT_EQ(first_proposals(d, 1), a1);
+
+  const kernels::Space e = space_with(""), f = space_with("");
+  first_proposals(e, 1);
+  *estimates = 0;
+  first_proposals(f, 2);
+  EXPECT_GT(*estimates, 0) << "spaces without an identity share nothing";
 }
 
 // The configs `spec` proposes over `budget` evaluations of SyntheticTime, in order.

@@ -200,6 +200,9 @@ absl::StatusOr<std::unique_ptr<Job>> JobManager::BuildJob(const JobRecord& recor
   auto space = job->kernel->SpaceFor(job->problem, job->target);
   if (!space.ok()) return space.status();
   job->space = std::make_unique<kernels::Space>(std::move(*space));
+  const WorkloadRecord& w = record.workload;
+  job->space->set_identity(StrCat(w.kernel, " ", w.dims, " ", w.dtype, " ", w.target, " v",
+                                  record.kernel_version, ".", record.target_version));
   auto strategy = search::MakeStrategy(record.strategy, *job->space, record.seed);
   if (!strategy.ok()) return strategy.status();
   job->strategy = std::move(*strategy);
