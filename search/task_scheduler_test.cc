@@ -93,6 +93,29 @@ TEST(TaskSchedulerTest, ATaskAtItsFloorGetsNoMoreRounds) {
   EXPECT_GE(to_second, 18);  // all but epsilon's random picks
 }
 
+// Two matmuls: a memory-bound one (few FLOPs, at 80% of its roofline, stuck) and a compute-bound
+// one (at 50% of its roofline, still improving). By FLOP rate the first looks 10x too slow next to
+// the second and would take the rounds (Ansor's similarity term); by the fraction of the roofline
+// reached it is the closer to its best, and the rounds go to the second.
+TEST(TaskSchedulerTest, SimilarityIsJudgedByTheRooflineNotTheFlopRate) {
+  const std::vector<TaskInfo> tasks = {{.weight = 2, .flops = 1e7, .group = "matmul"},
+                                       {.weight = 1, .flops = 1e10, .group = "matmul"}};
+  TaskScheduler scheduler(TaskRule::kGradient, tasks, 11);
+  scheduler.SetFloor(0, 8);    // 10 ns now: 80%
+  scheduler.SetFloor(1, 100);  // 200 ns now: 50%
+  scheduler.Record(*scheduler.Next(), 10);
+  scheduler.Record(*scheduler.Next(), 200);
+  int to_second = 0;
+  double second = 200;
+  for (int r = 0; r < 20; ++r) {
+    const size_t i = *scheduler.Next();
+    to_second += i == 1;
+    if (i == 1) second = std::max(100.0, second - 2);
+    scheduler.Record(i, i == 0 ? 10 : second);
+  }
+  EXPECT_GE(to_second, 15);
+}
+
 // A task whose search has nothing left gets no more rounds under either rule, however much the
 // rule expects from it; with every task exhausted there is no next round.
 TEST(TaskSchedulerTest, AnExhaustedTaskGetsNoMoreRounds) {
