@@ -246,12 +246,19 @@ int JobManager::WarmStart(Store& store, Job& job, bool continue_search, bool nei
   }
   if (!neighbours) return continued;
   // The neighbours: up to kMaxWarmStartNeighbours workloads, the most recently tuned first, each
-  // with the trials of all its scanned jobs (one prior group per workload, so a neighbour's best
-  // config is offered whichever of its jobs found it, not only when that job is among the latest).
+  // with the trials of its latest job and its published best (one prior group per workload, so a
+  // neighbour's best config is offered whichever of its jobs found it, at two reads a workload).
   std::vector<std::string> order;  // neighbour workloads, most recent first
   std::map<std::string, std::vector<search::Observation>> groups;
   std::map<std::string, std::set<std::string>> seen;  // per group, its configs (once each)
+  std::map<std::string, WorkloadRecord> workloads;
+  auto add = [&](const std::string& key, const std::string& text, bool ok, double time_ns) {
+    if (!seen[key].insert(text).second) return;
+    auto config = Config::Parse(text);
+    if (config.ok()) groups[key].push_back(search::Observation{*std::move(config), ok, time_ns});
+  };
   for (const JobRecord& other : *recent) {
+    if (order.size() >= kMaxWarmStartNeighbours) break;
     if (continue_search && same_workload(other)) continue;  // observed above
     if (other.id == job.record.id || other.state != JobState::kCompleted ||
         other.workload.kernel != job.record.workload.kernel ||
@@ -261,22 +268,19 @@ int JobManager::WarmStart(Store& store, Job& job, bool continue_search, bool nei
     }
     const std::string key =
         StrCat(other.workload.dims, "@", other.workload.target, "#", other.target_version);
-    if (!groups.contains(key)) {
-      if (order.size() >= kMaxWarmStartNeighbours) continue;
-      order.push_back(key);
-    }
+    if (workloads.contains(key)) continue;  // its latest job is read already
+    workloads.emplace(key, other.workload);
+    order.push_back(key);
     auto trials = store.TrialsForJob(other.id);
     if (!trials.ok()) continue;
-    std::vector<search::Observation>& observations = groups[key];
     for (const TrialRecord& t : *trials) {
-      if (t.is_verify || !IsChargedToBudget(t.status) || !seen[key].insert(t.config).second) {
-        continue;
-      }
-      auto config = Config::Parse(t.config);
-      if (!config.ok()) continue;
-      observations.push_back(search::Observation{*std::move(config), t.status == TrialStatus::kOk,
-                                                 t.time_ns.value_or(0)});
+      if (t.is_verify || !IsChargedToBudget(t.status)) continue;
+      add(key, t.config, t.status == TrialStatus::kOk, t.time_ns.value_or(0));
     }
+  }
+  for (const std::string& key : order) {
+    auto best = store.LatestBest(workloads[key]);
+    if (best.ok() && best->has_value()) add(key, (*best)->config, true, (*best)->time_ns);
   }
   for (const std::string& key : order) {
     if (groups[key].empty()) continue;
