@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <set>
 #include <span>
 #include <string>
@@ -248,17 +247,20 @@ int JobManager::WarmStart(Store& store, Job& job, bool continue_search, bool nei
   // The neighbours: up to kMaxWarmStartNeighbours workloads, the most recently tuned first, each
   // with the trials of its latest job and its published best (one prior group per workload, so a
   // neighbour's best config is offered whichever of its jobs found it, at two reads a workload).
-  std::vector<std::string> order;  // neighbour workloads, most recent first
-  std::map<std::string, std::vector<search::Observation>> groups;
-  std::map<std::string, std::set<std::string>> seen;  // per group, its configs (once each)
-  std::map<std::string, WorkloadRecord> workloads;
-  auto add = [&](const std::string& key, const std::string& text, bool ok, double time_ns) {
-    if (!seen[key].insert(text).second) return;
-    auto config = Config::Parse(text);
-    if (config.ok()) groups[key].push_back(search::Observation{*std::move(config), ok, time_ns});
+  struct Neighbour {
+    std::string key;  // dims, target and target version
+    WorkloadRecord workload;
+    std::vector<search::Observation> observations;
+    std::set<std::string> configs;  // those observed (once each)
+    void Add(const std::string& text, bool ok, double time_ns) {
+      if (!configs.insert(text).second) return;
+      auto config = Config::Parse(text);
+      if (config.ok()) observations.push_back(search::Observation{*std::move(config), ok, time_ns});
+    }
   };
+  std::vector<Neighbour> found;  // most recent first
   for (const JobRecord& other : *recent) {
-    if (order.size() >= kMaxWarmStartNeighbours) break;
+    if (found.size() >= kMaxWarmStartNeighbours) break;
     if (continue_search && same_workload(other)) continue;  // observed above
     if (other.id == job.record.id || other.state != JobState::kCompleted ||
         other.workload.kernel != job.record.workload.kernel ||
@@ -266,25 +268,24 @@ int JobManager::WarmStart(Store& store, Job& job, bool continue_search, bool nei
         other.kernel_version != job.record.kernel_version) {
       continue;
     }
-    const std::string key =
+    std::string key =
         StrCat(other.workload.dims, "@", other.workload.target, "#", other.target_version);
-    if (workloads.contains(key)) continue;  // its latest job is read already
-    workloads.emplace(key, other.workload);
-    order.push_back(key);
+    if (std::any_of(found.begin(), found.end(), [&](const Neighbour& n) { return n.key == key; })) {
+      continue;  // its latest job is read already
+    }
+    Neighbour& neighbour = found.emplace_back(Neighbour{std::move(key), other.workload, {}, {}});
     auto trials = store.TrialsForJob(other.id);
     if (!trials.ok()) continue;
     for (const TrialRecord& t : *trials) {
       if (t.is_verify || !IsChargedToBudget(t.status)) continue;
-      add(key, t.config, t.status == TrialStatus::kOk, t.time_ns.value_or(0));
+      neighbour.Add(t.config, t.status == TrialStatus::kOk, t.time_ns.value_or(0));
     }
   }
-  for (const std::string& key : order) {
-    auto best = store.LatestBest(workloads[key]);
-    if (best.ok() && best->has_value()) add(key, (*best)->config, true, (*best)->time_ns);
-  }
-  for (const std::string& key : order) {
-    if (groups[key].empty()) continue;
-    job.strategy->ObservePrior(groups[key]);
+  for (Neighbour& neighbour : found) {
+    auto best = store.LatestBest(neighbour.workload);
+    if (best.ok() && best->has_value()) neighbour.Add((*best)->config, true, (*best)->time_ns);
+    if (neighbour.observations.empty()) continue;
+    job.strategy->ObservePrior(neighbour.observations);
     ++used;
   }
   return continued + used;
