@@ -29,6 +29,8 @@ constexpr int kMaxProposalRounds = 3;
 // (1/32: 62 trials of 2,000, 6 of 200): enough for workers to lease ahead of sub-millisecond
 // trials, little enough that the strategy still learns from nearly every result it could have.
 constexpr int kBlindBudgetShare = 32;
+// The largest lockstep batch (v1::SubmitJobRequest.lockstep): the default max_in_flight_per_job.
+constexpr int kMaxLockstep = 64;
 // Warm start: how many recent jobs are scanned for neighbours, and how many neighbouring
 // workloads are used.
 constexpr int kWarmStartScannedJobs = 200;
@@ -138,10 +140,15 @@ absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request
     return absl::InvalidArgumentError(
         StrCat("target_time_ns must be >= 0 (0 = none), got ", request.target_time_ns()));
   }
+  if (request.lockstep() < 0 || request.lockstep() > kMaxLockstep) {
+    return absl::InvalidArgumentError(StrCat("lockstep must be between 0 (off) and ", kMaxLockstep,
+                                             ", got ", request.lockstep()));
+  }
   const int no_improvement = request.stop_after_no_improvement() == 0 && preset
                                  ? preset->no_improvement
                                  : request.stop_after_no_improvement();
   Submission submission;
+  submission.lockstep = request.lockstep();
   if (request.seed_configs_size() > 0) {
     auto space = resolved->kernel->SpaceFor(resolved->problem, resolved->target);
     if (!space.ok()) return space.status();
@@ -522,12 +529,17 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
     if (job.queue.empty() && job.leased.empty()) Finalize(job, effects);
     return;
   }
+  // Lockstep: the next batch is proposed only once the last one is all back (and observed).
+  if (job.lockstep > 0 && (!job.queue.empty() || !job.leased.empty())) return;
   int queued = 0;  // configs this call queued
   for (int round = 0; round < kMaxProposalRounds; ++round) {
     const int in_flight = static_cast<int>(job.queue.size() + job.leased.size());
-    const int want = std::min({job.record.budget - job.charged - in_flight,
-                               ReadyTarget() - static_cast<int>(job.queue.size()),
-                               InFlightLimit(job) - in_flight});
+    const int want =
+        job.lockstep > 0
+            ? std::min(job.record.budget - job.charged - in_flight, job.lockstep - in_flight)
+            : std::min({job.record.budget - job.charged - in_flight,
+                        ReadyTarget() - static_cast<int>(job.queue.size()),
+                        InFlightLimit(job) - in_flight});
     if (want <= 0) break;
     std::vector<Config> configs = job.strategy->Propose(want);
     if (configs.empty()) {
@@ -733,9 +745,22 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
     job.default_message = result.message();
   }
   if (status != TrialStatus::kOk) job.failed_by[result.worker_id()].emplace_back(trial, status);
-  job.strategy->Observe(std::span<const search::Observation>(&observation, 1));
-  if (job.stop) job.stop->Record(status == TrialStatus::kOk, result.time_ns());
+  if (job.lockstep > 0 && refill) {
+    // Held until the batch is in, then observed in the order it was proposed (trial ids follow
+    // proposal order), so what the strategy sees does not depend on which result came first.
+    job.held.emplace(trial.id, std::move(observation));
+    if (!job.queue.empty() || !job.leased.empty()) return;
+    for (const auto& [id, held] : job.held) Observe(job, held);
+    job.held.clear();
+  } else {
+    Observe(job, observation);
+  }
   if (refill) Refill(job, effects);
+}
+
+void JobManager::Observe(Job& job, const search::Observation& observation) {
+  job.strategy->Observe(std::span<const search::Observation>(&observation, 1));
+  if (job.stop) job.stop->Record(observation.ok, observation.time_ns);
 }
 
 bool JobManager::Noisy(const Job& job) const {

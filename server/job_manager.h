@@ -77,6 +77,7 @@ struct Submission {
   JobRecord record;
   kernels::ResolvedWorkload resolved;
   std::vector<Config> seeds;
+  int lockstep = 0;  // v1::SubmitJobRequest.lockstep (0 = pipelined); Job.lockstep
 };
 
 // How a job ended: what to store and, for a completed job, what to publish.
@@ -143,6 +144,10 @@ struct Job {
   std::string default_message;              // why the default config failed, if it did
   std::optional<search::StopTracker> stop;  // early-stop rules of the record, if any
   std::string stop_reason;                  // set when an early stop ended the search
+  // Lockstep (v1::SubmitJobRequest.lockstep; 0 = pipelined): the batch size, and the charged
+  // results of the batch in flight, by trial id, held from the strategy until the batch is in.
+  int lockstep = 0;
+  std::map<int64_t, search::Observation> held;
 };
 
 // Checks a SubmitJobRequest: InvalidArgument for an unknown kernel, target, strategy, dtype or
@@ -238,6 +243,8 @@ class JobManager {
 
  private:
   void Refill(Job& job, JobEffects& effects);
+  // A charged search result, to the strategy and the early-stop tracker.
+  static void Observe(Job& job, const search::Observation& observation);
   // Proposed trials a job keeps ready for the next Lease: the alive workers' slots, at least 2.
   int ReadyTarget() const;
   // Trials a job may have proposed and not yet measured (queued or leased): two per alive slot

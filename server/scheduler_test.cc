@@ -911,6 +911,53 @@ TEST_F(SchedulerTest, ASmallBudgetIsProposedTwoPerSlotAhead) {
   EXPECT_EQ(Lease(worker, 100).size(), 6u);
 }
 
+// Lockstep: the configs a job proposes depend on its seed only, not on the order or grouping in
+// which its results come back, and no more than a batch is out at once.
+TEST_F(SchedulerTest, ALockstepJobProposesTheSameWhateverOrderItsResultsArriveIn) {
+  const std::string worker = RegisterWorker(4);
+  auto run = [&](bool reversed) {
+    v1::SubmitJobRequest request = Job(Gemm(1024, 1024, 1024), 40);
+    request.set_lockstep(4);
+    request.set_cold_start(true);  // the first run is not a neighbour of the second
+    auto job = scheduler_->Submit(request);
+    EXPECT_TRUE(job.ok()) << job.status();
+    std::vector<std::string> proposed;
+    if (!job.ok()) return proposed;
+    v1::Job done = DriveToEnd(job->id(), [&] {
+      std::vector<v1::TrialSpec> batch = Lease(worker, 100);
+      EXPECT_LE(batch.size(), 4u);
+      EXPECT_TRUE(Lease(worker, 100).empty()) << "the next batch waits for this one";
+      for (const auto& spec : batch) proposed.push_back(spec.config());
+      if (reversed) {  // one at a time, the last proposed first
+        for (auto it = batch.rbegin(); it != batch.rend(); ++it) Report(worker, {Measure(*it)});
+      } else if (!batch.empty()) {
+        std::vector<v1::TrialResult> results;
+        for (const auto& spec : batch) results.push_back(Measure(spec));
+        Report(worker, results);
+      }
+      return !batch.empty();
+    });
+    EXPECT_EQ(done.state(), v1::JOB_COMPLETED);
+    EXPECT_EQ(done.trials().total(), 40);
+    return proposed;
+  };
+  const std::vector<std::string> in_order = run(false);
+  const std::vector<std::string> reversed = run(true);
+  EXPECT_GE(in_order.size(), 40u);
+  EXPECT_EQ(in_order, reversed);
+}
+
+TEST_F(SchedulerTest, ALockstepOutsideItsRangeIsRejectedNamingTheField) {
+  for (int lockstep : {-1, 65}) {
+    v1::SubmitJobRequest request = Job(Gemm(1024, 1024, 1024), 16);
+    request.set_lockstep(lockstep);
+    auto job = scheduler_->Submit(request);
+    ASSERT_FALSE(job.ok());
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(job.status().message()), HasSubstr("lockstep"));
+  }
+}
+
 TEST_F(SchedulerTest, ARestartedSchedulerResumesAJobWithoutRepeatingConfigs) {
   auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 16));
   ASSERT_TRUE(job.ok());
