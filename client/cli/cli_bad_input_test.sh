@@ -38,6 +38,7 @@ expect_error "matmul" tune nosuch --shape M=1,N=1,K=1
 expect_error "unknown target 'nowhere'" tune matmul --shape M=512,N=512,K=512 --target nowhere
 expect_error "K" tune matmul --shape M=512,N=512 --json
 expect_error "--shape" tune matmul --json
+expect_error "--lockstep" tune matmul --shape M=512,N=512,K=512 --lockstep 65
 expect_error "M=0" tune matmul --shape M=0,N=512,K=512
 expect_error "M=-4" tune matmul --shape M=-4,N=512,K=512
 expect_error "bad --shape" tune matmul --shape "M512,N=512,K=512"

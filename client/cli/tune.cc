@@ -77,6 +77,7 @@ class TuneCommand final : public Command {
   bool new_job_ = false;  // start a job even when one runs for this workload
   bool retune_ = false;   // tune even when a fresh result is stored
   int priority_ = 0;
+  int lockstep_ = 0;  // v1::SubmitJobRequest.lockstep (0 = pipelined)
 };
 
 void TuneCommand::AddOptions(CLI::App& command) {
@@ -113,6 +114,13 @@ void TuneCommand::AddOptions(CLI::App& command) {
                   "one priority (-1000 .. 1000)")
       ->capture_default_str()
       ->check(CLI::Range(-1000, 1000));
+  command
+      .add_option("--lockstep", lockstep_,
+                  "propose in batches of this many (1 .. 64), each after the last is measured, "
+                  "and learn from them in proposal order: the same seed then gives the same "
+                  "result with any workers (0 = pipelined, faster with many workers)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   command.add_flag("--new-job", new_job_,
                    "start a new job even when one is already tuning this workload (by default "
                    "this command follows that job)");
@@ -174,6 +182,7 @@ absl::StatusOr<v1::SubmitJobRequest> TuneCommand::Request(const Workload& worklo
   request.set_target_time_ns(target_ns_);
   request.set_new_job(new_job_);
   request.set_priority(priority_);
+  request.set_lockstep(lockstep_);
   return request;
 }
 

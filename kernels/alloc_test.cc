@@ -1,0 +1,87 @@
+// Every kernel's programs are simulated without allocating, as sim/alloc_test.cc checks for a
+// synthetic program: the simulation of a lowered config (the hot loop of a tune) allocates
+// nothing once its thread has simulated a program as large. Counts global operator new calls,
+// so it is a binary of its own.
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/kernel.h"
+#include "sim/simulate.h"
+
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+// The replacements pair malloc with free; GCC cannot see that and warns about the delete.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
+namespace tessel::kernels {
+namespace {
+
+// The default, then seeded random valid configs of `kernel`'s example problem.
+std::vector<Config> Configs(const Kernel& kernel, const Problem& problem, const sim::Target& target,
+                            int random) {
+  std::vector<Config> configs = {kernel.Default(problem, target)};
+  absl::StatusOr<Space> space = kernel.SpaceFor(problem, target);
+  if (!space.ok()) return configs;
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<uint64_t> pick(0, space->Size() - 1);
+  for (int draw = 0; draw < 100'000 && static_cast<int>(configs.size()) < 1 + random; ++draw) {
+    Config config = space->Decode(pick(rng));
+    if (space->Validate(config).ok()) configs.push_back(std::move(config));
+  }
+  return configs;
+}
+
+TEST(KernelAllocationTest, SimulatingAnyKernelsProgramAgainAllocatesNothing) {
+  constexpr int kConfigs = 3;  // per kernel and target: the default and two random ones
+  for (const char* target_name : {"snc2", "snc3"}) {
+    const absl::StatusOr<sim::Target> target = sim::LoadTarget(target_name);
+    ASSERT_TRUE(target.ok()) << target.status();
+    for (const Kernel* kernel : AllKernels()) {
+      Problem problem = kernel->Example();
+      if (!kernel->ValidateProblem(problem, *target).ok()) continue;  // e.g. a dtype it lacks
+      int checked = 0;
+      for (const Config& config : Configs(*kernel, problem, *target, 40)) {
+        if (checked == kConfigs) break;
+        const std::string what =
+            std::string(kernel->name()) + " " + config.ToString() + " on " + target_name;
+        absl::StatusOr<sim::Program> program = kernel->Lower(problem, config, *target);
+        ASSERT_TRUE(program.ok()) << what << ": " << program.status();
+        // A valid config may still lower to more instructions than a trial simulates (a
+        // failed trial in a tune, not a simulation): another config is drawn.
+        if (!sim::ValidateProgram(*target, *program).ok()) continue;
+        for (bool exact : {false, true}) {
+          const sim::SimOptions options{.exact = exact};
+          absl::StatusOr<sim::SimResult> first = sim::Simulate(*target, *program, options);
+          ASSERT_TRUE(first.ok()) << what << ": " << first.status();
+          const long before = g_allocations.load();
+          absl::StatusOr<sim::SimResult> second = sim::Simulate(*target, *program, options);
+          const long allocations = g_allocations.load() - before;
+          ASSERT_TRUE(second.ok()) << what;
+          EXPECT_EQ(second->ticks, first->ticks) << what;
+          EXPECT_EQ(allocations, 0) << what << (exact ? " (exact)" : " (fast path)");
+        }
+        ++checked;
+      }
+      EXPECT_EQ(checked, kConfigs) << kernel->name() << " on " << target_name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessel::kernels
