@@ -148,7 +148,6 @@ absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request
                                  ? preset->no_improvement
                                  : request.stop_after_no_improvement();
   Submission submission;
-  submission.lockstep = request.lockstep();
   if (request.seed_configs_size() > 0) {
     auto space = resolved->kernel->SpaceFor(resolved->problem, resolved->target);
     if (!space.ok()) return space.status();
@@ -176,6 +175,7 @@ absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request
   record.seed = request.seed();
   record.priority = request.priority();
   record.model = request.model();
+  record.lockstep = request.lockstep();
   record.state = JobState::kQueued;
   record.default_config = resolved->kernel->Default(resolved->problem, resolved->target).ToString();
   record.roofline_ns = kernels::RooflineNs(*resolved->kernel, resolved->problem, resolved->target);
@@ -530,13 +530,13 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
     return;
   }
   // Lockstep: the next batch is proposed only once the last one is all back (and observed).
-  if (job.lockstep > 0 && (!job.queue.empty() || !job.leased.empty())) return;
+  if (job.record.lockstep > 0 && (!job.queue.empty() || !job.leased.empty())) return;
   int queued = 0;  // configs this call queued
   for (int round = 0; round < kMaxProposalRounds; ++round) {
     const int in_flight = static_cast<int>(job.queue.size() + job.leased.size());
     const int want =
-        job.lockstep > 0
-            ? std::min(job.record.budget - job.charged - in_flight, job.lockstep - in_flight)
+        job.record.lockstep > 0
+            ? std::min(job.record.budget - job.charged - in_flight, job.record.lockstep - in_flight)
             : std::min({job.record.budget - job.charged - in_flight,
                         ReadyTarget() - static_cast<int>(job.queue.size()),
                         InFlightLimit(job) - in_flight});
@@ -745,7 +745,7 @@ void JobManager::Apply(Job& job, const PendingTrial& trial, const v1::TrialResul
     job.default_message = result.message();
   }
   if (status != TrialStatus::kOk) job.failed_by[result.worker_id()].emplace_back(trial, status);
-  if (job.lockstep > 0 && refill) {
+  if (job.record.lockstep > 0 && refill) {
     // Held until the batch is in, then observed in the order it was proposed (trial ids follow
     // proposal order), so what the strategy sees does not depend on which result came first.
     job.held.emplace(trial.id, std::move(observation));

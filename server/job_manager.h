@@ -77,7 +77,6 @@ struct Submission {
   JobRecord record;
   kernels::ResolvedWorkload resolved;
   std::vector<Config> seeds;
-  int lockstep = 0;  // v1::SubmitJobRequest.lockstep (0 = pipelined); Job.lockstep
 };
 
 // How a job ended: what to store and, for a completed job, what to publish.
@@ -144,9 +143,8 @@ struct Job {
   std::string default_message;              // why the default config failed, if it did
   std::optional<search::StopTracker> stop;  // early-stop rules of the record, if any
   std::string stop_reason;                  // set when an early stop ended the search
-  // Lockstep (v1::SubmitJobRequest.lockstep; 0 = pipelined): the batch size, and the charged
-  // results of the batch in flight, by trial id, held from the strategy until the batch is in.
-  int lockstep = 0;
+  // Lockstep (record.lockstep > 0): the charged results of the batch in flight, by trial id,
+  // held from the strategy until the batch is in.
   std::map<int64_t, search::Observation> held;
 };
 

@@ -140,7 +140,6 @@ class Scheduler::Impl {
                                    std::string(job.status().message()));
       return job.status();
     }
-    (*job)->lockstep = submission->lockstep;
     const int neighbours = JobManager::WarmStart(*store_, **job, request.continue_search(),
                                                  /*neighbours=*/!request.cold_start());
     // The strategy's one-off work (auto ranks a sample of the space: up to ~1 s) before mu_ is

@@ -947,6 +947,27 @@ TEST_F(SchedulerTest, ALockstepJobProposesTheSameWhateverOrderItsResultsArriveIn
   EXPECT_EQ(in_order, reversed);
 }
 
+// The lockstep batch is stored with the job: resumed after a restart, it still proposes in
+// batches (pipelined, a 40-trial job on a 4-slot worker would have 8 in flight).
+TEST_F(SchedulerTest, ARestartedSchedulerKeepsALockstepJobInLockstep) {
+  v1::SubmitJobRequest request = Job(Gemm(1024, 1024, 1024), 40);
+  request.set_lockstep(3);
+  auto job = scheduler_->Submit(request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::string worker = RegisterWorker(4);
+  for (size_t batch : {1u, 3u}) {  // the default config first, queued with the job; then 3
+    std::vector<v1::TrialResult> results;
+    for (const auto& spec : Lease(worker, 100)) results.push_back(Measure(spec));
+    ASSERT_EQ(results.size(), batch);
+    ASSERT_EQ(Report(worker, results).accepted(), static_cast<int>(batch));
+  }
+
+  Open();  // a new scheduler on the same store, as after a crash
+  worker = RegisterWorker(4);
+  EXPECT_EQ(Lease(worker, 100).size(), 3u);
+  EXPECT_TRUE(Lease(worker, 100).empty()) << "the next batch waits for this one";
+}
+
 TEST_F(SchedulerTest, ALockstepOutsideItsRangeIsRejectedNamingTheField) {
   for (int lockstep : {-1, 65}) {
     v1::SubmitJobRequest request = Job(Gemm(1024, 1024, 1024), 16);

@@ -96,7 +96,8 @@ constexpr std::string_view kJobSelect =
     "SELECT j.id, w.kernel, w.dims, w.dtype, w.target, j.dims_display, j.kernel_version, "
     "j.target_version, j.strategy, j.budget, j.seed, j.state, j.message, j.default_config, "
     "j.roofline_ns, j.created_ms, j.finished_ms, j.time_limit_s, j.stop_after_no_improvement, "
-    "j.target_time_ns, j.effort, j.stopped_by, j.priority, j.model FROM jobs j JOIN workloads w ON w.id = "
+    "j.target_time_ns, j.effort, j.stopped_by, j.priority, j.model, j.lockstep FROM jobs j JOIN "
+    "workloads w ON w.id = "
     "j.workload_id ";
 
 absl::StatusOr<JobRecord> JobFromRow(const Statement& row) {
@@ -122,6 +123,7 @@ absl::StatusOr<JobRecord> JobFromRow(const Statement& row) {
   job.stopped_by = row.Text(21);
   job.priority = static_cast<int>(row.Int(22));
   job.model = row.Text(23);
+  job.lockstep = static_cast<int>(row.Int(24));
   return job;
 }
 
@@ -215,11 +217,12 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
     if (!workload_id.ok()) return workload_id.status();
     TESSEL_ASSIGN_OR_RETURN(
         Statement insert,
-        db.Prepare("INSERT INTO jobs (workload_id, dims_display, kernel_version, target_version, "
-                   "strategy, budget, seed, state, message, default_config, roofline_ns, "
-                   "created_ms, finished_ms, time_limit_s, stop_after_no_improvement, "
-                   "target_time_ns, effort, stopped_by, priority, model) VALUES (?, ?, ?, ?, ?, ?, "
-                   "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        db.Prepare(
+            "INSERT INTO jobs (workload_id, dims_display, kernel_version, target_version, "
+            "strategy, budget, seed, state, message, default_config, roofline_ns, "
+            "created_ms, finished_ms, time_limit_s, stop_after_no_improvement, "
+            "target_time_ns, effort, stopped_by, priority, model, lockstep) VALUES (?, ?, ?, "
+            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     insert.BindInt(*workload_id)
         .BindText(job.dims_display)
         .BindInt(job.kernel_version)
@@ -239,7 +242,8 @@ absl::StatusOr<int64_t> Store::CreateJob(const JobRecord& job) {
         .BindText(job.effort)
         .BindText(job.stopped_by)
         .BindInt(job.priority)
-        .BindText(job.model);
+        .BindText(job.model)
+        .BindInt(job.lockstep);
     TESSEL_RETURN_IF_ERROR(insert.Run());
     job_id = db.LastInsertRowId();
     return absl::OkStatus();

@@ -62,6 +62,8 @@ struct JobRecord {
   int priority = 0;
   // schema/sql/008_job_model.sql: the model job it belongs to ("" = none).
   std::string model;
+  // schema/sql/009_job_lockstep.sql: v1::SubmitJobRequest.lockstep (0 = pipelined).
+  int lockstep = 0;
 };
 
 struct TrialRecord {
