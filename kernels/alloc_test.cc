@@ -2,9 +2,6 @@
 // synthetic program: the simulation of a lowered config (the hot loop of a tune) allocates
 // nothing once its thread has simulated a program as large. Counts global operator new calls,
 // so it is a binary of its own.
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -12,22 +9,7 @@
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
 #include "sim/simulate.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-// The replacements pair malloc with free; GCC cannot see that and warns about the delete.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
+#include "tests/testing/count_allocations.h"
 
 namespace tessel::kernels {
 namespace {
@@ -69,9 +51,9 @@ TEST(KernelAllocationTest, SimulatingAnyKernelsProgramAgainAllocatesNothing) {
           const sim::SimOptions options{.exact = exact};
           absl::StatusOr<sim::SimResult> first = sim::Simulate(*target, *program, options);
           ASSERT_TRUE(first.ok()) << what << ": " << first.status();
-          const long before = g_allocations.load();
+          const long before = testing::g_allocations.load();
           absl::StatusOr<sim::SimResult> second = sim::Simulate(*target, *program, options);
-          const long allocations = g_allocations.load() - before;
+          const long allocations = testing::g_allocations.load() - before;
           ASSERT_TRUE(second.ok()) << what;
           EXPECT_EQ(second->ticks, first->ticks) << what;
           EXPECT_EQ(allocations, 0) << what << (exact ? " (exact)" : " (fast path)");

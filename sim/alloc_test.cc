@@ -1,27 +1,9 @@
 // A simulation allocates nothing once its thread has run one of the same size (sim/simulate.h):
 // counts global operator new calls, so it is a binary of its own.
-#include <atomic>
-#include <cstdlib>
-#include <new>
 
 #include "gtest/gtest.h"
 #include "sim/simulate.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-// The replacements pair malloc with free; GCC cannot see that and warns about the delete.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
+#include "tests/testing/count_allocations.h"
 
 namespace tessel::sim {
 namespace {
@@ -60,9 +42,9 @@ TEST(AllocationTest, ARepeatedSimulationAllocatesNothing) {
     const SimOptions options{.exact = exact};
     absl::StatusOr<SimResult> first = Simulate(*target, program, options);  // warms the scratch
     ASSERT_TRUE(first.ok()) << first.status();
-    const long before = g_allocations.load();
+    const long before = testing::g_allocations.load();
     absl::StatusOr<SimResult> second = Simulate(*target, program, options);
-    const long allocations = g_allocations.load() - before;
+    const long allocations = testing::g_allocations.load() - before;
     ASSERT_TRUE(second.ok());
     EXPECT_EQ(second->ticks, first->ticks);
     EXPECT_EQ(allocations, 0) << (exact ? "exact" : "fast path");
