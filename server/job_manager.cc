@@ -496,9 +496,12 @@ void JobManager::SetAliveWorkers(int workers, int slots) {
   worker_slots_ = slots;
 }
 
-int JobManager::ReadyTarget() const { return std::max(2, worker_slots_); }
+int JobManager::ReadyTarget(const Job& job) const {
+  return job.record.lockstep > 0 ? job.record.lockstep : std::max(2, worker_slots_);
+}
 
 int JobManager::InFlightLimit(const Job& job) const {
+  if (job.record.lockstep > 0) return job.record.lockstep;
   const int floor = 2 * std::max(1, worker_slots_);
   return std::min(std::max(floor, job.record.budget / kBlindBudgetShare),
                   std::max(2, options_.max_in_flight_per_job));
@@ -534,12 +537,9 @@ void JobManager::Refill(Job& job, JobEffects& effects) {
   int queued = 0;  // configs this call queued
   for (int round = 0; round < kMaxProposalRounds; ++round) {
     const int in_flight = static_cast<int>(job.queue.size() + job.leased.size());
-    const int want =
-        job.record.lockstep > 0
-            ? std::min(job.record.budget - job.charged - in_flight, job.record.lockstep - in_flight)
-            : std::min({job.record.budget - job.charged - in_flight,
-                        ReadyTarget() - static_cast<int>(job.queue.size()),
-                        InFlightLimit(job) - in_flight});
+    const int want = std::min({job.record.budget - job.charged - in_flight,
+                               ReadyTarget(job) - static_cast<int>(job.queue.size()),
+                               InFlightLimit(job) - in_flight});
     if (want <= 0) break;
     std::vector<Config> configs = job.strategy->Propose(want);
     if (configs.empty()) {

@@ -243,11 +243,13 @@ class JobManager {
   void Refill(Job& job, JobEffects& effects);
   // A charged search result, to the strategy and the early-stop tracker.
   static void Observe(Job& job, const search::Observation& observation);
-  // Proposed trials a job keeps ready for the next Lease: the alive workers' slots, at least 2.
-  int ReadyTarget() const;
+  // Proposed trials a job keeps ready for the next Lease: the alive workers' slots, at least 2;
+  // a lockstep job, its whole batch (whatever the workers' slots).
+  int ReadyTarget(const Job& job) const;
   // Trials a job may have proposed and not yet measured (queued or leased): two per alive slot
   // (one running, one ready), or more for a large budget (a 1/kBlindBudgetShare part of it), so
-  // workers can lease ahead of short trials; at most max_in_flight_per_job.
+  // workers can lease ahead of short trials; at most max_in_flight_per_job. A lockstep job: its
+  // batch.
   int InFlightLimit(const Job& job) const;
   void Finalize(Job& job, JobEffects& effects);
   // Whether the job's measurements are noisy enough for the promotion race.
