@@ -146,6 +146,38 @@ TEST(FastPathLoopTest, TheLastKBlockReadsEarlierPartialSumsThroughStrides) {
   ExpectCompactIsFlat(l);
 }
 
+// A kmn schedule with two K blocks and, per core, 16 M blocks of 4 N blocks: the second K block
+// reads the first's partial sums, which advance by the first block's M period. Had its N loops
+// been compressed inside each M iteration, those reads would sit in nested repeats, where no
+// stride can express them, and its M loop would stay uncompressed (every M iteration emitted);
+// with the N loops flat, the M loop compresses, reading them through strides, and still
+// simulates exactly.
+TEST(FastPathLoopTest, AKOuterScheduleCompressesTheMiddleLoopOfItsLaterKBlocks) {
+  const Lowered l =
+      LowerBoth(Problem{Dims{{"M", 512}, {"N", 1024}, {"K", 2048}}, "bf16"},
+                "tile_m=32,tile_n=128,tile_k=64,block_m=1,block_n=2,block_k=16,loop_order=kmn,"
+                "bufs=1,hoist=0,stationary=b,evict=scalar,shards=1");
+  const sim::CoreProgram& c = l.compact.cores[0];
+  // Each K block: 16 M iterations of 4 N blocks of 2 output tiles. The last K block's M loop is
+  // in a repeat covering at least 12 of its M iterations.
+  int64_t last_repeat = 0;
+  for (size_t i = 0; i < c.segments.size(); ++i) {
+    if (c.segments[i].kind == sim::Segment::kBegin && c.segments[i].count >= 12) {
+      last_repeat = std::max(last_repeat, int64_t(i));
+    }
+  }
+  ASSERT_GT(last_repeat, 0) << "no repeat of 12 or more iterations";
+  // That repeat's body is one whole M iteration, flat (the N blocks' tiles, no nested repeat).
+  const sim::Segment& rep = c.segments[size_t(last_repeat)];
+  for (size_t i = size_t(last_repeat) + 1; i < rep.match; ++i) {
+    EXPECT_NE(c.segments[i].kind, sim::Segment::kBegin) << "a repeat nested in the M loop's";
+  }
+  EXPECT_TRUE(
+      std::ranges::any_of(c.anchor_forms, [](const sim::AnchorForm& f) { return f.stride > 0; }));
+  EXPECT_LT(c.instructions.size() * 5, l.flat.cores[0].instructions.size());
+  ExpectCompactIsFlat(l);
+}
+
 // One block of 8 x 8 output tiles: its tile loop compresses (level 3 of the generator's Run)
 // after a few tiles, the remaining ones are never generated, and the program still flattens to
 // the flat one; with evict=split the tiles alternate engines, a period of two tiles.
