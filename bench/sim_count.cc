@@ -6,13 +6,14 @@
 // Run it with `--count 0` too and subtract, to leave out start-up. Prints the sum of the simulated
 // times so the work cannot be optimised away (and so two builds can be checked to agree).
 // `--each` also prints each config's wall time (the cost of a random config is heavy-tailed);
-// `--repeat N` evaluates each config N times and prints its fastest (warm scratch buffers, as in a
-// worker that has run a few trials).
+// `--repeat N` evaluates all the configs in turn N times and prints each one's fastest (warm
+// scratch buffers and heap, as in a worker that has run a few trials).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "bench/sim_configs.h"
 #include "kernels/kernel.h"
@@ -44,24 +45,29 @@ int main(int argc, char** argv) {
   const kernels::Kernel& kernel = *kernels::FindKernel("matmul");
   const kernels::Problem problem{Dims{{"M", 4096}, {"N", 4096}, {"K", 4096}}, "bf16"};
   const kernels::Space space = *kernel.SpaceFor(problem, target);
+  // With --repeat, the configs are evaluated in turn, `repeat` rounds of all of them (as a
+  // worker meets them: the previous evaluation was another config's), each keeping its fastest.
+  const std::vector<Config> configs = bench::ValidConfigs(space, count);
+  std::vector<double> fastest_us(configs.size(), 0);
   double total_ns = 0;
-  for (const Config& c : bench::ValidConfigs(space, count)) {
-    absl::StatusOr<sim::SimResult> r = absl::UnknownError("not run");
-    double fastest_us = 0;
-    for (int k = 0; k < repeat; ++k) {
+  for (int k = 0; k < repeat; ++k) {
+    for (size_t i = 0; i < configs.size(); ++i) {
       const auto start = std::chrono::steady_clock::now();
-      r = kernels::Evaluate(kernel, problem, c, target, options);
+      absl::StatusOr<sim::SimResult> r =
+          kernels::Evaluate(kernel, problem, configs[i], target, options);
       const std::chrono::duration<double, std::micro> took =
           std::chrono::steady_clock::now() - start;
-      fastest_us = k == 0 ? took.count() : std::min(fastest_us, took.count());
+      fastest_us[i] = k == 0 ? took.count() : std::min(fastest_us[i], took.count());
+      if (!r.ok()) {
+        std::fprintf(stderr, "%s: %s\n", configs[i].ToString().c_str(),
+                     std::string(r.status().message()).c_str());
+        return 1;
+      }
+      if (k == 0) total_ns += r->time_ns;
     }
-    if (each) std::printf("%9.1f us  %s\n", fastest_us, c.ToString().c_str());
-    if (!r.ok()) {
-      std::fprintf(stderr, "%s: %s\n", c.ToString().c_str(),
-                   std::string(r.status().message()).c_str());
-      return 1;
-    }
-    total_ns += r->time_ns;
+  }
+  for (size_t i = 0; each && i < configs.size(); ++i) {
+    std::printf("%9.1f us  %s\n", fastest_us[i], configs[i].ToString().c_str());
   }
   std::printf("%d configs, total simulated time %.1f ns\n", count, total_ns);
   return 0;
