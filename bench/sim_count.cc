@@ -3,6 +3,9 @@
 //
 //   valgrind --tool=callgrind --callgrind-out-file=/dev/null ./bench/sim_count [--exact]
 //
+// `--kernel K --shape DIMS --dtype T --target T` name another workload (the same seeded sample of
+// its space); `--default` evaluates the kernel's default config `--count` times instead.
+//
 // Run it with `--count 0` too and subtract, to leave out start-up. Prints the sum of the simulated
 // times so the work cannot be optimised away (and so two builds can be checked to agree).
 // `--each` also prints each config's wall time (the cost of a random config is heavy-tailed);
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "bench/sim_configs.h"
+#include "bench/workload_options.h"
 #include "kernels/kernel.h"
 #include "sim/simulate.h"
 #include "sim/target.h"
@@ -26,10 +30,16 @@ int main(int argc, char** argv) {
   int count = 64;
   bool each = false;
   int repeat = 1;
+  bool use_default = false;
+  bench::WorkloadOptions workload;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--exact") {
       options.exact = true;
+    } else if (arg == "--default") {
+      use_default = true;
+    } else if (i + 1 < argc && workload.Take(arg, argv[i + 1])) {
+      ++i;
     } else if (arg == "--each") {
       each = true;
     } else if (arg == "--repeat" && i + 1 < argc) {
@@ -37,17 +47,25 @@ int main(int argc, char** argv) {
     } else if (arg == "--count" && i + 1 < argc) {
       count = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: sim_count [--exact] [--count N] [--each] [--repeat N]\n");
+      std::fprintf(stderr,
+                   "usage: sim_count [--kernel K] [--shape DIMS] [--dtype T] [--target T] "
+                   "[--exact] [--default] [--count N] [--each] [--repeat N]\n");
       return 2;
     }
   }
-  const sim::Target target = *sim::LoadTarget("snc2");
-  const kernels::Kernel& kernel = *kernels::FindKernel("matmul");
-  const kernels::Problem problem{Dims{{"M", 4096}, {"N", 4096}, {"K", 4096}}, "bf16"};
-  const kernels::Space space = *kernel.SpaceFor(problem, target);
+  absl::StatusOr<bench::Workload> w = bench::ResolveWorkload(workload);
+  if (!w.ok()) {
+    std::fprintf(stderr, "sim_count: %s\n", std::string(w.status().message()).c_str());
+    return 2;
+  }
+  const kernels::Kernel& kernel = *w->kernel;
+  const kernels::Problem& problem = w->problem;
+  const sim::Target& target = w->target;
   // With --repeat, the configs are evaluated in turn, `repeat` rounds of all of them (as a
   // worker meets them: the previous evaluation was another config's), each keeping its fastest.
-  const std::vector<Config> configs = bench::ValidConfigs(space, count);
+  const std::vector<Config> configs =
+      use_default ? std::vector<Config>(size_t(std::max(0, count)), kernel.Default(problem, target))
+                  : bench::ValidConfigs(w->space, count);
   std::vector<double> fastest_us(configs.size(), 0);
   double total_ns = 0;
   for (int k = 0; k < repeat; ++k) {
