@@ -71,6 +71,7 @@ absl::StatusOr<sim::SimResult> Evaluate(const Kernel& kernel, const Problem& pro
   absl::StatusOr<sim::Program> program = kernel.Lower(problem, config, target);
   if (!program.ok()) return program.status();
   absl::StatusOr<sim::SimResult> result = sim::Simulate(target, *program, options);
+  sim::RecycleProgram(*std::move(program));  // the thread's next lowering reuses its memory
   if (result.ok()) {
     const double minimum = RooflineNs(kernel, problem, target);
     if (minimum > 0) result->roofline_ns = minimum;

@@ -167,6 +167,10 @@ struct AnchorForm {
 };
 
 struct CoreProgram {
+  // Empty. Takes over the largest instruction and dependency buffers (their capacity) that this
+  // thread's RecycleProgram kept, if any.
+  CoreProgram();
+
   std::vector<Instruction> instructions;
   std::vector<int32_t> deps;  // flattened; instruction i's are deps[dep_begin, dep_begin+dep_count)
   // Compact form: the AnchorForm of each dep (the default for relative deps); empty when every
@@ -218,6 +222,14 @@ struct Program {
   std::string name;                // for traces and messages
   std::vector<CoreProgram> cores;  // one per core used; at least one
 };
+
+// Keeps `program`'s large core buffers (its instructions and deps, 4 MiB or more), emptied, for
+// the next core programs this thread constructs, so a thread that lowers and simulates one program
+// after another (a worker) reuses their memory instead of having it mapped and faulted in again:
+// a large flat program (attention at seq 8192) is tens of MB, and on a paravirtualised VM a page
+// fault costs microseconds (BENCHMARKS.md "Every kernel's evaluation cost"). A thread keeps at
+// most 8 buffers of each kind and 256 MiB.
+void RecycleProgram(Program&& program);
 
 // The flat form of `program` (compact cores unrolled, deps made absolute); flat cores are copied.
 // With `max_per_core`, a compact core's first that many instructions only (a prefix is

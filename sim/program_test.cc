@@ -1,5 +1,7 @@
 #include "sim/program.h"
 
+#include <thread>
+
 #include "gtest/gtest.h"
 
 namespace tessel::sim {
@@ -61,6 +63,32 @@ TEST(ProgramTest, LegalStartPartitionsFollowTheTileHeight) {
     p.cores[0].Add(MakeDma(Op::kDmaLoad, c.partitions, 512, 0, c.start), {});
     EXPECT_EQ(ValidateProgram(*t, p).ok(), c.ok) << c.partitions << "@" << c.start;
   }
+}
+
+// A worker lowers and simulates one program after another: a core buffer of 32 MiB or more
+// (which glibc maps and unmaps on every allocation) is kept, emptied, for the thread's next core
+// program; smaller ones are left to the allocator; other threads do not see it.
+TEST(ProgramTest, ARecycledProgramsLargeBuffersGoToTheThreadsNextCoreProgram) {
+  constexpr size_t kLarge = (size_t{32} << 20) / sizeof(Instruction) + 1;
+  Program big;
+  big.cores.resize(2);
+  big.cores[0].instructions.reserve(kLarge);
+  big.cores[0].Add(MakeMatmul(DType::kBf16, 128, 128, 512), {});
+  big.cores[1].instructions.reserve(1000);  // small: not kept
+  const Instruction* kept = big.cores[0].instructions.data();
+  RecycleProgram(std::move(big));
+  EXPECT_TRUE(big.cores.empty());
+
+  size_t elsewhere = 1;
+  std::thread([&] { elsewhere = CoreProgram().instructions.capacity(); }).join();
+  EXPECT_EQ(elsewhere, 0u);
+
+  CoreProgram next;
+  EXPECT_TRUE(next.instructions.empty());
+  EXPECT_GE(next.instructions.capacity(), kLarge);
+  EXPECT_EQ(next.instructions.data(), kept);
+  CoreProgram after;  // the small buffer was not kept
+  EXPECT_EQ(after.instructions.capacity(), 0u);
 }
 
 }  // namespace
