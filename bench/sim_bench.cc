@@ -14,6 +14,7 @@
 #include "bench/sim_configs.h"
 #include "benchmark/benchmark.h"
 #include "kernels/kernel.h"
+#include "schema/process.h"
 #include "sim/simulate.h"
 #include "sim/target.h"
 
@@ -233,4 +234,12 @@ void operator delete[](void* p, size_t) noexcept { heap::Free(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { heap::Free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { heap::Free(p); }
 
-BENCHMARK_MAIN();
+// As a worker runs (tessel-worker's main does the same).
+int main(int argc, char** argv) {
+  tessel::KeepFreedHeapMemory();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

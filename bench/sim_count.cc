@@ -21,11 +21,13 @@
 #include "bench/sim_configs.h"
 #include "bench/workload_options.h"
 #include "kernels/kernel.h"
+#include "schema/process.h"
 #include "sim/simulate.h"
 #include "sim/target.h"
 
 int main(int argc, char** argv) {
   using namespace tessel;
+  KeepFreedHeapMemory();  // as tessel-worker does
   sim::SimOptions options;
   int count = 64;
   bool each = false;

@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   }
 
   tessel::StopMutexDeadlockDetection();
+  tessel::KeepFreedHeapMemory();  // the dashboard and embedded workers evaluate programs
 
   // Block the shutdown signals in every thread; one thread waits for them.
   sigset_t signals;

@@ -69,6 +69,7 @@ int RealMain(int argc, char** argv) {
     return app.exit(e);
   }
   tessel::StopMutexDeadlockDetection();
+  tessel::KeepFreedHeapMemory();
   if (absl::Status s = tessel::ConfigureLogging(log_format, verbose ? "debug" : log_level);
       !s.ok()) {
     std::fprintf(stderr, "tessel-worker: error: %s\n", std::string(s.message()).c_str());

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "client/cli/command.h"
 #include "client/cli/common.h"
+#include "schema/process.h"
 #include "schema/strings.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -80,6 +81,7 @@ int Main(int argc, char** argv) {
 }  // namespace tessel::cli
 
 int main(int argc, char** argv) {
+  tessel::KeepFreedHeapMemory();  // embedded tunes evaluate programs in this process
   try {
     return tessel::cli::Main(argc, argv);
   } catch (const std::exception& e) {
