@@ -729,18 +729,35 @@ class CoreSim {
       const int64_t x = *it;
       if (until_[x & mask_] >= pos_) live_src_.push_back({x, ring_[x & mask_], until_[x & mask_]});
     }
-    const size_t old_size = inflight_.size();
-    for (const LiveResult& src : live_src_) {
-      // Live at new_pos after j periods: until + j * period_len >= new_pos.
-      const int64_t j0 = std::max<int64_t>(1, k - (src.until - pos_) / period_len);
-      for (int64_t j = j0; j <= k; ++j) {
-        const int64_t y = src.pos + j * period_len;
-        ring_[y & mask_] = src.value + j * delta;
-        until_[y & mask_] = src.until + j * period_len;
-        inflight_.push_back(y);
+    // Live at new_pos after j periods: until + j * period_len >= new_pos.
+    auto first_period = [&](const LiveResult& src) {
+      return std::max<int64_t>(1, k - (src.until - pos_) / period_len);
+    };
+    // The new entries are appended in position order, so inflight_ stays sorted (they all lie
+    // after the old ones): period j's entries (src.pos + j * period_len, src in position order)
+    // before period j + 1's. Each period's block starts where the earlier periods' entries end.
+    int64_t j_min = k + 1;
+    for (const LiveResult& src : live_src_) j_min = std::min(j_min, first_period(src));
+    if (j_min <= k) {
+      std::vector<int64_t>& at = period_at_;  // per period from j_min: its next slot
+      at.assign(size_t(k - j_min + 1), 0);
+      for (const LiveResult& src : live_src_) ++at[size_t(first_period(src) - j_min)];
+      int64_t active = 0, next = int64_t(inflight_.size());
+      for (int64_t& slot : at) {
+        active += slot;  // sources live in this period
+        slot = next;
+        next += active;
+      }
+      inflight_.resize(size_t(next));
+      for (const LiveResult& src : live_src_) {
+        for (int64_t j = first_period(src); j <= k; ++j) {
+          const int64_t y = src.pos + j * period_len;
+          ring_[y & mask_] = src.value + j * delta;
+          until_[y & mask_] = src.until + j * period_len;
+          inflight_[size_t(at[size_t(j - j_min)]++)] = y;
+        }
       }
     }
-    std::sort(inflight_.begin() + old_size, inflight_.end());
     for (int e = 0; e < 4; ++e) {
       if (!(info.engines >> e & 1)) continue;
       free_[e] += shift_t;
@@ -807,6 +824,7 @@ class CoreSim {
     int64_t pos, value, until;
   };
   std::vector<LiveResult> live_src_;  // Skip's scratch
+  std::vector<int64_t> period_at_;    // Skip's scratch
   // Liveness: the longest distance at which each template's results are read (0: never), and per
   // ring slot the last position that may read its result (until_; dead slots lie below pos_).
   std::vector<int64_t> maxread_;
