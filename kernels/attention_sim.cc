@@ -25,8 +25,7 @@ class SimEmitter {
       : p_(plan), target_(target), program_(program) {}
 
   void BeginCore(int core) {
-    program_->cores.resize(core + 1);
-    c_ = &program_->cores[core];
+    c_ = &program_->Core(size_t(core));
     const int64_t chunks = CeilDiv(p_.kv_tile, 128);
     const int d = int(p_.d), bq = int(p_.bq);
     const int kvp = int(std::min<int64_t>(128, p_.kv_tile));

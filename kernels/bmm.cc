@@ -284,8 +284,7 @@ class SimEmitter {
       : p_(plan), target_(target), program_(program), gemm_(GemmShapeOf(plan)) {}
 
   void BeginCore(int core) {
-    program_->cores.resize(core + 1);
-    core_ = &program_->cores[core];
+    core_ = &program_->Core(size_t(core));
     const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
     const int out_partitions =
         std::min(gemm_.Partitions(p_.tile_m, p_.tile_n), target_.sbuf_partitions);

@@ -402,8 +402,7 @@ class SimEmitter {
 
   void BeginCore(int core, const Plan& p) {
     p_ = &p;
-    program_->cores.resize(core + 1);
-    core_ = &program_->cores[core];
+    core_ = &program_->Core(size_t(core));
     const Sbuf sbuf = SbufOf(p);
     const int in_parts = int(std::min<int64_t>(p.tile_c, target_.sbuf_partitions));
     const int64_t out_part = p.input_stationary ? p.tile_pix : p.tile_k;

@@ -110,6 +110,12 @@ struct CountingProgram {
     std::vector<CountingCore> v;
   } cores;
   std::string name;
+
+  // As sim::Program::Core.
+  CountingCore& Core(size_t index) {
+    cores.resize(index + 1);
+    return cores[index];
+  }
 };
 
 }  // namespace tessel::kernels

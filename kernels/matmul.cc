@@ -535,8 +535,7 @@ class SimEmitter {
   }
 
   void BeginCore(int core) {
-    program_->cores.resize(core + 1);
-    sim::CoreProgram* c = &program_->cores[core];
+    sim::CoreProgram* c = &program_->Core(size_t(core));
     writer_.Begin(c, kCompact);
     // Room for a typical core, so the program grows without copying itself several times.
     c->instructions.reserve(kCompact ? 1024 : 4096);

@@ -67,8 +67,7 @@ SimSink::SimSink(const sim::Target& target, int rows_per_partition, sim::Program
 SimSink::~SimSink() = default;
 
 void SimSink::BeginCore(int core, std::vector<sim::Allocation> allocations) {
-  program_->cores.resize(core + 1);
-  core_ = &program_->cores[core];
+  core_ = &program_->Core(size_t(core));
   core_->allocations = std::move(allocations);
   const bool compact = g_lowering == RowLowering::kCompact;
   writer_.Begin(core_, compact);

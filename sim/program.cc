@@ -316,6 +316,16 @@ void Keep(std::vector<T>& from, std::vector<std::vector<T>>& kept, size_t& bytes
 
 }  // namespace
 
+CoreProgram& Program::Core(size_t index) {
+  if (cores.size() <= index) cores.resize(index + 1);
+  CoreProgram& core = cores[index];
+  if (index > 0) {
+    core.instructions.reserve(cores[index - 1].instructions.size());
+    core.deps.reserve(cores[index - 1].deps.size());
+  }
+  return core;
+}
+
 CoreProgram::CoreProgram() {
   Recycled& r = ThreadRecycled();
   TakeLargest(r.instructions, r.bytes, instructions);

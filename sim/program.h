@@ -221,6 +221,11 @@ struct CoreProgram {
 struct Program {
   std::string name;                // for traces and messages
   std::vector<CoreProgram> cores;  // one per core used; at least one
+
+  // cores[index], appended if it is not there yet, with room for as many instructions and
+  // dependencies as the core before it has (a program's cores are alike), so a large program's
+  // later cores do not grow their buffers step by step.
+  CoreProgram& Core(size_t index);
 };
 
 // Keeps `program`'s large core buffers (its instructions and deps, 4 MiB or more), emptied, for
