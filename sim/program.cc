@@ -266,9 +266,9 @@ std::string_view OpName(Op op) {
 
 namespace {
 
-// Only buffers this large are kept: smaller ones glibc's free lists already reuse, and keeping
-// them apart from those lists costs more page faults than it saves (measured on layernorm's
-// random configs). Beyond 32 MiB glibc maps and unmaps every allocation.
+// Only buffers this large are kept: glibc maps and unmaps every allocation beyond 32 MiB, while
+// smaller ones its free lists reuse (KeepFreedHeapMemory), and keeping those apart from the free
+// lists cost more page faults than it saved (conv2d's random configs, BENCHMARKS.md).
 constexpr size_t kMinRecycledBytes = size_t{32} << 20;
 constexpr size_t kMaxRecycledBytes = size_t{256} << 20;
 constexpr size_t kMaxRecycledPerKind = 8;

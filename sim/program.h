@@ -228,7 +228,7 @@ struct Program {
   CoreProgram& Core(size_t index);
 };
 
-// Keeps `program`'s large core buffers (its instructions and deps, 4 MiB or more), emptied, for
+// Keeps `program`'s large core buffers (its instructions and deps, 32 MiB or more), emptied, for
 // the next core programs this thread constructs, so a thread that lowers and simulates one program
 // after another (a worker) reuses their memory instead of having it mapped and faulted in again:
 // a large flat program (attention at seq 8192) is tens of MB, and on a paravirtualised VM a page
