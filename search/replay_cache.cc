@@ -143,6 +143,12 @@ absl::StatusOr<ReplayCache> ReplayCache::Parse(std::string_view text, std::strin
       index += scale * found;
       scale *= values.size();
     }
+    // Two keys can name one configuration (a record's values decide over its key): which one
+    // measured it is not for this reader to guess, and counting both would count it twice.
+    if (out.entries_.contains(index)) {
+      return absl::InvalidArgumentError(StrCat(origin, ": cache entry '", key,
+                                               "' names the same configuration as an earlier one"));
+    }
     Entry entry;
     auto time = record.find("time");
     if (time != record.end() && time->is_number()) {

@@ -80,6 +80,20 @@ TEST(ReplayCacheTest, ParsesEveryFailedEntryFormAsAFailure) {
   EXPECT_FALSE(cache->IndexOf(Make("16", "0", "a")).has_value());          // unknown value
 }
 
+// Found by kt_cache_fuzz: "064,0,a" with the values of "128,0,a" was counted as a second
+// successful entry of one configuration (ok_entries above entries).
+TEST(ReplayCacheTest, RejectsTwoEntriesOfOneConfiguration) {
+  std::string text = kCache;
+  const std::string extra = R"("064,0,a": {"block": 128, "unroll": 0, "mode": "a", "time": 3.0},)";
+  text.insert(text.find(R"("32,0,a")"), extra);
+  auto cache = ReplayCache::Parse(text, "test");
+  EXPECT_EQ(cache.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(
+      cache.status().message().find("'128,0,a' names the same configuration as an earlier one"),
+      std::string_view::npos)
+      << cache.status();
+}
+
 TEST(ReplayCacheTest, LoadsPlainAndGzippedFilesAlike) {
   for (bool gzip : {false, true}) {
     testing::TempDir dir("replay_test_");
