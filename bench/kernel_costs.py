@@ -19,7 +19,8 @@ import statistics
 import subprocess
 import sys
 
-# kernel, large example shape, the dims that double in --growth
+# kernel, large example shape, the dims that double in --growth. The shapes are sim_bench.cc's
+# kLargeShapes (BM_EvaluateKernel): a shape changed there is changed here too.
 SHAPES = [
     ("matmul", "M=4096,N=4096,K=4096", ("M", "N", "K")),
     ("attention", "batch=1,heads=16,seq_q=4096,seq_k=4096,head_dim=128,causal=1",

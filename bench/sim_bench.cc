@@ -91,6 +91,8 @@ BENCHMARK(BM_EvaluateMatmul4096Default)->Unit(benchmark::kMicrosecond);
 
 // Lower + Simulate of 64 random valid configs of each kernel at its large example shape (issue
 // 20) on snc3: the per-kernel cost of an evaluation, fast path (exact=0) and `--exact` (exact=1).
+// bench/kernel_costs.py measures the same shapes through sim_count: a shape changed here is
+// changed there too.
 struct LargeShape {
   const char* kernel;
   const char* dims;
