@@ -2,29 +2,31 @@
 // synthetic program: the simulation of a lowered config (the hot loop of a tune) allocates
 // nothing once its thread has simulated a program as large. Counts global operator new calls,
 // so it is a binary of its own.
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/kernel.h"
+#include "kernels/kernel_testing.h"
 #include "sim/simulate.h"
 #include "tests/testing/count_allocations.h"
 
 namespace tessel::kernels {
 namespace {
 
-// The default, then seeded random valid configs of `kernel`'s example problem.
+// The default, then up to `random` seeded random valid configs of `kernel`'s example problem.
 std::vector<Config> Configs(const Kernel& kernel, const Problem& problem, const sim::Target& target,
                             int random) {
   std::vector<Config> configs = {kernel.Default(problem, target)};
   absl::StatusOr<Space> space = kernel.SpaceFor(problem, target);
   if (!space.ok()) return configs;
   std::mt19937_64 rng(7);
-  std::uniform_int_distribution<uint64_t> pick(0, space->Size() - 1);
-  for (int draw = 0; draw < 100'000 && static_cast<int>(configs.size()) < 1 + random; ++draw) {
-    Config config = space->Decode(pick(rng));
-    if (space->Validate(config).ok()) configs.push_back(std::move(config));
+  while (static_cast<int>(configs.size()) < 1 + random) {
+    std::optional<Config> config = test_support::RandomValid(*space, rng, 100'000);
+    if (!config) break;
+    configs.push_back(*std::move(config));
   }
   return configs;
 }
