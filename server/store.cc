@@ -96,9 +96,8 @@ constexpr std::string_view kJobSelect =
     "SELECT j.id, w.kernel, w.dims, w.dtype, w.target, j.dims_display, j.kernel_version, "
     "j.target_version, j.strategy, j.budget, j.seed, j.state, j.message, j.default_config, "
     "j.roofline_ns, j.created_ms, j.finished_ms, j.time_limit_s, j.stop_after_no_improvement, "
-    "j.target_time_ns, j.effort, j.stopped_by, j.priority, j.model, j.lockstep FROM jobs j JOIN "
-    "workloads w ON w.id = "
-    "j.workload_id ";
+    "j.target_time_ns, j.effort, j.stopped_by, j.priority, j.model, j.lockstep "
+    "FROM jobs j JOIN workloads w ON w.id = j.workload_id ";
 
 absl::StatusOr<JobRecord> JobFromRow(const Statement& row) {
   JobRecord job;
