@@ -3,6 +3,7 @@
 #define TESSEL_KERNELS_KERNEL_TESTING_H_
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -111,6 +112,28 @@ inline void ExpectValidConfigsOnSnc2AndSnc3(const Kernel& kernel, const Problem&
   ForSnc2AndSnc3(kernel, problem, [&](const char* target, const Space& space) {
     EXPECT_GE(CountValid(space), at_least) << target;
   });
+}
+
+// Every field of a result, as text (so a difference names the field).
+inline std::string ResultFields(const sim::SimResult& r) {
+  std::string s = "ticks=" + std::to_string(r.ticks) + " time_ns=" + std::to_string(r.time_ns) +
+                  " tensor_cycles=" + std::to_string(r.tensor_cycles) +
+                  " hbm=" + std::to_string(r.hbm_bytes) +
+                  " roofline=" + std::to_string(r.roofline_ns) +
+                  " sbuf_peak=" + std::to_string(r.sbuf_peak_bytes) +
+                  " psum_peak=" + std::to_string(r.psum_peak_bytes) + " bound=" + r.bound;
+  for (int e = 0; e < sim::kNumEngines; ++e) {
+    s += " e" + std::to_string(e) + "=" + std::to_string(r.engines[e].busy_ticks) + "/" +
+         std::to_string(r.engines[e].instructions) + "/" + std::to_string(r.engines[e].busy_frac);
+  }
+  return s;
+}
+
+// The environment variable `name` as an integer, or `fallback` when it is not set (e.g. the
+// fast-path corpora's TESSEL_FASTPATH_CASES).
+inline int64_t EnvOr(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoll(v) : fallback;
 }
 
 // Whether `compact` (a loop-structured program) unrolls to exactly `flat`: the same cores, and

@@ -3,7 +3,6 @@
 // lowering (the row-tile loop compressed, sim/compact.h) simulated with the fast path, the same
 // program with --exact, and the flat lowering (every instruction emitted) give identical results,
 // field by field, and the compact program unrolls to exactly the flat one.
-#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
@@ -18,21 +17,8 @@ namespace tessel::kernels {
 namespace {
 
 using Case = test_support::ValidCase;
-
-// Every field of a result, as text (so a difference names the field).
-std::string Fields(const sim::SimResult& r) {
-  std::string s = "ticks=" + std::to_string(r.ticks) + " time_ns=" + std::to_string(r.time_ns) +
-                  " tensor_cycles=" + std::to_string(r.tensor_cycles) +
-                  " hbm=" + std::to_string(r.hbm_bytes) +
-                  " roofline=" + std::to_string(r.roofline_ns) +
-                  " sbuf_peak=" + std::to_string(r.sbuf_peak_bytes) +
-                  " psum_peak=" + std::to_string(r.psum_peak_bytes) + " bound=" + r.bound;
-  for (int e = 0; e < sim::kNumEngines; ++e) {
-    s += " e" + std::to_string(e) + "=" + std::to_string(r.engines[e].busy_ticks) + "/" +
-         std::to_string(r.engines[e].instructions) + "/" + std::to_string(r.engines[e].busy_frac);
-  }
-  return s;
-}
+using test_support::EnvOr;
+using test_support::ResultFields;
 
 // Random valid cases: rows and cols up to `max_dim`, a third of them multiples of 512 (the rest
 // mostly ragged), bf16 or fp32.
@@ -56,11 +42,6 @@ class RowwiseFastPathTest : public ::testing::TestWithParam<Param> {};
 
 // TESSEL_FASTPATH_CASES=N and TESSEL_FASTPATH_SEED=S run a longer corpus (the fuzzing run of
 // issue 20: N cases from seed S, dims up to 8192); by default 300 cases from seed 20.
-int64_t EnvOr(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::atoll(v) : fallback;
-}
-
 TEST_P(RowwiseFastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
   const sim::Target t = test_support::Load(GetParam().target);
   const Kernel& kernel = *FindKernel(GetParam().kernel);
@@ -83,8 +64,8 @@ TEST_P(RowwiseFastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
     absl::StatusOr<sim::SimResult> exact = sim::Simulate(t, *compact, {.exact = true});
     absl::StatusOr<sim::SimResult> reference = sim::Simulate(t, *flat, {});
     ASSERT_TRUE(fast.ok() && exact.ok() && reference.ok()) << what;
-    ASSERT_EQ(Fields(*fast), Fields(*exact)) << "fast vs exact: " << what;
-    ASSERT_EQ(Fields(*exact), Fields(*reference)) << "exact vs flat: " << what;
+    ASSERT_EQ(ResultFields(*fast), ResultFields(*exact)) << "fast vs exact: " << what;
+    ASSERT_EQ(ResultFields(*exact), ResultFields(*reference)) << "exact vs flat: " << what;
   }
   EXPECT_GT(compressed, cases / 3) << "the compact lowering should compress most programs";
 }
@@ -110,7 +91,8 @@ TEST(RowwiseFastPathDump, WritesResultsWhenAsked) {
       for (const Case& c : Corpus(kernel, t, 300, 20)) {
         absl::StatusOr<sim::SimResult> r = Evaluate(kernel, c.problem, c.config, t, {});
         out << name << " " << target << " " << c.problem.dims.ToString() << " "
-            << c.config.ToString() << " " << (r.ok() ? Fields(*r) : r.status().ToString()) << "\n";
+            << c.config.ToString() << " " << (r.ok() ? ResultFields(*r) : r.status().ToString())
+            << "\n";
       }
     }
   }
