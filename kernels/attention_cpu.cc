@@ -81,6 +81,11 @@ class CpuEmitter {
   }
 
   void BeginCore(int) {}
+  bool CopyCore(int) { return false; }  // every head's values differ
+  template <typename Head>
+  void Heads(int64_t lo, int64_t hi, Head& head) {
+    for (int64_t h = lo; h < hi; ++h) head(h);
+  }
   void BeginHead(int64_t h) { h_ = h; }
   void Select(int g) {
     if (g == current_) return;

@@ -30,6 +30,11 @@ struct KvTile {
 // groups form one stream that the pipeline walks: with pipeline > 0 the first step of the next
 // group starts before the last step of the previous one finishes, so two groups' members can be
 // live at once (member slots: group parity x q_group + member).
+//
+// A core's heads run through e.Heads(lo, hi, head) (head(h) emits head h; an emitter may call it
+// for some heads only when it knows the rest emit alike, as the compact lowering does), and a core
+// whose head count equals the previous core's is offered to e.CopyCore(core) first (true: copied,
+// skip it).
 template <typename Emitter>
 void Generate(const Plan& p, Emitter& e) {
   int64_t kv_tiles = p.kv_tiles;
@@ -50,10 +55,15 @@ void Generate(const Plan& p, Emitter& e) {
     int pass = 0;
     bool exp_first = false;
   };
+  int64_t previous_heads = -1;
   for (int core = 0; core < p.shards; ++core) {
-    e.BeginCore(core);
     const int64_t lo = p.bh * core / p.shards, hi = p.bh * (core + 1) / p.shards;
-    for (int64_t h = lo; h < hi; ++h) {
+    // A core with as many heads as the one before it runs the same program (every head's steps
+    // are alike): an emitter may copy it.
+    if (hi - lo == previous_heads && e.CopyCore(core)) continue;
+    previous_heads = hi - lo;
+    e.BeginCore(core);
+    auto head = [&](int64_t h) {
       e.BeginHead(h);
       if (p.resident && p.group_stride == 1) {
         for (int64_t t = 0; t < kv_tiles; ++t) {
@@ -305,7 +315,9 @@ void Generate(const Plan& p, Emitter& e) {
         if (!p.two_pass) finish();
       }
       finish();
-    }
+    };
+    // Every head emits alike from the emitter's state: an emitter may compress the loop.
+    e.Heads(lo, hi, head);
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <numeric>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -9,11 +11,14 @@
 #include "kernels/attention_schedule.h"
 #include "kernels/estimate_util.h"
 #include "kernels/lowering/gemm_emit.h"
+#include "sim/compact.h"
 
 namespace tessel::kernels::attention_internal {
 namespace {
 
 constexpr int64_t kSampledGroups = 4;
+
+AttentionLowering g_lowering = AttentionLowering::kCompact;
 
 // Turns schedule steps into simulator instructions, tracking the buffers' readers and writers.
 // `ProgramT` is sim::Program, or CountingProgram for the analytic estimate (which keeps only the
@@ -21,11 +26,44 @@ constexpr int64_t kSampledGroups = 4;
 template <typename ProgramT>
 class SimEmitter {
  public:
+  // A simulator program (else the estimate's counting one), written through a sim::StreamWriter.
+  static constexpr bool kSim = std::is_same_v<ProgramT, sim::Program>;
+
   SimEmitter(const Plan& plan, const sim::Target& target, ProgramT* program)
       : p_(plan), target_(target), program_(program) {}
 
+  // Core `core` has as many heads as core - 1: it runs the same program when the engines are
+  // picked in the same turn as they were for core - 1 (compact lowering). Which buffer of a
+  // rotation comes first does not matter: a core starts with all of them free, so another start
+  // only renames them. The counters then move on as if the core had been emitted.
+  bool CopyCore(int core) {
+    if constexpr (kSim) {
+      if (g_lowering != AttentionLowering::kCompact) return false;
+      const Counters now = Count();
+      const bool split = p_.evict == "split";  // evictions alternate Vector and Scalar
+      if ((split && now[kEvict] % 2 != core_start_[kEvict] % 2) ||
+          now[kPt] % p_.p_dma_den != core_start_[kPt] % p_.p_dma_den) {
+        return false;
+      }
+      const std::array<int64_t*, 7> counters = CounterRefs();
+      for (size_t k = 0; k < now.size(); ++k) *counters[k] += now[k] - core_start_[k];
+      core_start_ = now;
+      program_->cores.resize(size_t(core) + 1);
+      program_->cores[size_t(core)] = program_->cores[size_t(core) - 1];
+      return true;
+    }
+    return false;
+  }
+
   void BeginCore(int core) {
     c_ = &program_->Core(size_t(core));
+    if constexpr (kSim) {
+      writer_.Begin(c_, g_lowering == AttentionLowering::kCompact);
+      core_start_ = Count();
+      // Room for a typical core, so the program grows without copying itself several times.
+      c_->instructions.reserve(4096);
+      c_->deps.reserve(8192);
+    }
     const int64_t chunks = CeilDiv(p_.kv_tile, 128);
     const int d = int(p_.d), bq = int(p_.bq);
     const int kvp = int(std::min<int64_t>(128, p_.kv_tile));
@@ -64,7 +102,7 @@ class SimEmitter {
       // The constants, made once per core: the triangle and the identity (GpSimd iota and
       // affine_select).
       add("mask", Mem::kSbuf, bq, (p_.mask_width() + p_.bq) * 2, 1);
-      mask_ready_ = c_->Add(
+      mask_ready_ = Add(
           sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, int(p_.mask_width() + p_.bq), bq), {});
     }
     ones_ready_ = -1;
@@ -72,11 +110,11 @@ class SimEmitter {
       add("m_diag", Mem::kSbuf, bq, p_.bq * 2, 2 * group);
       // The identity and a ones tile (GpSimd iota), made once per core.
       add("identity_ones", Mem::kSbuf, bq, 2 * p_.bq * 2, 1);
-      ident_ready_ = c_->Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, 2 * bq, bq), {});
+      ident_ready_ = Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, 2 * bq, bq), {});
       // The ones column of every V buffer, set once (V loads write only the head_dim columns).
       const int64_t v_bufs = p_.resident ? p_.kv_tiles : p_.kv_ring;
-      ones_ready_ = c_->Add(
-          sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, int(v_bufs * chunks), kvp), {});
+      ones_ready_ =
+          Add(sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, int(v_bufs * chunks), kvp), {});
     }
     kv_reader_.assign(p_.kv_ring, -1);
     kv_buf_of_tile_.assign(p_.kv_tiles, 0);
@@ -94,6 +132,34 @@ class SimEmitter {
     o_reader_.assign(p_.q_group, -1);
     current_ = 0;
     Load(members_[0]);
+  }
+
+  // Emits heads [lo, hi) of the current core (head(h) emits head h). The compact lowering emits
+  // the first head, then runs chunks of heads that bring every rotating buffer back to the same
+  // slot through a sim::LoopCompressor: once a chunk's state (relative to the position) repeats,
+  // the rest are a repeat and are not generated. The remaining heads follow plainly.
+  template <typename Head>
+  void Heads(int64_t lo, int64_t hi, Head& head) {
+    int64_t h = lo;
+    if constexpr (kSim) {
+      if (writer_.compact() && hi - lo > kMinChunks) {
+        Counters before = Count();
+        head(h++);
+        const Counters after = Count(), moduli = Moduli();
+        int64_t r = 1;  // heads per chunk
+        for (size_t k = 0; k < before.size(); ++k) {
+          const int64_t delta = (after[k] - before[k]) % moduli[k];
+          r = std::lcm(r, moduli[k] / std::gcd(moduli[k], delta));
+        }
+        const int64_t chunks = (hi - h) / r;
+        if (chunks >= kMinChunks) {
+          HeadChunks<Head> body{this, &head, h, r};
+          loop_.Run(writer_, body, 0, chunks, sim::RunOptions{.min_saving = 64});
+          h += chunks * r;
+        }
+      }
+    }
+    for (; h < hi; ++h) head(h);
   }
 
   void BeginHead(int64_t) {}
@@ -115,11 +181,11 @@ class SimEmitter {
     if (p_.qk_dma) {
       sim::Instruction k = sim::MakeDma(Op::kDmaLoad, int(p_.d), tsz * p_.in_bytes, kQueueK);
       k.transpose = true;
-      k_ready_[buf] = c_->Add(k, {war});
+      k_ready_[buf] = Add(k, {war});
     } else {
       sim::Instruction raw = sim::MakeDma(Op::kDmaLoad, kvp, chunks * p_.d * p_.in_bytes, kQueueK);
       raw.chunk_bytes = int32_t(p_.d * p_.in_bytes);
-      const int32_t load = c_->Add(raw, {war});
+      const int32_t load = Add(raw, {war});
       int32_t last = -1;
       for (int64_t c = 0; c < chunks; ++c) {
         const int csz = int(std::min<int64_t>(128, tsz - c * 128));
@@ -132,7 +198,7 @@ class SimEmitter {
     if (p_.max_fp8) k8_ready_[buf] = -1, k8_war_[buf] = war, k8_size_[buf] = int(tsz);
     sim::Instruction v = sim::MakeDma(Op::kDmaLoad, kvp, chunks * p_.d * p_.in_bytes, kQueueV);
     v.chunk_bytes = int32_t(p_.d * p_.in_bytes);
-    v_ready_[buf] = c_->Add(v, {war});
+    v_ready_[buf] = Add(v, {war});
   }
 
   void LoadQ(int64_t, int64_t qsz) {
@@ -141,10 +207,10 @@ class SimEmitter {
     if (p_.qk_dma) {
       sim::Instruction q = sim::MakeDma(Op::kDmaLoad, int(p_.d), qsz * p_.in_bytes, kQueueQ);
       q.transpose = true;
-      q_ready_ = c_->Add(q, {war});
+      q_ready_ = Add(q, {war});
     } else {
       const int32_t load =
-          c_->Add(sim::MakeDma(Op::kDmaLoad, int(qsz), p_.d * p_.in_bytes, kQueueQ), {war});
+          Add(sim::MakeDma(Op::kDmaLoad, int(qsz), p_.d * p_.in_bytes, kQueueQ), {war});
       const int32_t tr = Transpose(int(qsz), int(p_.d), {load, tr_reader_});
       tr_reader_ = q_ready_ = Evict(int(p_.d), int(qsz), tr, war);
     }
@@ -153,8 +219,7 @@ class SimEmitter {
     // Running max and sum start at -inf and 0.
     // (With two_pass and O in PSUM, the member's previous output is no longer in SBUF.)
     const int32_t o_war = p_.two_pass && !p_.pv_v ? -1 : oacc_;
-    stats_ =
-        c_->Add(sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, 2, int(qsz)), {stats_, o_war});
+    stats_ = Add(sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, 2, int(qsz)), {stats_, o_war});
     ids_.m = ids_.l = stats_;
     ids_.sum_last = -1, ids_.sums = 0;
     ids_.max_last = -1, ids_.maxes = 0;
@@ -181,22 +246,22 @@ class SimEmitter {
       int32_t last = -1;
       for (int64_t c = 0; c < chunks; ++c) {
         const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
-        c_->Add(sim::MakeMatmul(p_.dtype, int(p_.d), csz, int(qsz)),
-                {q_ready_, k_ready_[buf], s_reader_[slot]});
-        last = c_->Add(sim::MakeMatmul(DType::kBf16, int(qsz), csz, int(qsz)),
-                       {ids_.m_diag, ident_ready_});
+        Add(sim::MakeMatmul(p_.dtype, int(p_.d), csz, int(qsz)),
+            {q_ready_, k_ready_[buf], s_reader_[slot]});
+        last = Add(sim::MakeMatmul(DType::kBf16, int(qsz), csz, int(qsz)),
+                   {ids_.m_diag, ident_ready_});
       }
       s_ready_[i] = ids_.m_diag_reader = last;
     } else if (!p_.qk_k) {
       sim::Instruction mm = sim::MakeMatmul(QkDType(), int(p_.d), int(qsz), int(tile.size));
-      s_ready_[i] = c_->Add(mm, {QReady(), KReady(buf), s_reader_[slot]});
+      s_ready_[i] = Add(mm, {QReady(), KReady(buf), s_reader_[slot]});
     } else {
       // S^T chunks with K^T stationary, evicted, then transposed back into the score bank.
       int32_t last = -1;
       for (int64_t c = 0; c < chunks; ++c) {
         const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
         sim::Instruction mm = sim::MakeMatmul(QkDType(), int(p_.d), csz, int(qsz));
-        last = c_->Add(mm, {QReady(), KReady(buf), tr_reader_});
+        last = Add(mm, {QReady(), KReady(buf), tr_reader_});
       }
       const int32_t ev =
           Evict(int(std::min<int64_t>(128, tile.size)), int(chunks * qsz), last, st_reader_);
@@ -226,11 +291,11 @@ class SimEmitter {
       if (!st_) {
         sim::Instruction mm =
             sim::MakeMatmul(DType::kBf16, int(qsz), int(qsz), int(tile.size - first));
-        s_ready_[i] = c_->Add(mm, {mask_ready_});
+        s_ready_[i] = Add(mm, {mask_ready_});
       } else {
         for (int64_t c = first / 128; c < chunks; ++c) {
           const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
-          s_ready_[i] = c_->Add(sim::MakeMatmul(DType::kBf16, csz, csz, int(qsz)), {mask_ready_});
+          s_ready_[i] = Add(sim::MakeMatmul(DType::kBf16, csz, csz, int(qsz)), {mask_ready_});
         }
       }
     }
@@ -240,7 +305,7 @@ class SimEmitter {
     src_bf16_[i] = p_.src_sbuf && p_.dtype != DType::kFp32;
     if (tile.masked && !p_.mask_matmul) {
       // affine_select on GpSimd writes -inf above the diagonal.
-      ev = c_->Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, free, parts), {ev});
+      ev = Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, free, parts), {ev});
     }
     s_reader_[slot_[i]] = ev;
     s_ready_[i] = ev;
@@ -251,7 +316,7 @@ class SimEmitter {
                                              int(qsz), src_[i]);
     max.dtype = src_bf16_[i] ? DType::kBf16 : DType::kFp32;
     max.add_op = true;
-    max_[i] = c_->Add(max, {s_ready_[i]});
+    max_[i] = Add(max, {s_ready_[i]});
     if (src_[i] == Mem::kPsum) s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], max_[i]);
   }
 
@@ -267,17 +332,15 @@ class SimEmitter {
     std::vector<int32_t> deps(max_.begin() + base, max_.begin() + base + n);
     deps.push_back(ids_.m);
     deps.push_back(ids_.m_reader);
-    ids_.m =
-        c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n + 1, int(qsz)), deps);
+    ids_.m = Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n + 1, int(qsz)), deps);
     stats_ = std::max(stats_, ids_.m);
   }
 
   // The deferred maxima's reduction (two_pass: at the start of the exp pass).
   void FinalMax(int64_t qsz) {
     if (ids_.maxes == 0) return;
-    ids_.m =
-        c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.maxes, int(qsz)),
-                {ids_.max_last, ids_.m, ids_.m_reader});
+    ids_.m = Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.maxes, int(qsz)),
+                 {ids_.max_last, ids_.m, ids_.m_reader});
     stats_ = std::max(stats_, ids_.m);
     ids_.max_last = -1, ids_.maxes = 0;
   }
@@ -288,19 +351,19 @@ class SimEmitter {
     if (p_.st) {
       // exp_layout=st: diag(-m) in bf16 (the identity times -m per partition), the moving
       // operand that adds -m to the scores; the exp itself then needs no bias.
-      ids_.m_diag = c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), int(qsz), int(qsz)),
-                            {ids_.m, ids_.m_diag_reader, ident_ready_});
+      ids_.m_diag = Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), int(qsz), int(qsz)),
+                        {ids_.m, ids_.m_diag_reader, ident_ready_});
       ids_.m_reader = ids_.neg = ids_.m_diag;
       stats_ = std::max(stats_, ids_.m_diag);
       return;
     }
-    const int32_t neg = c_->Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), 1, int(qsz)),
-                                {ids_.m, ids_.neg_reader});
+    const int32_t neg = Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), 1, int(qsz)),
+                            {ids_.m, ids_.neg_reader});
     ids_.m_reader = ids_.neg = neg;
     stats_ = std::max(stats_, neg);
     if (!alpha) return;
-    alpha_[phase] = c_->Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)),
-                            {neg, ids_.alpha_reader[phase]});
+    alpha_[phase] = Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)),
+                        {neg, ids_.alpha_reader[phase]});
     stats_ = std::max(stats_, alpha_[phase]);
   }
 
@@ -316,7 +379,7 @@ class SimEmitter {
         sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(total), int(qsz), src_[base]);
     max.dtype = src_bf16_[base] ? DType::kBf16 : DType::kFp32;
     max.add_op = true;
-    max_[base] = c_->Add(max, deps);
+    max_[base] = Add(max, deps);
     for (size_t t = 0; t < tiles.size(); ++t) {
       max_[base + t] = max_[base];
       if (src_[base] == Mem::kPsum) {
@@ -341,7 +404,7 @@ class SimEmitter {
     sim::Instruction exp = sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(total),
                                              ScoreParts(tiles[0], qsz), src_[base], Mem::kSbuf);
     exp.dtype = src_bf16_[base] ? DType::kBf16 : DType::kFp32;
-    const int32_t id = c_->Add(exp, deps);
+    const int32_t id = Add(exp, deps);
     ids_.neg_reader = std::max(ids_.neg_reader, id);
     int32_t sum = id;
     if (p_.sum_vector) {
@@ -349,7 +412,7 @@ class SimEmitter {
           sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(total), int(qsz));
       red.dtype = p_.dtype == DType::kFp32 ? DType::kFp32 : DType::kBf16;
       red.add_op = true;
-      sum = c_->Add(red, {id});
+      sum = Add(red, {id});
     }
     for (size_t t = 0; t < tiles.size(); ++t) {
       const int i = base + int(t);
@@ -367,7 +430,7 @@ class SimEmitter {
         sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(ScoreFree(tile, qsz)),
                           ScoreParts(tile, qsz), src_[i], Mem::kSbuf);
     exp.dtype = src_bf16_[i] ? DType::kBf16 : DType::kFp32;
-    p_ready_[i] = c_->Add(exp, {s_ready_[i], ids_.neg, p_reader_[buf], max_[i]});
+    p_ready_[i] = Add(exp, {s_ready_[i], ids_.neg, p_reader_[buf], max_[i]});
     ids_.neg_reader = std::max(ids_.neg_reader, p_ready_[i]);
     s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], p_ready_[i]);
     sum_[i] = p_ready_[i];
@@ -376,7 +439,7 @@ class SimEmitter {
           sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(tile.size), int(qsz));
       sum.dtype = p_.dtype == DType::kFp32 ? DType::kFp32 : DType::kBf16;
       sum.add_op = true;
-      sum_[i] = c_->Add(sum, {p_ready_[i]});
+      sum_[i] = Add(sum, {p_ready_[i]});
     }
   }
 
@@ -397,14 +460,13 @@ class SimEmitter {
     // a Scalar activation with per-partition scale and bias) after summing several tiles' sums.
     int32_t partial = -1;
     if (n > 1) {
-      partial =
-          c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n, int(qsz)), deps);
+      partial = Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n, int(qsz)), deps);
     }
     const Op op = StatsEngine() == EngineKind::kScalar ? Op::kActivation : Op::kTensorTensor;
     sim::Instruction update = sim::MakeEngineOp(op, StatsEngine(), 1, int(qsz));
     update.dtype = DType::kFp32;
     deps.push_back(partial);
-    ids_.l = c_->Add(update, deps);
+    ids_.l = Add(update, deps);
     ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], ids_.l);
     stats_ = std::max(stats_, ids_.l);
   }
@@ -443,8 +505,7 @@ class SimEmitter {
     sim::Instruction mm = p_.pv_v ? sim::MakeMatmul(p_.dtype, int(csz), int(p_.d), int(qsz))
                                   : sim::MakeMatmul(p_.dtype, int(csz), int(qsz), int(p_.v_cols()));
     // The member's output bank is shared with the same member of the other group in flight.
-    last_pv_ =
-        c_->Add(mm, {pt_ready_[i], v_ready_[buf], start ? o_reader_[OBank()] : -1, ones_ready_});
+    last_pv_ = Add(mm, {pt_ready_[i], v_ready_[buf], start ? o_reader_[OBank()] : -1, ones_ready_});
     p_reader_[p_buf_[i]] = std::max(p_reader_[p_buf_[i]], last_pv_);
     kv_reader_[buf] = std::max(kv_reader_[buf], last_pv_);
   }
@@ -456,7 +517,7 @@ class SimEmitter {
       sim::Instruction copy = sim::MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, o_free,
                                                 o_part, Mem::kPsum, Mem::kSbuf);
       copy.dtype = DType::kFp32;
-      oacc_ = o_reader_[OBank()] = c_->Add(copy, {last_pv_, oacc_});
+      oacc_ = o_reader_[OBank()] = Add(copy, {last_pv_, oacc_});
       return;
     }
     if (!p_.pv_v) {
@@ -465,7 +526,7 @@ class SimEmitter {
                                                  o_part, Mem::kPsum, Mem::kSbuf);
       fused.in1 = Mem::kSbuf;
       fused.dtype = DType::kFp32;
-      oacc_ = o_reader_[OBank()] = c_->Add(fused, {last_pv_, alpha_[phase], oacc_});
+      oacc_ = o_reader_[OBank()] = Add(fused, {last_pv_, alpha_[phase], oacc_});
       ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], oacc_);
       return;
     }
@@ -477,13 +538,13 @@ class SimEmitter {
                                                o_part, Mem::kPsum, Mem::kSbuf);
       mul.in1 = Mem::kSbuf;
       mul.dtype = DType::kFp32;
-      scaled = tr_reader_ = c_->Add(mul, {bcast, oacc_});
+      scaled = tr_reader_ = Add(mul, {bcast, oacc_});
     }
     sim::Instruction add = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free, o_part,
                                              Mem::kPsum, Mem::kSbuf);
     add.in1 = Mem::kSbuf;
     add.dtype = DType::kFp32;
-    oacc_ = o_reader_[OBank()] = c_->Add(add, {last_pv_, scaled});
+    oacc_ = o_reader_[OBank()] = Add(add, {last_pv_, scaled});
   }
 
   // O / l into the staging buffer and the store. With softmax=two_pass, O is still in its PSUM
@@ -491,18 +552,16 @@ class SimEmitter {
   // broadcast of 1/l is in PSUM too).
   void Finish(int64_t, int64_t qsz) {
     if (ids_.sums > 0) {
-      ids_.l =
-          c_->Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.sums, int(qsz)),
-                  {ids_.sum_last, ids_.l});
+      ids_.l = Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.sums, int(qsz)),
+                   {ids_.sum_last, ids_.l});
     }
     // (exp_layout=st: l is the output bank's last column.)
     const int32_t inv =
-        p_.st ? c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz),
-                                          Mem::kPsum, Mem::kSbuf),
-                        {last_pv_})
-              : c_->Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)),
-                        {ids_.l});
-    const int stage = stage_count_++ % kStagingBufs;
+        p_.st ? Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz), Mem::kPsum,
+                                      Mem::kSbuf),
+                    {last_pv_})
+              : Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)), {ids_.l});
+    const int stage = int(stage_count_++ % kStagingBufs);
     int32_t out;
     if (p_.two_pass && p_.pv_v) {
       oacc_ = o_reader_[OBank()] = Evict(int(p_.d), int(qsz), last_pv_, oacc_);
@@ -513,31 +572,169 @@ class SimEmitter {
       mul.dtype = DType::kFp32;
       if (p_.two_pass) {
         mul.in0 = Mem::kPsum;
-        out = o_reader_[OBank()] = c_->Add(mul, {inv, last_pv_, oacc_, stage_reader_[stage]});
+        out = o_reader_[OBank()] = Add(mul, {inv, last_pv_, oacc_, stage_reader_[stage]});
       } else {
-        out = c_->Add(mul, {inv, oacc_, stage_reader_[stage]});
+        out = Add(mul, {inv, oacc_, stage_reader_[stage]});
       }
       sim::Instruction store =
           sim::MakeDma(Op::kDmaStore, int(qsz), p_.d * p_.out_bytes, kQueueStore);
-      stage_reader_[stage] = c_->Add(store, {out});
+      stage_reader_[stage] = Add(store, {out});
     } else {
       const int32_t bcast = Broadcast(int(qsz), inv);
       sim::Instruction mul = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, int(qsz),
                                                int(p_.d), Mem::kPsum, Mem::kSbuf);
       mul.in1 = Mem::kSbuf;
       mul.dtype = DType::kFp32;
-      out = tr_reader_ = c_->Add(mul, {bcast, oacc_, stage_reader_[stage]});
+      out = tr_reader_ = Add(mul, {bcast, oacc_, stage_reader_[stage]});
       // O^T tiles: a transposing store writes O row-major.
       sim::Instruction store =
           sim::MakeDma(Op::kDmaStore, int(p_.d), qsz * p_.out_bytes, kQueueStore);
       store.transpose = true;
-      stage_reader_[stage] = c_->Add(store, {out});
+      stage_reader_[stage] = Add(store, {out});
     }
     oacc_ = out;
     stats_ = std::max(stats_, inv);
   }
 
  private:
+  // Chunks of heads too few to compress: the compressor needs about three periods to find one.
+  static constexpr int64_t kMinChunks = 4;
+
+  // The counters that pick rotating buffers and engines, and their periods.
+  using Counters = std::array<int64_t, 7>;
+  static constexpr size_t kEvict = 5, kPt = 6;  // the ones that pick engines
+  Counters Count() const {
+    return {kv_count_, s_count_, p_count_, q_count_, stage_count_, evict_count_, pt_count_};
+  }
+  std::array<int64_t*, 7> CounterRefs() {  // in Count()'s order
+    return {&kv_count_, &s_count_, &p_count_, &q_count_, &stage_count_, &evict_count_, &pt_count_};
+  }
+  Counters Moduli() const {
+    return {std::max(1, p_.kv_ring),
+            std::max<int64_t>(1, p_.s_slots / p_.kv_block),
+            std::max<int64_t>(1, p_.p_slots / p_.kv_block),
+            std::max<int64_t>(1, p_.q_sets() * p_.q_group),
+            kStagingBufs,
+            2,  // EvictEngine alternates
+            std::max(1, p_.p_dma_den)};
+  }
+
+  // A chunk of heads as a sim::LoopCompressor body (sim/compact.h): iteration i emits `r` heads.
+  template <typename Head>
+  struct HeadChunks {
+    SimEmitter* e;
+    Head* head;
+    int64_t first, r;
+    void Iterate(int64_t i) {
+      for (int64_t k = 0; k < r; ++k) (*head)(first + i * r + k);
+    }
+    void Snapshot(int64_t, sim::LoopState* state) { e->Snapshot(state); }
+    void Skip(const sim::SkippedPeriods& skip) { e->SkipHeads(skip); }
+    sim::HandleFifo* fifo() { return nullptr; }
+  };
+
+  // Calls handle(int32_t&) for every handle of the state a head's emission depends on and
+  // value(int64_t) for everything else, in a fixed order (the current member saved first).
+  template <typename HandleF, typename ValueF>
+  void VisitState(HandleF&& handle, ValueF&& value) {
+    Save(members_[current_]);
+    value(current_);
+    const Counters counts = Count(), moduli = Moduli();
+    for (size_t k = 0; k < counts.size(); ++k) value(counts[k] % moduli[k]);
+    value(s_base_);
+    value(p_base_);
+    value(st_);
+    value(fp8_);
+    for (Member& m : members_) {
+      for (int32_t* h :
+           {&m.q_ready, &m.q8_ready, &m.stats, &m.oacc, &m.last_pv, &m.alpha[0], &m.alpha[1]}) {
+        handle(*h);
+      }
+      StatIds& ids = m.ids;
+      for (int32_t* h :
+           {&ids.m, &ids.m_reader, &ids.neg, &ids.neg_reader, &ids.l, &ids.sum_last, &ids.max_last,
+            &ids.m_diag, &ids.m_diag_reader, &ids.alpha_reader[0], &ids.alpha_reader[1]}) {
+        handle(*h);
+      }
+      value(ids.sums);
+      value(ids.maxes);
+      value(m.q_buf);
+      for (int i = 0; i < kSlots; ++i) {
+        handle(m.s_ready[i]);
+        handle(m.max[i]);
+        handle(m.p_ready[i]);
+        handle(m.sum[i]);
+        handle(m.pt_ready[i]);
+        value(m.slot[i]);
+        value(m.p_buf[i]);
+        value(int64_t(m.src[i]) * 2 + int64_t(m.src_bf16[i]));
+      }
+    }
+    for (std::vector<int32_t>* v : {&kv_reader_, &k_ready_, &v_ready_, &s_reader_, &p_reader_,
+                                    &q_reader_, &k8_ready_, &k8_war_, &o_reader_}) {
+      for (int32_t& h : *v) handle(h);
+    }
+    for (int32_t& h : stage_reader_) handle(h);
+    for (int32_t* h :
+         {&tr_reader_, &pt_reader_, &st_reader_, &mask_ready_, &ones_ready_, &ident_ready_}) {
+      handle(*h);
+    }
+    for (int b : kv_buf_of_tile_) value(b);
+    for (int32_t size : k8_size_) value(size);
+  }
+
+  // The state at a chunk boundary (LoopBody::Snapshot): handles relative to the position.
+  void Snapshot(sim::LoopState* state) {
+    std::vector<int64_t>& canon = state->canon;
+    std::vector<int64_t>& abs = state->abs;
+    canon.clear();
+    abs.clear();
+    const int64_t pos = state->pos;
+    VisitState(
+        [&](int32_t& h) {
+          canon.push_back(h < 0 ? int64_t(-1) : pos - h);
+          abs.push_back(h);
+        },
+        [&](int64_t v) {
+          canon.push_back(v);
+          abs.push_back(-1);
+        });
+    const Counters counts = Count();
+    state->saved.assign(counts.begin(), counts.end());
+  }
+
+  // Moves the state past skipped chunks (LoopBody::Skip): a handle the same at both ends of the
+  // period is a constant; every other one moves by the skipped length. The counters advance by
+  // their change per period.
+  void SkipHeads(const sim::SkippedPeriods& skip) {
+    size_t k = 0;
+    VisitState(
+        [&](int32_t& h) {
+          if (h >= 0 && skip.then->abs[k] != skip.now->abs[k]) h = int32_t(h + skip.shift);
+          ++k;
+        },
+        [&](int64_t) { ++k; });
+    const std::vector<int64_t>& then = skip.then->saved;
+    for (size_t c = 0; int64_t * counter : CounterRefs()) {
+      *counter += (*counter - then[c++]) * skip.periods;
+    }
+    Load(members_[current_]);
+  }
+
+  // Appends an instruction: through the stream writer (a simulator program; handles are flat
+  // positions) or to the counting core.
+  int32_t Add(const sim::Instruction& inst, std::span<const int32_t> deps) {
+    if constexpr (kSim) {
+      deps64_.assign(deps.begin(), deps.end());
+      return int32_t(writer_.Add(inst, std::span<const int64_t>(deps64_)));
+    } else {
+      return c_->Add(inst, deps);
+    }
+  }
+  int32_t Add(const sim::Instruction& inst, std::initializer_list<int32_t> deps) {
+    return Add(inst, std::span<const int32_t>(deps.begin(), deps.size()));
+  }
+
   // The max pass's QK^T operands with max_dtype=fp8: the fp8 copies.
   DType QkDType() const { return fp8_ ? DType::kFp8 : p_.dtype; }
   int32_t QReady() const { return fp8_ ? q8_ready_ : q_ready_; }
@@ -552,7 +749,7 @@ class SimEmitter {
     sim::Instruction copy =
         sim::MakeEngineOp(Op::kTensorCopy, EngineKind::kGpSimd, free, int(p_.d));
     copy.dtype = p_.dtype;
-    return c_->Add(copy, {dep, war});
+    return Add(copy, {dep, war});
   }
 
   // A score tile's [partitions, free] shape: [queries, keys], or in the S^T layout [keys,
@@ -578,7 +775,7 @@ class SimEmitter {
     }
     sim::Instruction tr = sim::MakeDma(Op::kDmaCopy, int(qsz), total * p_.in_bytes, kQueueP);
     tr.transpose = true;
-    const int32_t id = c_->Add(tr, deps);
+    const int32_t id = Add(tr, deps);
     for (int i = base; i < base + n; ++i) pt_ready_[i] = p_reader_[p_buf_[i]] = id;
   }
 
@@ -609,11 +806,11 @@ class SimEmitter {
     tr.in0 = Mem::kSbuf;
     tr.out = Mem::kPsum;
     tr.dtype = p_.dtype;
-    return c_->Add(tr, deps);
+    return Add(tr, deps);
   }
 
   int32_t Evict(int partitions, int free, int32_t dep, int32_t war) {
-    return c_->Add(PsumToSbuf(NextEvictEngine(), partitions, free), {dep, war});
+    return Add(PsumToSbuf(NextEvictEngine(), partitions, free), {dep, war});
   }
 
   // Broadcasts a per-query column [qsz, 1] over the head_dim partitions of the O^T layout:
@@ -622,7 +819,7 @@ class SimEmitter {
     const int32_t tr = Transpose(qsz, 1, {dep, tr_reader_});
     const int32_t row = Evict(1, qsz, tr, -1);
     sim::Instruction mm = sim::MakeMatmul(DType::kFp32, 1, int(p_.d), qsz);
-    return c_->Add(mm, {row});
+    return Add(mm, {row});
   }
 
   // Writers and last readers of a member's running statistics (WAR hazards across the
@@ -674,7 +871,8 @@ class SimEmitter {
   int64_t pt_count_ = 0;         // P^T tiles made so far (p_transpose split)
   int s_base_ = 0, p_base_ = 0;  // first score bank / P buffer of the step being emitted
   int64_t q_count_ = 0;
-  int q_buf_ = 0, stage_count_ = 0;
+  int q_buf_ = 0;
+  int64_t stage_count_ = 0;
   int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, st_reader_ = -1;
   int32_t q8_ready_ = -1;     // max_dtype=fp8: the member's fp8 Q^T
   int32_t mask_ready_ = -1;   // mask=matmul: the constants
@@ -694,9 +892,16 @@ class SimEmitter {
   std::array<int32_t, kSlots> s_ready_{}, max_{}, p_ready_{}, sum_{}, pt_ready_{};
   std::array<Mem, kSlots> src_{};
   std::array<bool, kSlots> src_bf16_{};
+  // The compact lowering's writer and heads loop, and Add's scratch.
+  sim::StreamWriter writer_;
+  sim::LoopCompressor loop_;
+  std::vector<int64_t> deps64_;
+  Counters core_start_{};  // the counters when the last emitted core began
 };
 
 }  // namespace
+
+void SetAttentionLoweringForTesting(AttentionLowering lowering) { g_lowering = lowering; }
 
 void EmitProgram(const Plan& plan, const sim::Target& target, sim::Program* program) {
   SimEmitter emitter(plan, target, program);

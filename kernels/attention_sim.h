@@ -11,6 +11,13 @@
 
 namespace tessel::kernels::attention_internal {
 
+// How EmitProgram writes a core: compact (the default; a core's heads loop compressed into
+// repeats, sim/compact.h, and cores with as many heads as the one before copied) or flat (every
+// instruction emitted; the reference the compact program must unroll to). Not thread-safe: for
+// tests.
+enum class AttentionLowering { kCompact, kFlat };
+void SetAttentionLoweringForTesting(AttentionLowering lowering);
+
 // Fills `program` with the plan's instructions, one core per shard.
 void EmitProgram(const Plan& plan, const sim::Target& target, sim::Program* program);
 
