@@ -4,6 +4,7 @@
 // path, the same program with --exact, and the flat lowering (every instruction of every core
 // emitted) give identical results, field by field, and the compact program unrolls to exactly
 // the flat one.
+#include <cstdio>
 #include <random>
 #include <string>
 
@@ -77,6 +78,8 @@ TEST_P(AttentionFastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
     ASSERT_EQ(ResultFields(*fast), ResultFields(*exact)) << "fast vs exact: " << what;
     ASSERT_EQ(ResultFields(*exact), ResultFields(*reference)) << "exact vs flat: " << what;
   }
+  std::printf("%d programs: %d cores compressed, %d copied\n", int(corpus.size()), compressed,
+              copied);
   // Both mechanisms must be exercised, or the corpus checks nothing of them.
   EXPECT_GT(compressed, cases / 10) << "the heads loop should be compressed in many programs";
   EXPECT_GT(copied, cases / 10) << "many sharded programs should copy cores";

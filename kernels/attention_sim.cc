@@ -39,11 +39,9 @@ class SimEmitter {
   bool CopyCore(int core) {
     if constexpr (kSim) {
       if (g_lowering != AttentionLowering::kCompact) return false;
-      const Counters now = Count();
-      const bool split = p_.evict == "split";  // evictions alternate Vector and Scalar
-      if ((split && now[kEvict] % 2 != core_start_[kEvict] % 2) ||
-          now[kPt] % p_.p_dma_den != core_start_[kPt] % p_.p_dma_den) {
-        return false;
+      const Counters now = Count(), moduli = Moduli();
+      for (size_t k : {kEvict, kPt}) {
+        if (now[k] % moduli[k] != core_start_[k] % moduli[k]) return false;
       }
       const std::array<int64_t*, 7> counters = CounterRefs();
       for (size_t k = 0; k < now.size(); ++k) *counters[k] += now[k] - core_start_[k];
@@ -135,9 +133,10 @@ class SimEmitter {
   }
 
   // Emits heads [lo, hi) of the current core (head(h) emits head h). The compact lowering emits
-  // the first head, then runs chunks of heads that bring every rotating buffer back to the same
-  // slot through a sim::LoopCompressor: once a chunk's state (relative to the position) repeats,
-  // the rest are a repeat and are not generated. The remaining heads follow plainly.
+  // the first head, then runs chunks of heads that bring the engine turns back (split evictions,
+  // the P^T transposes' DMA share) through a sim::LoopCompressor: once a chunk's state (relative
+  // to the position, rotations relative to their next buffer) repeats, the rest are a repeat and
+  // are not generated. The remaining heads follow plainly.
   template <typename Head>
   void Heads(int64_t lo, int64_t hi, Head& head) {
     int64_t h = lo;
@@ -147,7 +146,7 @@ class SimEmitter {
         head(h++);
         const Counters after = Count(), moduli = Moduli();
         int64_t r = 1;  // heads per chunk
-        for (size_t k = 0; k < before.size(); ++k) {
+        for (size_t k : {kEvict, kPt}) {
           const int64_t delta = (after[k] - before[k]) % moduli[k];
           r = std::lcm(r, moduli[k] / std::gcd(moduli[k], delta));
         }
@@ -600,9 +599,9 @@ class SimEmitter {
   // Chunks of heads too few to compress: the compressor needs about three periods to find one.
   static constexpr int64_t kMinChunks = 4;
 
-  // The counters that pick rotating buffers and engines, and their periods.
+  // The counters that pick rotating buffers (the first kRings) and engines, and their periods.
   using Counters = std::array<int64_t, 7>;
-  static constexpr size_t kEvict = 5, kPt = 6;  // the ones that pick engines
+  static constexpr size_t kRings = 5, kEvict = 5, kPt = 6;
   Counters Count() const {
     return {kv_count_, s_count_, p_count_, q_count_, stage_count_, evict_count_, pt_count_};
   }
@@ -615,8 +614,56 @@ class SimEmitter {
             std::max<int64_t>(1, p_.p_slots / p_.kv_block),
             std::max<int64_t>(1, p_.q_sets() * p_.q_group),
             kStagingBufs,
-            2,  // EvictEngine alternates
+            p_.evict == "split" ? 2 : 1,  // EvictEngine alternates
             std::max(1, p_.p_dma_den)};
+  }
+  // Per rotation, the buffers a counter step moves by (a step's score banks and P buffers are
+  // kv_block adjacent ones).
+  std::array<int64_t, kRings> Widths() const { return {1, p_.kv_block, p_.kv_block, 1, 1}; }
+
+  // Rotation k's buffer `b` relative to the next one its counter picks (rel), and moved on by
+  // `steps` counter steps (moved); -1 (none) stays.
+  struct Rotation {
+    int64_t start = 0, size = 1, width = 1;
+    int64_t rel(int64_t b) const { return b < 0 ? -1 : ((b - start) % size + size) % size; }
+    int64_t moved(int64_t b, int64_t steps) const {
+      return b < 0 ? -1 : (b + steps % (size / width) * width) % size;
+    }
+  };
+  std::array<Rotation, kRings> Rotations() const {
+    const Counters counts = Count(), moduli = Moduli();
+    const std::array<int64_t, kRings> widths = Widths();
+    std::array<Rotation, kRings> r;
+    for (size_t k = 0; k < kRings; ++k) {
+      r[k] = {counts[k] % moduli[k] * widths[k], moduli[k] * widths[k], widths[k]};
+    }
+    return r;
+  }
+  enum RingId { kKv = 0, kS, kP, kQ, kStage };
+  // Rotation k's arrays of handles (one entry per buffer).
+  template <typename F>
+  void ForRingArrays(F&& f) {
+    for (std::vector<int32_t>* v : {&kv_reader_, &k_ready_, &v_ready_, &k8_ready_, &k8_war_}) {
+      f(kKv, std::span<int32_t>(*v));
+    }
+    f(kS, std::span<int32_t>(s_reader_));
+    f(kP, std::span<int32_t>(p_reader_));
+    f(kQ, std::span<int32_t>(q_reader_));
+    f(kStage, std::span<int32_t>(stage_reader_));
+  }
+  // The state's buffer numbers of each rotation.
+  template <typename F>
+  void ForRingValues(F&& f) {
+    f(kS, s_base_);
+    f(kP, p_base_);
+    for (Member& m : members_) {
+      f(kQ, m.q_buf);
+      for (int64_t i = 0; i < 2 * p_.kv_block; ++i) {
+        f(kS, m.slot[size_t(i)]);
+        f(kP, m.p_buf[size_t(i)]);
+      }
+    }
+    for (int& b : kv_buf_of_tile_) f(kKv, b);
   }
 
   // A chunk of heads as a sim::LoopCompressor body (sim/compact.h): iteration i emits `r` heads.
@@ -634,17 +681,19 @@ class SimEmitter {
   };
 
   // Calls handle(int32_t&) for every handle of the state a head's emission depends on and
-  // value(int64_t) for everything else, in a fixed order (the current member saved first).
+  // value(int64_t) for everything else, in a fixed order (the current member saved first). A
+  // rotation's buffers are visited from the next one its counter picks, and buffer numbers are
+  // given relative to it: a rotation in another turn is the same state.
   template <typename HandleF, typename ValueF>
   void VisitState(HandleF&& handle, ValueF&& value) {
     Save(members_[current_]);
-    value(current_);
+    const std::array<Rotation, kRings> rot = Rotations();
     const Counters counts = Count(), moduli = Moduli();
-    for (size_t k = 0; k < counts.size(); ++k) value(counts[k] % moduli[k]);
-    value(s_base_);
-    value(p_base_);
+    value(current_);
+    for (size_t k : {kEvict, kPt}) value(counts[k] % moduli[k]);
     value(st_);
     value(fp8_);
+    ForRingValues([&](int ring, int& b) { value(rot[size_t(ring)].rel(b)); });
     for (Member& m : members_) {
       for (int32_t* h :
            {&m.q_ready, &m.q8_ready, &m.stats, &m.oacc, &m.last_pv, &m.alpha[0], &m.alpha[1]}) {
@@ -658,29 +707,29 @@ class SimEmitter {
       }
       value(ids.sums);
       value(ids.maxes);
-      value(m.q_buf);
       for (int i = 0; i < kSlots; ++i) {
         handle(m.s_ready[i]);
         handle(m.max[i]);
         handle(m.p_ready[i]);
         handle(m.sum[i]);
         handle(m.pt_ready[i]);
-        value(m.slot[i]);
-        value(m.p_buf[i]);
         value(int64_t(m.src[i]) * 2 + int64_t(m.src_bf16[i]));
       }
     }
-    for (std::vector<int32_t>* v : {&kv_reader_, &k_ready_, &v_ready_, &s_reader_, &p_reader_,
-                                    &q_reader_, &k8_ready_, &k8_war_, &o_reader_}) {
-      for (int32_t& h : *v) handle(h);
-    }
-    for (int32_t& h : stage_reader_) handle(h);
+    // (A rotation's buffers beyond its whole steps are never used.)
+    auto in_turn = [&](int ring, auto v, auto&& f) {
+      const size_t n = std::min(v.size(), size_t(rot[size_t(ring)].size));
+      const size_t start = size_t(rot[size_t(ring)].start);
+      for (size_t k = 0; k < n; ++k) f(v[(start + k) % n]);
+      for (size_t k = n; k < v.size(); ++k) f(v[k]);
+    };
+    ForRingArrays([&](int ring, std::span<int32_t> v) { in_turn(ring, v, handle); });
+    in_turn(kKv, std::span<int32_t>(k8_size_), value);
+    for (int32_t& h : o_reader_) handle(h);
     for (int32_t* h :
          {&tr_reader_, &pt_reader_, &st_reader_, &mask_ready_, &ones_ready_, &ident_ready_}) {
       handle(*h);
     }
-    for (int b : kv_buf_of_tile_) value(b);
-    for (int32_t size : k8_size_) value(size);
   }
 
   // The state at a chunk boundary (LoopBody::Snapshot): handles relative to the position.
@@ -714,7 +763,23 @@ class SimEmitter {
           ++k;
         },
         [&](int64_t) { ++k; });
+    // The rotations turn on by the skipped counter steps.
     const std::vector<int64_t>& then = skip.then->saved;
+    const std::array<Rotation, kRings> rot = Rotations();
+    std::array<int64_t, kRings> steps;
+    for (size_t ring = 0; ring < kRings; ++ring) {
+      steps[ring] = (Count()[ring] - then[ring]) * skip.periods;
+    }
+    ForRingValues(
+        [&](int ring, int& b) { b = int(rot[size_t(ring)].moved(b, steps[size_t(ring)])); });
+    auto rotate = [&](int ring, auto v) {
+      const size_t n = std::min(v.size(), size_t(rot[size_t(ring)].size));
+      const size_t by = size_t(rot[size_t(ring)].moved(0, steps[size_t(ring)]));
+      if (n > 1)
+        std::rotate(v.begin(), v.begin() + ptrdiff_t(n - by % n), v.begin() + ptrdiff_t(n));
+    };
+    ForRingArrays(rotate);
+    rotate(kKv, std::span<int32_t>(k8_size_));
     for (size_t c = 0; int64_t * counter : CounterRefs()) {
       *counter += (*counter - then[c++]) * skip.periods;
     }
