@@ -20,7 +20,6 @@ namespace {
 using attention_internal::AttentionLowering;
 using attention_internal::SetAttentionLoweringForTesting;
 using test_support::EnvOr;
-using test_support::ResultFields;
 
 // Random valid cases: 1-2 batches of 1-16 heads (so that cores run several heads), sequences up
 // to `max_seq` (a third multiples of 128, the rest mostly ragged; causal ones with seq_q <=
@@ -54,35 +53,20 @@ TEST_P(AttentionFastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
   const Kernel& kernel = *FindKernel("attention");
   const int64_t cases = EnvOr("TESSEL_FASTPATH_CASES", 300);
   const uint64_t seed = uint64_t(EnvOr("TESSEL_FASTPATH_SEED", 20));
-  int compressed = 0, copied = 0;
   const std::vector<test_support::ValidCase> corpus =
       Corpus(kernel, t, int(cases), seed, cases > 300 ? 2048 : 768);
   EXPECT_EQ(int64_t(corpus.size()), cases) << "problems without a valid config were drawn";
-  for (const auto& c : corpus) {
-    const std::string what = c.problem.dims.ToString() + " " + c.config.ToString();
-    SetAttentionLoweringForTesting(AttentionLowering::kFlat);
-    absl::StatusOr<sim::Program> flat = kernel.Lower(c.problem, c.config, t);
-    SetAttentionLoweringForTesting(AttentionLowering::kCompact);
-    absl::StatusOr<sim::Program> compact = kernel.Lower(c.problem, c.config, t);
-    ASSERT_TRUE(compact.ok() && flat.ok()) << what;
-    ASSERT_TRUE(test_support::UnrollsTo(*compact, *flat)) << what;
-    for (size_t core = 0; core < flat->cores.size(); ++core) {
-      compressed +=
-          compact->cores[core].instructions.size() < flat->cores[core].instructions.size();
-      copied += core > 0 && compact->cores[core] == compact->cores[core - 1];
-    }
-    absl::StatusOr<sim::SimResult> fast = sim::Simulate(t, *compact, {});
-    absl::StatusOr<sim::SimResult> exact = sim::Simulate(t, *compact, {.exact = true});
-    absl::StatusOr<sim::SimResult> reference = sim::Simulate(t, *flat, {});
-    ASSERT_TRUE(fast.ok() && exact.ok() && reference.ok()) << what;
-    ASSERT_EQ(ResultFields(*fast), ResultFields(*exact)) << "fast vs exact: " << what;
-    ASSERT_EQ(ResultFields(*exact), ResultFields(*reference)) << "exact vs flat: " << what;
-  }
-  std::printf("%d programs: %d cores compressed, %d copied\n", int(corpus.size()), compressed,
-              copied);
+  test_support::LoweringCounts counts;
+  test_support::ExpectLoweringsAgree(
+      kernel, t, corpus, [] { SetAttentionLoweringForTesting(AttentionLowering::kFlat); },
+      [] { SetAttentionLoweringForTesting(AttentionLowering::kCompact); }, &counts);
+  if (HasFatalFailure()) return;
+  std::printf("%d programs: %d cores compressed, %d copied\n", int(corpus.size()),
+              counts.compressed, counts.copied);
   // Both mechanisms must be exercised, or the corpus checks nothing of them.
-  EXPECT_GT(compressed, cases / 10) << "the heads loop should be compressed in many programs";
-  EXPECT_GT(copied, cases / 10) << "many sharded programs should copy cores";
+  EXPECT_GT(counts.compressed, cases / 10)
+      << "the heads loop should be compressed in many programs";
+  EXPECT_GT(counts.copied, cases / 10) << "many sharded programs should copy cores";
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, AttentionFastPathTest, ::testing::Values("snc2", "snc3"),

@@ -26,6 +26,7 @@ using sim::Mem;
 using sim::Op;
 
 Conv2dFault g_fault = Conv2dFault::kNone;
+Conv2dLowering g_lowering = Conv2dLowering::kCopyCores;
 
 constexpr int kStagingBufs = 2;
 constexpr int kQueueInput = 0, kQueueWeights = 1, kQueueStore = 2;
@@ -257,10 +258,20 @@ void Generate(const Plan& p, Emitter& e) {
   if (g_fault == Conv2dFault::kDropRaggedChannelTile && p.c % p.tile_c != 0 && p.c > p.tile_c) {
     c_tiles = p.c / p.tile_c;
   }
+  const int64_t split = p.split_items ? p.items : p.k_blocks;
+  // A core's program depends only on the shape of its share: as many items starting at the same
+  // pixel tile of an image, or as many K blocks of which none is ragged (only the last can be).
+  auto alike = [&](int64_t lo, int64_t hi, int64_t prev_lo, int64_t prev_hi) {
+    if (hi - lo != prev_hi - prev_lo) return false;
+    if (p.split_items) return (lo - prev_lo) % p.pix_tiles == 0;
+    return hi < p.k_blocks || p.k % (p.block_k * p.tile_k) == 0;
+  };
   for (int core = 0; core < p.shards; ++core) {
-    const int64_t split = p.split_items ? p.items : p.k_blocks;
     const int64_t lo = ShardBegin(split, p.shards, core),
                   hi = ShardBegin(split, p.shards, core + 1);
+    if (core > 0 && alike(lo, hi, ShardBegin(split, p.shards, core - 1), lo) && e.CopyCore(core)) {
+      continue;
+    }
     const int64_t item_lo = p.split_items ? lo : 0, item_hi = p.split_items ? hi : p.items;
     const int64_t kb_lo = p.split_items ? 0 : lo, kb_hi = p.split_items ? p.k_blocks : hi;
     e.BeginCore(core, p);
@@ -400,6 +411,17 @@ class SimEmitter {
  public:
   SimEmitter(const sim::Target& target, ProgramT* program) : target_(target), program_(program) {}
 
+  // Core `core` runs the same program as core - 1 (Generate checked their shares).
+  bool CopyCore(int core) {
+    if constexpr (std::is_same_v<ProgramT, sim::Program>) {
+      if (g_lowering != Conv2dLowering::kCopyCores) return false;
+      program_->cores.resize(size_t(core) + 1);
+      program_->cores[size_t(core)] = program_->cores[size_t(core) - 1];
+      return true;
+    }
+    return false;
+  }
+
   void BeginCore(int core, const Plan& p) {
     p_ = &p;
     core_ = &program_->Core(size_t(core));
@@ -482,6 +504,7 @@ class CpuEmitter {
   }
 
   void BeginCore(int, const Plan&) {}
+  bool CopyCore(int) { return false; }  // every core computes its own outputs
 
   int32_t LoadInput(int32_t id, int64_t n, int64_t c0, int64_t csz, const Halo& halo, int32_t) {
     InputBuf& b = inputs_[id];
@@ -596,6 +619,7 @@ class CpuEmitter {
 }  // namespace
 
 void SetConv2dFaultForTesting(Conv2dFault fault) { g_fault = fault; }
+void SetConv2dLoweringForTesting(Conv2dLowering lowering) { g_lowering = lowering; }
 
 absl::Status Conv2dKernel::ValidateProblem(const Problem& problem,
                                            const sim::Target& target) const {

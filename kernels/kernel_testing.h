@@ -189,6 +189,43 @@ inline std::vector<ValidCase> RandomValidCases(
   return cases;
 }
 
+// What a compact lowering did to a corpus (ExpectLoweringsAgree): cores with fewer instructions
+// than the flat lowering's, and cores equal to the core before them.
+struct LoweringCounts {
+  int compressed = 0;
+  int copied = 0;
+};
+// For every case of `corpus` on `target`: the program lowered after `flat()` and after
+// `compact()` (the kernel's lowering switches), the compact one unrolls to the flat one, and the
+// compact one simulated fast, the same with --exact, and the flat one give identical results,
+// field by field. Stops at the first failure; `counts` says what the compact lowering did.
+inline void ExpectLoweringsAgree(const Kernel& kernel, const sim::Target& target,
+                                 const std::vector<ValidCase>& corpus,
+                                 const std::function<void()>& flat,
+                                 const std::function<void()>& compact, LoweringCounts* counts) {
+  for (const ValidCase& c : corpus) {
+    const std::string what = c.problem.dims.ToString() + " " + c.config.ToString();
+    flat();
+    absl::StatusOr<sim::Program> flat_program = kernel.Lower(c.problem, c.config, target);
+    compact();
+    absl::StatusOr<sim::Program> compact_program = kernel.Lower(c.problem, c.config, target);
+    ASSERT_TRUE(compact_program.ok() && flat_program.ok()) << what;
+    ASSERT_TRUE(UnrollsTo(*compact_program, *flat_program)) << what;
+    const std::vector<sim::CoreProgram>& cores = compact_program->cores;
+    for (size_t core = 0; core < cores.size(); ++core) {
+      counts->compressed +=
+          cores[core].instructions.size() < flat_program->cores[core].instructions.size();
+      counts->copied += core > 0 && cores[core] == cores[core - 1];
+    }
+    absl::StatusOr<sim::SimResult> fast = sim::Simulate(target, *compact_program, {});
+    absl::StatusOr<sim::SimResult> exact = sim::Simulate(target, *compact_program, {.exact = true});
+    absl::StatusOr<sim::SimResult> reference = sim::Simulate(target, *flat_program, {});
+    ASSERT_TRUE(fast.ok() && exact.ok() && reference.ok()) << what;
+    ASSERT_EQ(ResultFields(*fast), ResultFields(*exact)) << "fast vs exact: " << what;
+    ASSERT_EQ(ResultFields(*exact), ResultFields(*reference)) << "exact vs flat: " << what;
+  }
+}
+
 // A config simulated alone and with shards=N.
 struct ShardedRuns {
   sim::SimResult one, sharded;

@@ -47,27 +47,13 @@ TEST_P(RowwiseFastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
   const Kernel& kernel = *FindKernel(GetParam().kernel);
   const int64_t cases = EnvOr("TESSEL_FASTPATH_CASES", 300);
   const uint64_t seed = uint64_t(EnvOr("TESSEL_FASTPATH_SEED", 20));
-  int compressed = 0;
-  for (const Case& c : Corpus(kernel, t, int(cases), seed, cases > 300 ? 8192 : 4096)) {
-    const std::string what = c.problem.dims.ToString() + " " + c.config.ToString();
-    rowwise::SetRowLoweringForTesting(rowwise::RowLowering::kFlat);
-    absl::StatusOr<sim::Program> flat = kernel.Lower(c.problem, c.config, t);
-    rowwise::SetRowLoweringForTesting(rowwise::RowLowering::kCompact);
-    absl::StatusOr<sim::Program> compact = kernel.Lower(c.problem, c.config, t);
-    ASSERT_TRUE(compact.ok() && flat.ok()) << what;
-    ASSERT_TRUE(test_support::UnrollsTo(*compact, *flat)) << what;
-    for (size_t core = 0; core < flat->cores.size(); ++core) {
-      compressed +=
-          compact->cores[core].instructions.size() < flat->cores[core].instructions.size();
-    }
-    absl::StatusOr<sim::SimResult> fast = sim::Simulate(t, *compact, {});
-    absl::StatusOr<sim::SimResult> exact = sim::Simulate(t, *compact, {.exact = true});
-    absl::StatusOr<sim::SimResult> reference = sim::Simulate(t, *flat, {});
-    ASSERT_TRUE(fast.ok() && exact.ok() && reference.ok()) << what;
-    ASSERT_EQ(ResultFields(*fast), ResultFields(*exact)) << "fast vs exact: " << what;
-    ASSERT_EQ(ResultFields(*exact), ResultFields(*reference)) << "exact vs flat: " << what;
-  }
-  EXPECT_GT(compressed, cases / 3) << "the compact lowering should compress most programs";
+  test_support::LoweringCounts counts;
+  test_support::ExpectLoweringsAgree(
+      kernel, t, Corpus(kernel, t, int(cases), seed, cases > 300 ? 8192 : 4096),
+      [] { rowwise::SetRowLoweringForTesting(rowwise::RowLowering::kFlat); },
+      [] { rowwise::SetRowLoweringForTesting(rowwise::RowLowering::kCompact); }, &counts);
+  if (HasFatalFailure()) return;
+  EXPECT_GT(counts.compressed, cases / 3) << "the compact lowering should compress most programs";
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelsAndTargets, RowwiseFastPathTest,
