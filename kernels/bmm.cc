@@ -22,6 +22,7 @@ using sim::EngineKind;
 using sim::Mem;
 
 BmmFault g_fault = BmmFault::kNone;
+BmmLowering g_lowering = BmmLowering::kCopyCores;
 
 // A parsed, checked config for one problem and target, with everything the lowering derives.
 struct Plan : GemmOperands, GemmTiling, GemmChoices, GemmBlocks {
@@ -156,11 +157,17 @@ void Generate(const Plan& p, Emitter& e) {
     std::vector<int32_t> loads;                             // one per K tile of the block
     int32_t reader = -1;                                    // last matmul reading it
   };
+  // A core's share: [lo, hi) of the batches or of the M blocks.
+  const int64_t split = p.shard_batch ? p.b : p.blocks_m;
+  auto share = [&](int core) { return split * core / p.shards; };
   for (int core = 0; core < p.shards; ++core) {
-    const int64_t b_lo = p.shard_batch ? p.b * core / p.shards : 0;
-    const int64_t b_hi = p.shard_batch ? p.b * (core + 1) / p.shards : p.b;
-    const int64_t mb_lo = p.shard_batch ? 0 : p.blocks_m * core / p.shards;
-    const int64_t mb_hi = p.shard_batch ? p.blocks_m : p.blocks_m * (core + 1) / p.shards;
+    const int64_t lo = share(core), hi = share(core + 1);
+    const int64_t b_lo = p.shard_batch ? lo : 0, b_hi = p.shard_batch ? hi : p.b;
+    const int64_t mb_lo = p.shard_batch ? 0 : lo, mb_hi = p.shard_batch ? p.blocks_m : hi;
+    // A core's program depends only on the shape of its share: as many batches (the batch
+    // groups follow), or as many M blocks of which none is ragged (only the last can be).
+    const bool regular = p.shard_batch || hi * p.block_m * p.tile_m <= p.m;
+    if (core > 0 && hi - lo == lo - share(core - 1) && regular && e.CopyCore(core)) continue;
     e.BeginCore(core);
     std::vector<Buffer> a_bufs(p.bufs), b_bufs(p.bufs);
     int64_t a_count = 0, b_count = 0, psum_count = 0, stage_count = 0, evict_count = 0;
@@ -283,6 +290,14 @@ class SimEmitter {
   SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
       : p_(plan), target_(target), program_(program), gemm_(GemmShapeOf(plan)) {}
 
+  // Core `core` runs the same program as core - 1 (Generate checked their shares).
+  bool CopyCore(int core) {
+    if (g_lowering != BmmLowering::kCopyCores) return false;
+    program_->cores.resize(size_t(core) + 1);
+    program_->cores[size_t(core)] = program_->cores[size_t(core) - 1];
+    return true;
+  }
+
   void BeginCore(int core) {
     core_ = &program_->Core(size_t(core));
     const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
@@ -343,6 +358,7 @@ class CpuEmitter {
       : p_(plan), gemm_(plan, plan, plan.psum_slots, a, b, c) {}
 
   void BeginCore(int) {}
+  bool CopyCore(int) { return false; }  // every core computes its own outputs
   int32_t Load(bool, int64_t, int64_t, int64_t, int32_t) { return -1; }
 
   int32_t Matmul(const GemmMatmul& mm) {
@@ -375,6 +391,7 @@ class CpuEmitter {
 }  // namespace
 
 void SetBmmFaultForTesting(BmmFault fault) { g_fault = fault; }
+void SetBmmLoweringForTesting(BmmLowering lowering) { g_lowering = lowering; }
 
 absl::Status BmmKernel::ValidateProblem(const Problem& problem, const sim::Target& target) const {
   absl::Status checked = CheckProblem(name(), dims(), dtypes(), problem, target);

@@ -42,6 +42,12 @@ enum class BmmFault {
 // Sets the fault for all later Lower/Verify calls in the process. Not thread-safe; tests only.
 void SetBmmFaultForTesting(BmmFault fault);
 
+// How Lower writes the program: by default a core whose share has the same shape as the core
+// before it (as many batches; or as many M blocks, none ragged) is a copy of it; kFlat emits
+// every core (the reference a test compares with). Not thread-safe; tests only.
+enum class BmmLowering { kCopyCores, kFlat };
+void SetBmmLoweringForTesting(BmmLowering lowering);
+
 }  // namespace tessel::kernels
 
 #endif  // TESSEL_KERNELS_BMM_H_
