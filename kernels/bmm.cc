@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <span>
 #include <tuple>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "kernels/matmul_plan.h"
 #include "kernels/schedule_util.h"
 #include "schema/strings.h"
+#include "sim/compact.h"
 
 namespace tessel::kernels {
 namespace {
@@ -22,7 +24,7 @@ using sim::EngineKind;
 using sim::Mem;
 
 BmmFault g_fault = BmmFault::kNone;
-BmmLowering g_lowering = BmmLowering::kCopyCores;
+BmmLowering g_lowering = BmmLowering::kCompact;
 
 // A parsed, checked config for one problem and target, with everything the lowering derives.
 struct Plan : GemmOperands, GemmTiling, GemmChoices, GemmBlocks {
@@ -139,6 +141,34 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   return p;
 }
 
+// An operand buffer: the block it holds and the handles of its loads and last reader.
+struct Buffer {
+  std::tuple<int64_t, int64_t, int64_t> key{-1, -1, -1};  // batch group, m or n block, k block
+  std::vector<int32_t> loads;                             // one per K tile of the block
+  int32_t reader = -1;                                    // last matmul reading it
+};
+
+// A core's schedule state: operand buffers, rotations and the last readers of PSUM slots and
+// staging buffers (what the compact lowering compares between column blocks).
+struct CoreState {
+  std::vector<Buffer> a_bufs, b_bufs;
+  int64_t a_count = 0, b_count = 0, psum_count = 0, stage_count = 0, evict_count = 0;
+  std::vector<int32_t> slot_reader;
+  std::array<int32_t, kGemmStagingBufs> stage_reader;
+  int64_t last_stationary = -1;
+
+  explicit CoreState(const Plan& p)
+      : a_bufs(p.bufs), b_bufs(p.bufs), slot_reader(p.psum_slots, -1) {
+    stage_reader.fill(-1);
+  }
+};
+
+// The stationary tile of a matmul: A(batch, kt, tm) or B(batch, kt, tn).
+int64_t StationaryOf(const Plan& p, int64_t batch, int64_t kt, int64_t tm, int64_t tn) {
+  return ((batch * p.tiles_k + kt) * (p.tiles_m + p.tiles_n)) +
+         (p.stationary_b ? p.tiles_m + tn : tm);
+}
+
 // Walks the plan's schedule in program order and tells `e` each step. Shared by the lowering and
 // the CPU execution in Verify, so both run the same tile boundaries, tails, batch grouping,
 // sharding and accumulation order.
@@ -152,11 +182,6 @@ void Generate(const Plan& p, Emitter& e) {
     if (g_fault == BmmFault::kRaggedMOffByOne && size < p.tile_m && size > 1) --size;
     return size;
   };
-  struct Buffer {
-    std::tuple<int64_t, int64_t, int64_t> key{-1, -1, -1};  // batch group, m or n block, k block
-    std::vector<int32_t> loads;                             // one per K tile of the block
-    int32_t reader = -1;                                    // last matmul reading it
-  };
   // A core's share: [lo, hi) of the batches or of the M blocks.
   const int64_t split = p.shard_batch ? p.b : p.blocks_m;
   auto share = [&](int core) { return split * core / p.shards; };
@@ -169,12 +194,13 @@ void Generate(const Plan& p, Emitter& e) {
     const bool regular = p.shard_batch || hi * p.block_m * p.tile_m <= p.m;
     if (core > 0 && hi - lo == lo - share(core - 1) && regular && e.CopyCore(core)) continue;
     e.BeginCore(core);
-    std::vector<Buffer> a_bufs(p.bufs), b_bufs(p.bufs);
-    int64_t a_count = 0, b_count = 0, psum_count = 0, stage_count = 0, evict_count = 0;
-    std::vector<int32_t> slot_reader(p.psum_slots, -1);
-    std::array<int32_t, kGemmStagingBufs> stage_reader;
-    stage_reader.fill(-1);
-    int64_t last_stationary = -1;
+    CoreState state(p);
+    std::vector<Buffer>&a_bufs = state.a_bufs, &b_bufs = state.b_bufs;
+    int64_t &a_count = state.a_count, &b_count = state.b_count, &psum_count = state.psum_count;
+    int64_t &stage_count = state.stage_count, &evict_count = state.evict_count;
+    std::vector<int32_t>& slot_reader = state.slot_reader;
+    std::array<int32_t, kGemmStagingBufs>& stage_reader = state.stage_reader;
+    int64_t& last_stationary = state.last_stationary;
 
     // Makes sure the operand block `key` is resident; returns its buffer.
     auto ensure = [&](bool is_a, std::tuple<int64_t, int64_t, int64_t> key, int64_t gsz) {
@@ -203,7 +229,7 @@ void Generate(const Plan& p, Emitter& e) {
       const int64_t gsz = std::min(p.group, b_hi - g0);
       if (g_fault == BmmFault::kDropRaggedBatchGroup && gsz < p.group) continue;
       for (int64_t mb = mb_lo; mb < mb_hi; ++mb) {
-        for (int64_t nb = 0; nb < p.blocks_n; ++nb) {
+        auto column = [&](int64_t nb) {
           std::vector<std::pair<int64_t, int64_t>> tiles;  // (tm, tn) of the block
           for (int64_t tm = mb * p.block_m; tm < std::min(p.tiles_m, (mb + 1) * p.block_m); ++tm) {
             for (int64_t tn = nb * p.block_n; tn < std::min(p.tiles_n, (nb + 1) * p.block_n);
@@ -235,10 +261,7 @@ void Generate(const Plan& p, Emitter& e) {
                     const auto [tm, tn] = tiles[ti];
                     const size_t acc = si * tiles.size() + ti;
                     const int64_t batch = g0 + set[si];
-                    // The stationary tile: A(batch, kt, tm) or B(batch, kt, tn).
-                    const int64_t stationary =
-                        ((batch * p.tiles_k + kt) * (p.tiles_m + p.tiles_n)) +
-                        (p.stationary_b ? p.tiles_m + tn : tm);
+                    const int64_t stationary = StationaryOf(p, batch, kt, tm, tn);
                     const bool reload = stationary != last_stationary;
                     last_stationary = stationary;
                     last_mm[acc] = e.Matmul({.batch = batch,
@@ -278,13 +301,19 @@ void Generate(const Plan& p, Emitter& e) {
               }
             }
           }
-        }
+        };
+        // The column blocks of a row block emit alike, but for a ragged last one: an emitter may
+        // compress their loop.
+        const int64_t regular = p.n % (p.block_n * p.tile_n) == 0 ? p.blocks_n : p.blocks_n - 1;
+        e.Columns(state, g0, mb, regular, column);
+        for (int64_t nb = regular; nb < p.blocks_n; ++nb) column(nb);
       }
     }
   }
 }
 
-// Turns schedule steps into simulator instructions.
+// Turns schedule steps into simulator instructions, through a sim::StreamWriter: a compact
+// program (a row block's column blocks compressed, sim/compact.h) or a flat one.
 class SimEmitter {
  public:
   SimEmitter(const Plan& plan, const sim::Target& target, sim::Program* program)
@@ -292,7 +321,7 @@ class SimEmitter {
 
   // Core `core` runs the same program as core - 1 (Generate checked their shares).
   bool CopyCore(int core) {
-    if (g_lowering != BmmLowering::kCopyCores) return false;
+    if (g_lowering != BmmLowering::kCompact) return false;
     program_->cores.resize(size_t(core) + 1);
     program_->cores[size_t(core)] = program_->cores[size_t(core) - 1];
     return true;
@@ -300,6 +329,7 @@ class SimEmitter {
 
   void BeginCore(int core) {
     core_ = &program_->Core(size_t(core));
+    writer_.Begin(core_, g_lowering == BmmLowering::kCompact);
     const int in_partitions = int(std::min<int64_t>(p_.tile_k, target_.sbuf_partitions));
     const int out_partitions =
         std::min(gemm_.Partitions(p_.tile_m, p_.tile_n), target_.sbuf_partitions);
@@ -317,23 +347,146 @@ class SimEmitter {
         gemm_.Load(ksz, gsz * xsz * p_.in_bytes, is_a ? kGemmQueueA : kGemmQueueB);
     // Each batch's (and each row's) slice is contiguous in HBM.
     dma.chunk_bytes = int32_t(xsz * p_.in_bytes);
-    return core_->Add(dma, {dep});
+    return Add(dma, {dep});
   }
 
   int32_t Matmul(const GemmMatmul& mm) {
-    return core_->Add(gemm_.Matmul(mm.k, mm.m, mm.n, mm.reload),
-                      {mm.after_a, mm.after_b, mm.after_slot});
+    return Add(gemm_.Matmul(mm.k, mm.m, mm.n, mm.reload), {mm.after_a, mm.after_b, mm.after_slot});
   }
 
   int32_t Evict(EngineKind engine, const GemmOutputTile& out, int32_t dep_mm, int32_t dep_stage) {
-    return core_->Add(gemm_.Evict(engine, out.m, out.n), {dep_mm, dep_stage});
+    return Add(gemm_.Evict(engine, out.m, out.n), {dep_mm, dep_stage});
   }
 
   int32_t Store(const GemmOutputTile& out, int32_t dep) {
-    return core_->Add(gemm_.Store(out.m, out.n), {dep});
+    return Add(gemm_.Store(out.m, out.n), {dep});
+  }
+
+  // Emits column blocks [0, last) of row block `mb` of batch group `g0` (column(nb) emits one).
+  // The compact lowering runs them through a sim::LoopCompressor: once the core's state relative
+  // to the position and to the column block repeats, the rest are a repeat and are not generated.
+  template <typename Column>
+  void Columns(CoreState& state, int64_t g0, int64_t mb, int64_t last, Column& column) {
+    if (!writer_.compact() || last < 4) {
+      for (int64_t nb = 0; nb < last; ++nb) column(nb);
+      return;
+    }
+    ColumnBody<Column> body{this, &state, &column, g0, mb};
+    loop_.Run(writer_, body, 0, last, sim::RunOptions{.min_saving = 64});
   }
 
  private:
+  // A row block's column loop as a sim::LoopCompressor body (sim/compact.h).
+  template <typename Column>
+  struct ColumnBody {
+    SimEmitter* e;
+    CoreState* state;
+    Column* column;
+    int64_t g0, mb;
+    void Iterate(int64_t nb) { (*column)(nb); }
+    void Snapshot(int64_t nb, sim::LoopState* s) { e->Snapshot(*state, g0, mb, nb, s); }
+    void Skip(const sim::SkippedPeriods& skip) { e->SkipColumns(*state, skip); }
+    sim::HandleFifo* fifo() { return nullptr; }
+  };
+
+  // Calls handle(int32_t&) for every handle of `s` that column block nb's emission depends on
+  // and value(int64_t) for everything else, in a fixed order. Rotations (operand buffers, PSUM
+  // slots, staging) are visited from the buffer their counter picks next, and block keys are
+  // relative to row block mb and column block nb.
+  template <typename HandleF, typename ValueF>
+  void VisitState(CoreState& s, int64_t g0, int64_t mb, int64_t nb, HandleF&& handle,
+                  ValueF&& value) {
+    value(p_.evict == "split" ? s.evict_count % 2 : 0);
+    // Whether the column's first matmul reuses the stationary tile of the last one.
+    value(s.last_stationary == StationaryOf(p_, g0, 0, mb * p_.block_m, nb * p_.block_n));
+    auto buffers = [&](std::vector<Buffer>& bufs, int64_t count, int64_t x_now) {
+      const size_t n = bufs.size();
+      for (size_t k = 0; k < n; ++k) {
+        Buffer& b = bufs[(size_t(count) + k) % n];
+        const auto [bg, x, kb] = b.key;
+        if (bg < 0) {
+          value(-1);  // never loaded
+        } else {
+          value(bg - g0);
+          value(x - x_now);
+          value(kb);
+        }
+        value(int64_t(b.loads.size()));
+        for (int32_t& h : b.loads) handle(h);
+        handle(b.reader);
+      }
+    };
+    buffers(s.a_bufs, s.a_count, mb);
+    buffers(s.b_bufs, s.b_count, nb);
+    const size_t slots = s.slot_reader.size();
+    for (size_t k = 0; k < slots; ++k) handle(s.slot_reader[(size_t(s.psum_count) + k) % slots]);
+    for (size_t k = 0; k < s.stage_reader.size(); ++k) {
+      handle(s.stage_reader[(size_t(s.stage_count) + k) % s.stage_reader.size()]);
+    }
+  }
+
+  // The state at a column boundary (LoopBody::Snapshot): handles relative to the position.
+  void Snapshot(CoreState& s, int64_t g0, int64_t mb, int64_t nb, sim::LoopState* state) {
+    std::vector<int64_t>& canon = state->canon;
+    std::vector<int64_t>& abs = state->abs;
+    canon.clear();
+    abs.clear();
+    const int64_t pos = state->pos;
+    VisitState(
+        s, g0, mb, nb,
+        [&](int32_t& h) {
+          canon.push_back(h < 0 ? int64_t(-1) : pos - h);
+          abs.push_back(h);
+        },
+        [&](int64_t v) {
+          canon.push_back(v);
+          abs.push_back(-1);
+        });
+    state->saved = {s.a_count, s.b_count, s.psum_count, s.stage_count, s.evict_count, nb};
+  }
+
+  // Moves the state past skipped column blocks (LoopBody::Skip): a handle the same at both ends
+  // of the period is a constant, every other one moves by the skipped length; the rotations
+  // turn, the counters advance by their change per period, and the B blocks held (all written
+  // in the period: their keys are relative) and the last stationary tile (B stationary) move on
+  // by the skipped columns.
+  void SkipColumns(CoreState& s, const sim::SkippedPeriods& skip) {
+    const std::vector<int64_t>& then = skip.then->saved;
+    const int64_t nb = then[5] + skip.p;  // the column at the current boundary
+    size_t k = 0;
+    // (g0 and mb do not matter here: values are skipped.)
+    VisitState(
+        s, 0, 0, nb,
+        [&](int32_t& h) {
+          if (h >= 0 && skip.then->abs[k] != skip.now->abs[k]) h = int32_t(h + skip.shift);
+          ++k;
+        },
+        [&](int64_t) { ++k; });
+    const int64_t cols = skip.periods * skip.p;
+    auto turn = [&](auto& v, int64_t count, int64_t then_count) {
+      const size_t n = v.size(), by = size_t((count - then_count) * skip.periods % int64_t(n));
+      std::rotate(v.begin(), v.begin() + ptrdiff_t((n - by) % n), v.end());
+    };
+    turn(s.a_bufs, s.a_count, then[0]);
+    turn(s.b_bufs, s.b_count, then[1]);
+    turn(s.slot_reader, s.psum_count, then[2]);
+    turn(s.stage_reader, s.stage_count, then[3]);
+    for (Buffer& b : s.b_bufs) {
+      if (std::get<0>(b.key) >= 0) std::get<1>(b.key) += cols;
+    }
+    if (p_.stationary_b && s.last_stationary >= 0) s.last_stationary += cols * p_.block_n;
+    int64_t* counters[] = {&s.a_count, &s.b_count, &s.psum_count, &s.stage_count, &s.evict_count};
+    for (size_t c = 0; c < std::size(counters); ++c) {
+      *counters[c] += (*counters[c] - then[c]) * skip.periods;
+    }
+  }
+
+  // Appends an instruction through the stream writer (handles are flat positions).
+  int32_t Add(const sim::Instruction& inst, std::initializer_list<int32_t> deps) {
+    deps64_.assign(deps.begin(), deps.end());
+    return int32_t(writer_.Add(inst, std::span<const int64_t>(deps64_)));
+  }
+
   static GemmShape GemmShapeOf(const Plan& p) {
     return GemmShape{.dtype = p.dtype,
                      .rows_per_partition = p.rows_per_partition,
@@ -348,6 +501,9 @@ class SimEmitter {
   sim::Program* program_;
   const GemmShape gemm_;
   sim::CoreProgram* core_ = nullptr;
+  sim::StreamWriter writer_;
+  sim::LoopCompressor loop_;
+  std::vector<int64_t> deps64_;  // Add's scratch
 };
 
 // Executes schedule steps on the CPU: fp32 PSUM accumulation per slot, rounded output staging.
@@ -359,6 +515,10 @@ class CpuEmitter {
 
   void BeginCore(int) {}
   bool CopyCore(int) { return false; }  // every core computes its own outputs
+  template <typename Column>
+  void Columns(CoreState&, int64_t, int64_t, int64_t last, Column& column) {
+    for (int64_t nb = 0; nb < last; ++nb) column(nb);
+  }
   int32_t Load(bool, int64_t, int64_t, int64_t, int32_t) { return -1; }
 
   int32_t Matmul(const GemmMatmul& mm) {

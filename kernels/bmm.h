@@ -42,10 +42,11 @@ enum class BmmFault {
 // Sets the fault for all later Lower/Verify calls in the process. Not thread-safe; tests only.
 void SetBmmFaultForTesting(BmmFault fault);
 
-// How Lower writes the program: by default a core whose share has the same shape as the core
-// before it (as many batches; or as many M blocks, none ragged) is a copy of it; kFlat emits
+// How Lower writes the program: by default compact (a row block's column blocks compressed into
+// repeats, sim/compact.h, and a core whose share has the same shape as the core before it, as
+// many batches or as many M blocks none ragged, a copy of it); kFlat emits every instruction of
 // every core (the reference a test compares with). Not thread-safe; tests only.
-enum class BmmLowering { kCopyCores, kFlat };
+enum class BmmLowering { kCompact, kFlat };
 void SetBmmLoweringForTesting(BmmLowering lowering);
 
 }  // namespace tessel::kernels
