@@ -734,20 +734,7 @@ class SimEmitter {
 
   // The state at a chunk boundary (LoopBody::Snapshot): handles relative to the position.
   void Snapshot(sim::LoopState* state) {
-    std::vector<int64_t>& canon = state->canon;
-    std::vector<int64_t>& abs = state->abs;
-    canon.clear();
-    abs.clear();
-    const int64_t pos = state->pos;
-    VisitState(
-        [&](int32_t& h) {
-          canon.push_back(h < 0 ? int64_t(-1) : pos - h);
-          abs.push_back(h);
-        },
-        [&](int64_t v) {
-          canon.push_back(v);
-          abs.push_back(-1);
-        });
+    sim::CanonOf(state, [&](auto&& handle, auto&& value) { VisitState(handle, value); });
     const Counters counts = Count();
     state->saved.assign(counts.begin(), counts.end());
   }
@@ -756,13 +743,7 @@ class SimEmitter {
   // period is a constant; every other one moves by the skipped length. The counters advance by
   // their change per period.
   void SkipHeads(const sim::SkippedPeriods& skip) {
-    size_t k = 0;
-    VisitState(
-        [&](int32_t& h) {
-          if (h >= 0 && skip.then->abs[k] != skip.now->abs[k]) h = int32_t(h + skip.shift);
-          ++k;
-        },
-        [&](int64_t) { ++k; });
+    sim::MoveHandles(skip, [&](auto&& handle, auto&& value) { VisitState(handle, value); });
     // The rotations turn on by the skipped counter steps.
     const std::vector<int64_t>& then = skip.then->saved;
     const std::array<Rotation, kRings> rot = Rotations();

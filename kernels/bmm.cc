@@ -427,22 +427,9 @@ class SimEmitter {
 
   // The state at a column boundary (LoopBody::Snapshot): handles relative to the position.
   void Snapshot(CoreState& s, int64_t g0, int64_t mb, int64_t nb, sim::LoopState* state) {
-    std::vector<int64_t>& canon = state->canon;
-    std::vector<int64_t>& abs = state->abs;
-    canon.clear();
-    abs.clear();
-    const int64_t pos = state->pos;
-    VisitState(
-        s, g0, mb, nb,
-        [&](int32_t& h) {
-          canon.push_back(h < 0 ? int64_t(-1) : pos - h);
-          abs.push_back(h);
-        },
-        [&](int64_t v) {
-          canon.push_back(v);
-          abs.push_back(-1);
-        });
-    state->saved = {s.a_count, s.b_count, s.psum_count, s.stage_count, s.evict_count, nb};
+    sim::CanonOf(state,
+                 [&](auto&& handle, auto&& value) { VisitState(s, g0, mb, nb, handle, value); });
+    state->saved = {s.a_count, s.b_count, s.psum_count, s.stage_count, s.evict_count};
   }
 
   // Moves the state past skipped column blocks (LoopBody::Skip): a handle the same at both ends
@@ -452,16 +439,9 @@ class SimEmitter {
   // by the skipped columns.
   void SkipColumns(CoreState& s, const sim::SkippedPeriods& skip) {
     const std::vector<int64_t>& then = skip.then->saved;
-    const int64_t nb = then[5] + skip.p;  // the column at the current boundary
-    size_t k = 0;
-    // (g0 and mb do not matter here: values are skipped.)
-    VisitState(
-        s, 0, 0, nb,
-        [&](int32_t& h) {
-          if (h >= 0 && skip.then->abs[k] != skip.now->abs[k]) h = int32_t(h + skip.shift);
-          ++k;
-        },
-        [&](int64_t) { ++k; });
+    // (The blocks do not matter here: only handles move.)
+    sim::MoveHandles(skip,
+                     [&](auto&& handle, auto&& value) { VisitState(s, 0, 0, 0, handle, value); });
     const int64_t cols = skip.periods * skip.p;
     auto turn = [&](auto& v, int64_t count, int64_t then_count) {
       const size_t n = v.size(), by = size_t((count - then_count) * skip.periods % int64_t(n));

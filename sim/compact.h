@@ -45,6 +45,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -220,6 +221,42 @@ struct SkippedPeriods {
     if (h >= 0 && !(still && h < then->pos)) h += shift;
   }
 };
+
+// LoopBody::Snapshot's canon from a visit of the body's state: visit(handle, value) must call
+// handle(h) for every handle (-1: none) and value(v) for every other value the coming iterations
+// depend on, in a fixed order. Handles become relative to state->pos.
+template <typename Visit>
+void CanonOf(LoopState* state, Visit&& visit) {
+  std::vector<int64_t>& canon = state->canon;
+  std::vector<int64_t>& abs = state->abs;
+  canon.clear();
+  abs.clear();
+  const int64_t pos = state->pos;
+  visit(
+      [&](auto h) {
+        canon.push_back(h < 0 ? int64_t(-1) : pos - int64_t(h));
+        abs.push_back(int64_t(h));
+      },
+      [&](int64_t v) {
+        canon.push_back(v);
+        abs.push_back(-1);
+      });
+}
+
+// LoopBody::Skip's handles, from the same visit as CanonOf's (handles by reference): a handle
+// that is the same at both ends of the period (a constant of it) stays, every other one moves
+// by skip.shift.
+template <typename Visit>
+void MoveHandles(const SkippedPeriods& skip, Visit&& visit) {
+  size_t k = 0;
+  visit(
+      [&](auto& h) {
+        using Handle = std::remove_reference_t<decltype(h)>;
+        if (h >= 0 && skip.then->abs[k] != skip.now->abs[k]) h = Handle(h + skip.shift);
+        ++k;
+      },
+      [&](int64_t) { ++k; });
+}
 
 // How a loop's repeats are chosen (see Run).
 struct RunOptions {
