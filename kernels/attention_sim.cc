@@ -621,22 +621,12 @@ class SimEmitter {
   // kv_block adjacent ones).
   std::array<int64_t, kRings> Widths() const { return {1, p_.kv_block, p_.kv_block, 1, 1}; }
 
-  // Rotation k's buffer `b` relative to the next one its counter picks (rel), and moved on by
-  // `steps` counter steps (moved); -1 (none) stays.
-  struct Rotation {
-    int64_t start = 0, size = 1, width = 1;
-    int64_t rel(int64_t b) const { return b < 0 ? -1 : ((b - start) % size + size) % size; }
-    int64_t moved(int64_t b, int64_t steps) const {
-      return b < 0 ? -1 : (b + steps % (size / width) * width) % size;
-    }
-  };
-  std::array<Rotation, kRings> Rotations() const {
+  // The rotations as their counters stand.
+  std::array<sim::Rotation, kRings> Rotations() const {
     const Counters counts = Count(), moduli = Moduli();
     const std::array<int64_t, kRings> widths = Widths();
-    std::array<Rotation, kRings> r;
-    for (size_t k = 0; k < kRings; ++k) {
-      r[k] = {counts[k] % moduli[k] * widths[k], moduli[k] * widths[k], widths[k]};
-    }
+    std::array<sim::Rotation, kRings> r;
+    for (size_t k = 0; k < kRings; ++k) r[k] = sim::Rotation::At(counts[k], moduli[k], widths[k]);
     return r;
   }
   enum RingId { kKv = 0, kS, kP, kQ, kStage };
@@ -687,13 +677,13 @@ class SimEmitter {
   template <typename HandleF, typename ValueF>
   void VisitState(HandleF&& handle, ValueF&& value) {
     Save(members_[current_]);
-    const std::array<Rotation, kRings> rot = Rotations();
+    const std::array<sim::Rotation, kRings> rot = Rotations();
     const Counters counts = Count(), moduli = Moduli();
     value(current_);
     for (size_t k : {kEvict, kPt}) value(counts[k] % moduli[k]);
     value(st_);
     value(fp8_);
-    ForRingValues([&](int ring, int& b) { value(rot[size_t(ring)].rel(b)); });
+    ForRingValues([&](int ring, int& b) { value(rot[size_t(ring)].Rel(b)); });
     for (Member& m : members_) {
       for (int32_t* h :
            {&m.q_ready, &m.q8_ready, &m.stats, &m.oacc, &m.last_pv, &m.alpha[0], &m.alpha[1]}) {
@@ -716,15 +706,8 @@ class SimEmitter {
         value(int64_t(m.src[i]) * 2 + int64_t(m.src_bf16[i]));
       }
     }
-    // (A rotation's buffers beyond its whole steps are never used.)
-    auto in_turn = [&](int ring, auto v, auto&& f) {
-      const size_t n = std::min(v.size(), size_t(rot[size_t(ring)].size));
-      const size_t start = size_t(rot[size_t(ring)].start);
-      for (size_t k = 0; k < n; ++k) f(v[(start + k) % n]);
-      for (size_t k = n; k < v.size(); ++k) f(v[k]);
-    };
-    ForRingArrays([&](int ring, std::span<int32_t> v) { in_turn(ring, v, handle); });
-    in_turn(kKv, std::span<int32_t>(k8_size_), value);
+    ForRingArrays([&](int ring, std::span<int32_t> v) { rot[size_t(ring)].Visit(v, handle); });
+    rot[kKv].Visit(std::span<int32_t>(k8_size_), value);
     for (int32_t& h : o_reader_) handle(h);
     for (int32_t* h :
          {&tr_reader_, &pt_reader_, &st_reader_, &mask_ready_, &ones_ready_, &ident_ready_}) {
@@ -746,21 +729,16 @@ class SimEmitter {
     sim::MoveHandles(skip, [&](auto&& handle, auto&& value) { VisitState(handle, value); });
     // The rotations turn on by the skipped counter steps.
     const std::vector<int64_t>& then = skip.then->saved;
-    const std::array<Rotation, kRings> rot = Rotations();
+    const std::array<sim::Rotation, kRings> rot = Rotations();
     std::array<int64_t, kRings> steps;
     for (size_t ring = 0; ring < kRings; ++ring) {
       steps[ring] = (Count()[ring] - then[ring]) * skip.periods;
     }
     ForRingValues(
-        [&](int ring, int& b) { b = int(rot[size_t(ring)].moved(b, steps[size_t(ring)])); });
-    auto rotate = [&](int ring, auto v) {
-      const size_t n = std::min(v.size(), size_t(rot[size_t(ring)].size));
-      const size_t by = size_t(rot[size_t(ring)].moved(0, steps[size_t(ring)]));
-      if (n > 1)
-        std::rotate(v.begin(), v.begin() + ptrdiff_t(n - by % n), v.begin() + ptrdiff_t(n));
-    };
-    ForRingArrays(rotate);
-    rotate(kKv, std::span<int32_t>(k8_size_));
+        [&](int ring, int& b) { b = int(rot[size_t(ring)].Moved(b, steps[size_t(ring)])); });
+    ForRingArrays(
+        [&](int ring, std::span<int32_t> v) { rot[size_t(ring)].Turn(v, steps[size_t(ring)]); });
+    rot[kKv].Turn(std::span<int32_t>(k8_size_), steps[kKv]);
     for (size_t c = 0; int64_t * counter : CounterRefs()) {
       *counter += (*counter - then[c++]) * skip.periods;
     }

@@ -258,6 +258,39 @@ void MoveHandles(const SkippedPeriods& skip, Visit&& visit) {
       [&](int64_t) { ++k; });
 }
 
+// A rotation of alike buffers (a ring of SBUF tiles, PSUM banks, ...): a counter picks the next
+// `width` adjacent ones of the first `size` (size / width steps make a turn). A loop body's
+// state is compared from the buffer the counter picks next, so a rotation in another turn is the
+// same state; skipping periods turns it on.
+struct Rotation {
+  int64_t start = 0, size = 1, width = 1;
+
+  // The rotation whose counter stands at `count`, with `steps` steps of `width` buffers.
+  static Rotation At(int64_t count, int64_t steps, int64_t width) {
+    return Rotation{count % steps * width, steps * width, width};
+  }
+  // Buffer `b` relative to the next one the counter picks; -1 (none) stays.
+  int64_t Rel(int64_t b) const { return b < 0 ? -1 : ((b - start) % size + size) % size; }
+  // Buffer `b` after `steps` more counter steps; -1 (none) stays.
+  int64_t Moved(int64_t b, int64_t steps) const {
+    return b < 0 ? -1 : (b + steps % (size / width) * width) % size;
+  }
+  // Calls f on the entries of `v` (one per buffer) from the next one the counter picks (entries
+  // beyond `size` are never picked: they follow in order).
+  template <typename T, typename F>
+  void Visit(std::span<T> v, F&& f) const {
+    const size_t n = std::min(v.size(), size_t(size));
+    for (size_t k = 0; k < n; ++k) f(v[(size_t(start) + k) % n]);
+    for (size_t k = n; k < v.size(); ++k) f(v[k]);
+  }
+  // Moves the entries of `v` on by `steps` counter steps (entry b goes to Moved(b, steps)).
+  template <typename T>
+  void Turn(std::span<T> v, int64_t steps) const {
+    const size_t n = std::min(v.size(), size_t(size)), by = size_t(Moved(0, steps));
+    if (n > 1) std::rotate(v.begin(), v.begin() + ptrdiff_t(n - by % n), v.begin() + ptrdiff_t(n));
+  }
+};
+
 // How a loop's repeats are chosen (see Run).
 struct RunOptions {
   // When > 0, a repeat must save more than this many flat instructions beyond its first two
