@@ -163,7 +163,12 @@ inline ::testing::AssertionResult UnrollsTo(const sim::Program& compact, const s
         return ::testing::AssertionFailure() << "core " << core << " instruction " << i;
       }
       if (!std::ranges::equal(u.DepsOf(int32_t(i)), f.DepsOf(int32_t(i)))) {
-        return ::testing::AssertionFailure() << "core " << core << " deps of " << i;
+        ::testing::AssertionResult failure = ::testing::AssertionFailure();
+        failure << "core " << core << " deps of " << i << ": unrolled";
+        for (int32_t d : u.DepsOf(int32_t(i))) failure << " " << d;
+        failure << ", flat";
+        for (int32_t d : f.DepsOf(int32_t(i))) failure << " " << d;
+        return failure;
       }
     }
   }

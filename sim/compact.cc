@@ -275,6 +275,23 @@ bool LoopCompressor::ConstantReadsAnchorable(StreamWriter& writer, const LoopSta
   if (constants_.empty()) return true;
   std::sort(constants_.begin(), constants_.end());
   constants_.erase(std::unique(constants_.begin(), constants_.end()), constants_.end());
+  // A constant that another entry also held at the period's start, an entry the period
+  // rewrote, is ambiguous: a read of it may go through either (the one must name the same
+  // instruction in every period, the other the next period's result), so such a read keeps the
+  // loop unrolled.
+  ambiguous_.clear();
+  for (size_t q = 0; q < then.abs.size(); ++q) {
+    const int64_t h = then.abs[q];
+    if (h >= 0 && h != now.abs[q] && std::binary_search(constants_.begin(), constants_.end(), h)) {
+      ambiguous_.push_back(h);
+    }
+  }
+  if (!ambiguous_.empty()) {
+    std::sort(ambiguous_.begin(), ambiguous_.end());
+    for (int64_t target : writer.ReadsSince(then.reads, now.reads)) {
+      if (std::binary_search(ambiguous_.begin(), ambiguous_.end(), target)) return false;
+    }
+  }
   return ReadsAnchorable(writer, then, now, constants_, 0);
 }
 

@@ -320,6 +320,7 @@ class LoopCompressor {
     std::swap(marks_, other.marks_);
     constants_.swap(other.constants_);
     fifo_reads_.swap(other.fifo_reads_);
+    ambiguous_.swap(other.ambiguous_);
   }
 
  private:
@@ -342,7 +343,8 @@ class LoopCompressor {
   // that the period did not write (the same instruction at both boundaries, older than `then`).
   // Collects those constants in constants_.
   bool CanonPeriodic(const LoopState& then, const LoopState& now);
-  // Whether the period's reads of the constants can be anchored (see ReadsAnchorable).
+  // Whether the period's reads of the constants can be anchored (see ReadsAnchorable), and none
+  // reads a constant that a rewritten entry also held (which of the two it reads is unknown).
   bool ConstantReadsAnchorable(StreamWriter& writer, const LoopState& then, const LoopState& now);
   // Whether the period's reads of `handles` (ascending, before then.pos) are all outside nested
   // repeats, where they can be anchored (with `stride`) to the repeat's entry.
@@ -361,6 +363,7 @@ class LoopCompressor {
   std::array<LoopState, 3> marks_;   // the last three boundaries of the run, a ring
   std::vector<int64_t> constants_;   // scratch of CanonPeriodic and the anchoring
   std::vector<int64_t> fifo_reads_;  // scratch of FifoStride
+  std::vector<int64_t> ambiguous_;   // scratch of ConstantReadsAnchorable
 };
 
 template <typename LoopBody>
