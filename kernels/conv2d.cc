@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <span>
 #include <tuple>
 #include <type_traits>
 
@@ -14,6 +15,7 @@
 #include "kernels/lowering/verify_util.h"
 #include "kernels/schedule_util.h"
 #include "schema/strings.h"
+#include "sim/compact.h"
 #include "sim/program.h"
 #include "sim/target.h"
 
@@ -26,7 +28,7 @@ using sim::Mem;
 using sim::Op;
 
 Conv2dFault g_fault = Conv2dFault::kNone;
-Conv2dLowering g_lowering = Conv2dLowering::kCopyCores;
+Conv2dLowering g_lowering = Conv2dLowering::kCompact;
 
 constexpr int kStagingBufs = 2;
 constexpr int kQueueInput = 0, kQueueWeights = 1, kQueueStore = 2;
@@ -252,6 +254,47 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
 
 // Walks the schedule and tells the emitter each step, with the dependencies the hardware needs
 // (buffer reuse waits for the last reader). Shared by the lowering and the CPU execution.
+// A core's schedule state: the input, weight, PSUM and staging buffers' loads and last readers,
+// and the counters of their rotations (what the compact lowering compares between items).
+struct CoreState {
+  std::vector<int32_t> in_load, in_reader, w_load, w_reader, psum_reader;
+  std::array<int32_t, kStagingBufs> stage_reader;
+  int64_t in_count = 0, w_count = 0, group_count = 0, stage_count = 0, evict_count = 0;
+
+  // Input buffers: slot x channel tile. Weight buffers: slot x channel tile (or, resident, K
+  // block x channel tile).
+  explicit CoreState(const Plan& p)
+      : in_load(p.k_outer ? p.bufs : p.bufs * p.c_tiles, -1),
+        in_reader(in_load.size(), -1),
+        w_load(p.weights_resident ? p.k_blocks * p.c_tiles : p.bufs * p.c_tiles, -1),
+        w_reader(w_load.size(), -1),
+        psum_reader(p.psum_slots, -1) {
+    stage_reader.fill(-1);
+  }
+};
+
+// Items [begin, end) whose pixel tiles emit alike: the same pixels and the same halo.
+struct ItemRun {
+  int64_t begin = 0, end = 0;
+};
+
+// The runs of at least 8 alike items among items [lo, hi).
+std::vector<ItemRun> ItemRuns(const Plan& p, int64_t lo, int64_t hi) {
+  auto shape = [&](int64_t it) {
+    const PixTile tile = TileAt(p, it % p.pix_tiles);
+    const Halo halo = HaloOf(p, tile);
+    return std::array<int64_t, 4>{tile.np, tile.nq, halo.rows, halo.cols};
+  };
+  std::vector<ItemRun> runs;
+  int64_t begin = lo;
+  for (int64_t it = lo + 1; it <= hi; ++it) {
+    if (it < hi && shape(it) == shape(begin)) continue;
+    if (it - begin >= 8) runs.push_back({begin, it});
+    begin = it;
+  }
+  return runs;
+}
+
 template <typename Emitter>
 void Generate(const Plan& p, Emitter& e) {
   int64_t c_tiles = p.c_tiles;
@@ -276,16 +319,14 @@ void Generate(const Plan& p, Emitter& e) {
     const int64_t kb_lo = p.split_items ? 0 : lo, kb_hi = p.split_items ? p.k_blocks : hi;
     e.BeginCore(core, p);
 
-    // Input buffers: slot x channel tile. Weight buffers: slot x channel tile (or, resident, k
-    // block x channel tile).
-    const int64_t in_bufs = p.k_outer ? p.bufs : p.bufs * p.c_tiles;
-    std::vector<int32_t> in_load(in_bufs, -1), in_reader(in_bufs, -1);
-    const int64_t w_bufs = p.weights_resident ? p.k_blocks * p.c_tiles : p.bufs * p.c_tiles;
-    std::vector<int32_t> w_load(w_bufs, -1), w_reader(w_bufs, -1);
-    std::vector<int32_t> psum_reader(p.psum_slots, -1);
-    std::array<int32_t, kStagingBufs> stage_reader;
-    stage_reader.fill(-1);
-    int64_t in_count = 0, w_count = 0, group_count = 0, stage_count = 0, evict_count = 0;
+    CoreState state(p);
+    std::vector<int32_t>&in_load = state.in_load, &in_reader = state.in_reader;
+    std::vector<int32_t>&w_load = state.w_load, &w_reader = state.w_reader;
+    std::vector<int32_t>& psum_reader = state.psum_reader;
+    std::array<int32_t, kStagingBufs>& stage_reader = state.stage_reader;
+    int64_t &in_count = state.in_count, &w_count = state.w_count;
+    int64_t &group_count = state.group_count, &stage_count = state.stage_count;
+    int64_t& evict_count = state.evict_count;
 
     auto load_weights = [&](int64_t kb, int64_t slot) {
       const int64_t k0 = kb * p.block_k * p.tile_k;
@@ -379,8 +420,10 @@ void Generate(const Plan& p, Emitter& e) {
     };
 
     std::vector<int64_t> in_ids(p.c_tiles), w_ids(p.c_tiles);
+    // Alike items emit alike from alike states: an emitter may compress runs of them.
+    auto runs = [&] { return ItemRuns(p, item_lo, item_hi); };
     if (!p.k_outer) {
-      for (int64_t it = item_lo; it < item_hi; ++it) {
+      auto item = [&](int64_t it) {
         const int64_t slot = in_count++ % p.bufs;
         for (int64_t ct = 0; ct < c_tiles; ++ct) {
           in_ids[ct] = slot * p.c_tiles + ct;
@@ -392,13 +435,15 @@ void Generate(const Plan& p, Emitter& e) {
           for (int64_t ct = 0; ct < p.c_tiles; ++ct) w_ids[ct] = wslot * p.c_tiles + ct;
           compute(it, kb, in_ids, w_ids);
         }
-      }
+      };
+      e.Items(state, item_lo, item_hi, runs, item);
     } else {
       for (int64_t kb = kb_lo; kb < kb_hi; ++kb) {
         const int64_t wslot = p.weights_resident ? kb : w_count++ % p.bufs;
         if (!p.weights_resident) load_weights(kb, wslot);
         for (int64_t ct = 0; ct < p.c_tiles; ++ct) w_ids[ct] = wslot * p.c_tiles + ct;
-        for (int64_t it = item_lo; it < item_hi; ++it) compute(it, kb, in_ids, w_ids);
+        auto item = [&](int64_t it) { compute(it, kb, in_ids, w_ids); };
+        e.Items(state, item_lo, item_hi, runs, item);
       }
     }
   }
@@ -409,12 +454,15 @@ void Generate(const Plan& p, Emitter& e) {
 template <typename ProgramT>
 class SimEmitter {
  public:
+  // A simulator program (else the estimate's counting one), written through a sim::StreamWriter.
+  static constexpr bool kSim = std::is_same_v<ProgramT, sim::Program>;
+
   SimEmitter(const sim::Target& target, ProgramT* program) : target_(target), program_(program) {}
 
   // Core `core` runs the same program as core - 1 (Generate checked their shares).
   bool CopyCore(int core) {
-    if constexpr (std::is_same_v<ProgramT, sim::Program>) {
-      if (g_lowering != Conv2dLowering::kCopyCores) return false;
+    if constexpr (kSim) {
+      if (g_lowering != Conv2dLowering::kCompact) return false;
       program_->cores.resize(size_t(core) + 1);
       program_->cores[size_t(core)] = program_->cores[size_t(core) - 1];
       return true;
@@ -425,6 +473,7 @@ class SimEmitter {
   void BeginCore(int core, const Plan& p) {
     p_ = &p;
     core_ = &program_->Core(size_t(core));
+    if constexpr (kSim) writer_.Begin(core_, g_lowering == Conv2dLowering::kCompact);
     const Sbuf sbuf = SbufOf(p);
     const int in_parts = int(std::min<int64_t>(p.tile_c, target_.sbuf_partitions));
     const int64_t out_part = p.input_stationary ? p.tile_pix : p.tile_k;
@@ -447,7 +496,7 @@ class SimEmitter {
         sim::MakeDma(Op::kDmaLoad, int(CeilDiv(csz, rows)),
                      std::max<int64_t>(1, halo.rows * halo.cols) * p.in_bytes * rows, kQueueInput);
     if (!contiguous) dma.chunk_bytes = int32_t(std::max<int64_t>(1, halo.cols) * p.in_bytes);
-    return core_->Add(dma, {dep});
+    return Add(dma, {dep});
   }
 
   int32_t LoadWeights(int32_t, int64_t, int64_t csz, int64_t, int64_t ksz, int32_t dep) {
@@ -457,25 +506,122 @@ class SimEmitter {
     sim::Instruction dma = sim::MakeDma(Op::kDmaLoad, int(CeilDiv(csz, rows)),
                                         p.r * p.s * ksz * p.in_bytes * rows, kQueueWeights);
     if (ksz < p.k) dma.chunk_bytes = int32_t(ksz * p.in_bytes);
-    return core_->Add(dma, {dep});
+    return Add(dma, {dep});
   }
 
   int32_t Matmul(const ConvMatmul& mm) {
-    return core_->Add(Gemm().Matmul(mm.c, mm.k, mm.tile.pixels(), mm.reload),
-                      {mm.after_input, mm.after_weights, mm.after_slot});
+    return Add(Gemm().Matmul(mm.c, mm.k, mm.tile.pixels(), mm.reload),
+               {mm.after_input, mm.after_weights, mm.after_slot});
   }
 
   int32_t Evict(int, int, EngineKind engine, int64_t ksz, const PixTile& tile, int32_t dep_mm,
                 int32_t dep_stage) {
-    return core_->Add(Gemm().Evict(engine, ksz, tile.pixels()), {dep_mm, dep_stage});
+    return Add(Gemm().Evict(engine, ksz, tile.pixels()), {dep_mm, dep_stage});
   }
 
   // Y is NKPQ: [pix, k] tiles (input stationary) need a transposing store.
   int32_t Store(int, int64_t, int64_t, int64_t ksz, const PixTile& tile, int32_t dep) {
-    return core_->Add(Gemm().Store(ksz, tile.pixels()), {dep});
+    return Add(Gemm().Store(ksz, tile.pixels()), {dep});
+  }
+
+  // Emits items [first, last) (item(it) emits one). The compact lowering runs each run of alike
+  // items (runs(), see ItemRuns) through a sim::LoopCompressor, in chunks of items that bring
+  // the split evictions' turn back: once the state relative to the position repeats, the rest
+  // of the run is a repeat and is not generated.
+  template <typename Runs, typename Item>
+  void Items(CoreState& state, int64_t first, int64_t last, const Runs& runs, Item& item) {
+    int64_t it = first;
+    if constexpr (kSim) {
+      if (writer_.compact()) {
+        for (const ItemRun& run : runs()) {
+          for (; it < run.begin; ++it) item(it);
+          const int64_t evictions = state.evict_count;
+          item(it++);
+          const int64_t r = p_->evict == "split" && (state.evict_count - evictions) % 2 ? 2 : 1;
+          const int64_t chunks = (run.end - it) / r;
+          if (chunks < 4) continue;
+          ItemBody<Item> body{this, &state, &item, it, r};
+          loop_.Run(writer_, body, 0, chunks, sim::RunOptions{.min_saving = 64});
+          it += chunks * r;
+        }
+      }
+    }
+    for (; it < last; ++it) item(it);
   }
 
  private:
+  // Chunks of alike items as a sim::LoopCompressor body: iteration i emits `r` items.
+  template <typename Item>
+  struct ItemBody {
+    SimEmitter* e;
+    CoreState* state;
+    Item* item;
+    int64_t first, r;
+    void Iterate(int64_t i) {
+      for (int64_t it = first + i * r; it < first + (i + 1) * r; ++it) (*item)(it);
+    }
+    void Snapshot(int64_t, sim::LoopState* s) {
+      sim::CanonOf(s, [&](auto&& handle, auto&& value) { e->VisitState(*state, handle, value); });
+      s->saved = {state->in_count, state->w_count, state->group_count, state->stage_count,
+                  state->evict_count};
+    }
+    void Skip(const sim::SkippedPeriods& skip) { e->SkipItems(*state, skip); }
+    sim::HandleFifo* fifo() { return nullptr; }
+  };
+
+  // The rotations of `s` as their counters stand, in CoreState's order: inputs, weights, PSUM
+  // slots, staging (resident weights do not rotate).
+  std::array<sim::Rotation, 4> Rotations(const CoreState& s) const {
+    const Plan& p = *p_;
+    return {sim::Rotation::At(s.in_count, p.bufs, p.k_outer ? 1 : p.c_tiles),
+            p.weights_resident ? sim::Rotation::At(0, int64_t(s.w_load.size()), 1)
+                               : sim::Rotation::At(s.w_count, p.bufs, p.c_tiles),
+            sim::Rotation::At(s.group_count, p.psum_slots, 1),
+            sim::Rotation::At(s.stage_count, kStagingBufs, 1)};
+  }
+
+  // Calls handle(int32_t&) for every handle of `s` and value(int64_t) for the split evictions'
+  // turn, each rotation from the buffer its counter picks next.
+  template <typename HandleF, typename ValueF>
+  void VisitState(CoreState& s, HandleF&& handle, ValueF&& value) {
+    value(p_->evict == "split" ? s.evict_count % 2 : 0);
+    const std::array<sim::Rotation, 4> rot = Rotations(s);
+    rot[0].Visit(std::span<int32_t>(s.in_load), handle);
+    rot[0].Visit(std::span<int32_t>(s.in_reader), handle);
+    rot[1].Visit(std::span<int32_t>(s.w_load), handle);
+    rot[1].Visit(std::span<int32_t>(s.w_reader), handle);
+    rot[2].Visit(std::span<int32_t>(s.psum_reader), handle);
+    rot[3].Visit(std::span<int32_t>(s.stage_reader), handle);
+  }
+
+  // Moves `s` past skipped chunks: handles (sim::MoveHandles), the rotations turned on by their
+  // counters' skipped steps, and the counters.
+  void SkipItems(CoreState& s, const sim::SkippedPeriods& skip) {
+    sim::MoveHandles(skip, [&](auto&& handle, auto&& value) { VisitState(s, handle, value); });
+    const std::vector<int64_t>& then = skip.then->saved;
+    const std::array<sim::Rotation, 4> rot = Rotations(s);
+    auto steps = [&](int64_t count, size_t k) { return (count - then[k]) * skip.periods; };
+    rot[0].Turn(std::span<int32_t>(s.in_load), steps(s.in_count, 0));
+    rot[0].Turn(std::span<int32_t>(s.in_reader), steps(s.in_count, 0));
+    rot[1].Turn(std::span<int32_t>(s.w_load), steps(s.w_count, 1));
+    rot[1].Turn(std::span<int32_t>(s.w_reader), steps(s.w_count, 1));
+    rot[2].Turn(std::span<int32_t>(s.psum_reader), steps(s.group_count, 2));
+    rot[3].Turn(std::span<int32_t>(s.stage_reader), steps(s.stage_count, 3));
+    int64_t* counters[] = {&s.in_count, &s.w_count, &s.group_count, &s.stage_count, &s.evict_count};
+    for (size_t k = 0; k < std::size(counters); ++k) *counters[k] += steps(*counters[k], k);
+  }
+
+  // Appends an instruction: through the stream writer (a simulator program; handles are flat
+  // positions) or to the counting core.
+  int32_t Add(const sim::Instruction& inst, std::initializer_list<int32_t> deps) {
+    if constexpr (kSim) {
+      deps64_.assign(deps.begin(), deps.end());
+      return int32_t(writer_.Add(inst, std::span<const int64_t>(deps64_)));
+    } else {
+      return core_->Add(inst, deps);
+    }
+  }
+
   // The implicit GEMM: M = output channels, N = pixels, contraction = input channels.
   GemmShape Gemm() const {
     return GemmShape{.dtype = p_->dtype,
@@ -490,6 +636,9 @@ class SimEmitter {
   ProgramT* program_;
   const Plan* p_ = nullptr;
   std::remove_reference_t<decltype(std::declval<ProgramT&>().cores[0])>* core_ = nullptr;
+  sim::StreamWriter writer_;  // (simulator programs only)
+  sim::LoopCompressor loop_;
+  std::vector<int64_t> deps64_;  // Add's scratch
 };
 
 // Executes the steps on the CPU: inputs and weights as loaded into SBUF (a halo row that was not
@@ -505,6 +654,10 @@ class CpuEmitter {
 
   void BeginCore(int, const Plan&) {}
   bool CopyCore(int) { return false; }  // every core computes its own outputs
+  template <typename Runs, typename Item>
+  void Items(CoreState&, int64_t first, int64_t last, const Runs&, Item& item) {
+    for (int64_t it = first; it < last; ++it) item(it);
+  }
 
   int32_t LoadInput(int32_t id, int64_t n, int64_t c0, int64_t csz, const Halo& halo, int32_t) {
     InputBuf& b = inputs_[id];

@@ -51,11 +51,12 @@ enum class Conv2dFault {
 // Sets the fault for all later Lower/Verify calls in the process. Not thread-safe; tests only.
 void SetConv2dFaultForTesting(Conv2dFault fault);
 
-// How Lower writes the program: by default a core whose share has the same shape as the core
-// before it (as many items, starting at the same pixel tile of an image; or as many K blocks,
-// none ragged) is a copy of it; kFlat emits every core (the reference a test compares with).
-// Not thread-safe; tests only.
-enum class Conv2dLowering { kCopyCores, kFlat };
+// How Lower writes the program: by default compact (runs of alike pixel tiles compressed into
+// repeats, sim/compact.h, and a core whose share has the same shape as the core before it, as
+// many items from the same pixel tile of an image or as many K blocks none ragged, a copy of it);
+// kFlat emits every instruction of every core (the reference a test compares with). Not
+// thread-safe; tests only.
+enum class Conv2dLowering { kCompact, kFlat };
 void SetConv2dLoweringForTesting(Conv2dLowering lowering);
 
 }  // namespace tessel::kernels
