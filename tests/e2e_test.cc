@@ -353,13 +353,14 @@ TEST_F(Cluster, AFullDiskPausesTheTuneWithAClearErrorAndFreeingSpaceFinishesIt) 
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i]);
 }
 
-// Issue 17, huge dims (second half): a job whose trials are slow (each ~6 simulations of a
-// ~1 M-instruction attention with --noise, about 3 s) is cancelled with `tessel cancel`, and its
-// worker is free again within a second: the next job, waiting behind it, has its first trial
-// stored by then. (The next job is submitted before the cancel: an auto job's SubmitJob ranks
-// its space first, ~0.4 s that are not the worker's.)
+// Issue 17, huge dims (second half): a job whose trials are slow (each 101 simulations of a
+// large attention with --noise and --repeats 100, seconds however fast one simulation is) is
+// cancelled with `tessel cancel`, and its worker is free again within a second: the next job,
+// waiting behind it, has its first trial stored by then. (The next job is submitted before the
+// cancel: an auto job's SubmitJob ranks its space first, ~0.4 s that are not the worker's.)
 TEST_F(Cluster, ACancelledSlowJobFreesItsWorkerWithinASecond) {
-  StartServer({"--heartbeat-ms", "200", "--noise", "0.02", "--promote-top", "0"});
+  StartServer(
+      {"--heartbeat-ms", "200", "--noise", "0.02", "--repeats", "100", "--promote-top", "0"});
   // At the default --nice 10 the measuring thread waits for the CPU whenever ctest runs another
   // busy test beside this one (1.7-2.0 s seen); this test is about the cancel path.
   StartWorker("w1", {"--nice", "0"});

@@ -94,7 +94,8 @@ TEST(MeasureTrialTest, ACancelledTrialStopsWithinItsSimulation) {
   cancel = false;
   EXPECT_EQ(MeasureTrial(spec, &cancel).status(), v1::TRIAL_OK);
 
-  // A slow trial (a flat attention program of ~1 M instructions: lowering, which is bounded by the
+  // A slow trial (an attention program of ~1 M instructions: four heads on one core, too few for
+  // the compact lowering to compress their loop, in small tiles; lowering, which is bounded by the
   // workload limits but not interruptible, then simulation) whose flag is raised a quarter of the
   // way in ends CANCELLED: without the simulator's check it would end OK. Timed warm (a worker's
   // second evaluation reuses the first's program buffers, sim::RecycleProgram).
@@ -105,7 +106,7 @@ TEST(MeasureTrialTest, ACancelledTrialStopsWithinItsSimulation) {
   w->set_target("snc2");
   w->set_dtype("bf16");
   for (auto [name, value] : {std::pair{"batch", 1},
-                             {"heads", 16},
+                             {"heads", 4},
                              {"seq_q", 16384},
                              {"seq_k", 16384},
                              {"head_dim", 128},
@@ -115,7 +116,10 @@ TEST(MeasureTrialTest, ACancelledTrialStopsWithinItsSimulation) {
     dim->set_value(value);
   }
   const kernels::ResolvedWorkload resolved = *kernels::Resolve(*w);
-  slow.set_config(resolved.kernel->Default(resolved.problem, resolved.target).ToString());
+  Config small_tiles = resolved.kernel->Default(resolved.problem, resolved.target);
+  small_tiles.Set("block_q", "64");  // four times the default's steps
+  small_tiles.Set("kv_tile", "256");
+  slow.set_config(small_tiles.ToString());
   slow.mutable_protocol()->set_warmup(0);
   slow.mutable_protocol()->set_repeats(1);
   ASSERT_EQ(MeasureTrial(slow).status(), v1::TRIAL_OK);  // warms this thread's buffers
