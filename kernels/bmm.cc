@@ -228,7 +228,7 @@ void Generate(const Plan& p, Emitter& e) {
     for (int64_t g0 = b_lo; g0 < b_hi; g0 += p.group) {
       const int64_t gsz = std::min(p.group, b_hi - g0);
       if (g_fault == BmmFault::kDropRaggedBatchGroup && gsz < p.group) continue;
-      for (int64_t mb = mb_lo; mb < mb_hi; ++mb) {
+      auto row = [&](int64_t mb) {
         auto column = [&](int64_t nb) {
           std::vector<std::pair<int64_t, int64_t>> tiles;  // (tm, tn) of the block
           for (int64_t tm = mb * p.block_m; tm < std::min(p.tiles_m, (mb + 1) * p.block_m); ++tm) {
@@ -307,7 +307,11 @@ void Generate(const Plan& p, Emitter& e) {
         const int64_t regular = p.n % (p.block_n * p.tile_n) == 0 ? p.blocks_n : p.blocks_n - 1;
         e.Columns(state, g0, mb, regular, column);
         for (int64_t nb = regular; nb < p.blocks_n; ++nb) column(nb);
-      }
+      };
+      // Likewise the row blocks, but for a ragged last one.
+      const int64_t rows_end = std::min(mb_hi, p.m / (p.block_m * p.tile_m));
+      e.Rows(state, g0, mb_lo, std::max(mb_lo, rows_end), row);
+      for (int64_t mb = std::max(mb_lo, rows_end); mb < mb_hi; ++mb) row(mb);
     }
   }
 }
@@ -372,7 +376,21 @@ class SimEmitter {
       return;
     }
     ColumnBody<Column> body{this, &state, &column, g0, mb};
-    loop_.Run(writer_, body, 0, last, sim::RunOptions{.min_saving = 64});
+    // (Logging the skipped columns' reads lets the row loop check its constants.)
+    loop_.Run(writer_, body, 0, last, sim::RunOptions{.min_saving = 64, .log_skipped_reads = true});
+  }
+
+  // Emits row blocks [first, last) of batch group `g0` (row(mb) emits one, its columns through
+  // Columns). The compact lowering runs them through a second sim::LoopCompressor, each row's
+  // state compared as a column loop's first boundary (B block keys as they are).
+  template <typename Row>
+  void Rows(CoreState& state, int64_t g0, int64_t first, int64_t last, Row& row) {
+    if (!writer_.compact() || last - first < 4) {
+      for (int64_t mb = first; mb < last; ++mb) row(mb);
+      return;
+    }
+    RowBody<Row> body{this, &state, &row, g0};
+    row_loop_.Run(writer_, body, first, last, sim::RunOptions{.min_saving = 64});
   }
 
  private:
@@ -385,7 +403,26 @@ class SimEmitter {
     int64_t g0, mb;
     void Iterate(int64_t nb) { (*column)(nb); }
     void Snapshot(int64_t nb, sim::LoopState* s) { e->Snapshot(*state, g0, mb, nb, s); }
-    void Skip(const sim::SkippedPeriods& skip) { e->SkipColumns(*state, skip); }
+    void Skip(const sim::SkippedPeriods& skip) {
+      const int64_t cols = skip.periods * skip.p;
+      e->SkipBlocks(*state, skip, 0, cols, e->p_.stationary_b ? cols * e->p_.block_n : 0);
+    }
+    sim::HandleFifo* fifo() { return nullptr; }
+  };
+
+  // A batch group's row loop as a sim::LoopCompressor body.
+  template <typename Row>
+  struct RowBody {
+    SimEmitter* e;
+    CoreState* state;
+    Row* row;
+    int64_t g0;
+    void Iterate(int64_t mb) { (*row)(mb); }
+    void Snapshot(int64_t mb, sim::LoopState* s) { e->Snapshot(*state, g0, mb, 0, s); }
+    void Skip(const sim::SkippedPeriods& skip) {
+      const int64_t rows = skip.periods * skip.p;
+      e->SkipBlocks(*state, skip, rows, 0, e->p_.stationary_b ? 0 : rows * e->p_.block_m);
+    }
     sim::HandleFifo* fifo() { return nullptr; }
   };
 
@@ -432,17 +469,17 @@ class SimEmitter {
     state->saved = {s.a_count, s.b_count, s.psum_count, s.stage_count, s.evict_count};
   }
 
-  // Moves the state past skipped column blocks (LoopBody::Skip): a handle the same at both ends
-  // of the period is a constant, every other one moves by the skipped length; the rotations
-  // turn, the counters advance by their change per period, and the B blocks held (all written
-  // in the period: their keys are relative) and the last stationary tile (B stationary) move on
-  // by the skipped columns.
-  void SkipColumns(CoreState& s, const sim::SkippedPeriods& skip) {
+  // Moves the state past skipped row or column blocks (LoopBody::Skip): a handle the same at both
+  // ends of the period is a constant, every other one moves by the skipped length; the rotations
+  // turn and the counters advance by their change per period; the A and B blocks held move on by
+  // `a_blocks` and `b_blocks` (the loop's own: all written in the period, their keys relative),
+  // and the last stationary tile by `stationary`.
+  void SkipBlocks(CoreState& s, const sim::SkippedPeriods& skip, int64_t a_blocks, int64_t b_blocks,
+                  int64_t stationary) {
     const std::vector<int64_t>& then = skip.then->saved;
     // (The blocks do not matter here: only handles move.)
     sim::MoveHandles(skip,
                      [&](auto&& handle, auto&& value) { VisitState(s, 0, 0, 0, handle, value); });
-    const int64_t cols = skip.periods * skip.p;
     auto turn = [&](auto& v, int64_t count, int64_t then_count) {
       const size_t n = v.size(), by = size_t((count - then_count) * skip.periods % int64_t(n));
       std::rotate(v.begin(), v.begin() + ptrdiff_t((n - by) % n), v.end());
@@ -451,10 +488,12 @@ class SimEmitter {
     turn(s.b_bufs, s.b_count, then[1]);
     turn(s.slot_reader, s.psum_count, then[2]);
     turn(s.stage_reader, s.stage_count, then[3]);
-    for (Buffer& b : s.b_bufs) {
-      if (std::get<0>(b.key) >= 0) std::get<1>(b.key) += cols;
+    for (auto [bufs, blocks] : {std::pair{&s.a_bufs, a_blocks}, {&s.b_bufs, b_blocks}}) {
+      for (Buffer& b : *bufs) {
+        if (std::get<0>(b.key) >= 0) std::get<1>(b.key) += blocks;
+      }
     }
-    if (p_.stationary_b && s.last_stationary >= 0) s.last_stationary += cols * p_.block_n;
+    if (s.last_stationary >= 0) s.last_stationary += stationary;
     int64_t* counters[] = {&s.a_count, &s.b_count, &s.psum_count, &s.stage_count, &s.evict_count};
     for (size_t c = 0; c < std::size(counters); ++c) {
       *counters[c] += (*counters[c] - then[c]) * skip.periods;
@@ -482,8 +521,9 @@ class SimEmitter {
   const GemmShape gemm_;
   sim::CoreProgram* core_ = nullptr;
   sim::StreamWriter writer_;
-  sim::LoopCompressor loop_;
-  std::vector<int64_t> deps64_;  // Add's scratch
+  sim::LoopCompressor loop_;      // a row's column blocks
+  sim::LoopCompressor row_loop_;  // a batch group's row blocks
+  std::vector<int64_t> deps64_;   // Add's scratch
 };
 
 // Executes schedule steps on the CPU: fp32 PSUM accumulation per slot, rounded output staging.
@@ -498,6 +538,10 @@ class CpuEmitter {
   template <typename Column>
   void Columns(CoreState&, int64_t, int64_t, int64_t last, Column& column) {
     for (int64_t nb = 0; nb < last; ++nb) column(nb);
+  }
+  template <typename Row>
+  void Rows(CoreState&, int64_t, int64_t first, int64_t last, Row& row) {
+    for (int64_t mb = first; mb < last; ++mb) row(mb);
   }
   int32_t Load(bool, int64_t, int64_t, int64_t, int32_t) { return -1; }
 
