@@ -436,10 +436,9 @@ class SimEmitter {
     value(p_.evict == "split" ? s.evict_count % 2 : 0);
     // Whether the column's first matmul reuses the stationary tile of the last one.
     value(s.last_stationary == StationaryOf(p_, g0, 0, mb * p_.block_m, nb * p_.block_n));
-    auto buffers = [&](std::vector<Buffer>& bufs, int64_t count, int64_t x_now) {
-      const size_t n = bufs.size();
-      for (size_t k = 0; k < n; ++k) {
-        Buffer& b = bufs[(size_t(count) + k) % n];
+    const std::array<sim::Rotation, 4> rot = Rotations(s);
+    auto buffers = [&](const sim::Rotation& r, std::vector<Buffer>& bufs, int64_t x_now) {
+      r.Visit(std::span<Buffer>(bufs), [&](Buffer& b) {
         const auto [bg, x, kb] = b.key;
         if (bg < 0) {
           value(-1);  // never loaded
@@ -451,15 +450,19 @@ class SimEmitter {
         value(int64_t(b.loads.size()));
         for (int32_t& h : b.loads) handle(h);
         handle(b.reader);
-      }
+      });
     };
-    buffers(s.a_bufs, s.a_count, mb);
-    buffers(s.b_bufs, s.b_count, nb);
-    const size_t slots = s.slot_reader.size();
-    for (size_t k = 0; k < slots; ++k) handle(s.slot_reader[(size_t(s.psum_count) + k) % slots]);
-    for (size_t k = 0; k < s.stage_reader.size(); ++k) {
-      handle(s.stage_reader[(size_t(s.stage_count) + k) % s.stage_reader.size()]);
-    }
+    buffers(rot[0], s.a_bufs, mb);
+    buffers(rot[1], s.b_bufs, nb);
+    rot[2].Visit(std::span<int32_t>(s.slot_reader), handle);
+    rot[3].Visit(std::span<int32_t>(s.stage_reader), handle);
+  }
+
+  // The rotations of `s` as their counters stand: A and B buffers, PSUM slots, staging.
+  std::array<sim::Rotation, 4> Rotations(const CoreState& s) const {
+    return {sim::Rotation::At(s.a_count, p_.bufs, 1), sim::Rotation::At(s.b_count, p_.bufs, 1),
+            sim::Rotation::At(s.psum_count, p_.psum_slots, 1),
+            sim::Rotation::At(s.stage_count, kGemmStagingBufs, 1)};
   }
 
   // The state at a column boundary (LoopBody::Snapshot): handles relative to the position.
@@ -480,14 +483,12 @@ class SimEmitter {
     // (The blocks do not matter here: only handles move.)
     sim::MoveHandles(skip,
                      [&](auto&& handle, auto&& value) { VisitState(s, 0, 0, 0, handle, value); });
-    auto turn = [&](auto& v, int64_t count, int64_t then_count) {
-      const size_t n = v.size(), by = size_t((count - then_count) * skip.periods % int64_t(n));
-      std::rotate(v.begin(), v.begin() + ptrdiff_t((n - by) % n), v.end());
-    };
-    turn(s.a_bufs, s.a_count, then[0]);
-    turn(s.b_bufs, s.b_count, then[1]);
-    turn(s.slot_reader, s.psum_count, then[2]);
-    turn(s.stage_reader, s.stage_count, then[3]);
+    const std::array<sim::Rotation, 4> rot = Rotations(s);
+    auto steps = [&](int64_t count, size_t k) { return (count - then[k]) * skip.periods; };
+    rot[0].Turn(std::span<Buffer>(s.a_bufs), steps(s.a_count, 0));
+    rot[1].Turn(std::span<Buffer>(s.b_bufs), steps(s.b_count, 1));
+    rot[2].Turn(std::span<int32_t>(s.slot_reader), steps(s.psum_count, 2));
+    rot[3].Turn(std::span<int32_t>(s.stage_reader), steps(s.stage_count, 3));
     for (auto [bufs, blocks] : {std::pair{&s.a_bufs, a_blocks}, {&s.b_bufs, b_blocks}}) {
       for (Buffer& b : *bufs) {
         if (std::get<0>(b.key) >= 0) std::get<1>(b.key) += blocks;
@@ -495,9 +496,7 @@ class SimEmitter {
     }
     if (s.last_stationary >= 0) s.last_stationary += stationary;
     int64_t* counters[] = {&s.a_count, &s.b_count, &s.psum_count, &s.stage_count, &s.evict_count};
-    for (size_t c = 0; c < std::size(counters); ++c) {
-      *counters[c] += (*counters[c] - then[c]) * skip.periods;
-    }
+    for (size_t c = 0; c < std::size(counters); ++c) *counters[c] += steps(*counters[c], c);
   }
 
   // Appends an instruction through the stream writer (handles are flat positions).
