@@ -225,9 +225,9 @@ void Generate(const Plan& p, Emitter& e) {
       return &buf;
     };
 
-    for (int64_t g0 = b_lo; g0 < b_hi; g0 += p.group) {
+    auto batch_group = [&](int64_t g0) {
       const int64_t gsz = std::min(p.group, b_hi - g0);
-      if (g_fault == BmmFault::kDropRaggedBatchGroup && gsz < p.group) continue;
+      if (g_fault == BmmFault::kDropRaggedBatchGroup && gsz < p.group) return;
       auto row = [&](int64_t mb) {
         auto column = [&](int64_t nb) {
           std::vector<std::pair<int64_t, int64_t>> tiles;  // (tm, tn) of the block
@@ -312,7 +312,11 @@ void Generate(const Plan& p, Emitter& e) {
       const int64_t rows_end = std::min(mb_hi, p.m / (p.block_m * p.tile_m));
       e.Rows(state, g0, mb_lo, std::max(mb_lo, rows_end), row);
       for (int64_t mb = std::max(mb_lo, rows_end); mb < mb_hi; ++mb) row(mb);
-    }
+    };
+    // Likewise the batch groups, but for a ragged last one.
+    const int64_t full_groups = (b_hi - b_lo) / p.group;
+    e.Groups(state, b_lo, full_groups, mb_lo, batch_group);
+    for (int64_t g0 = b_lo + full_groups * p.group; g0 < b_hi; g0 += p.group) batch_group(g0);
   }
 }
 
@@ -390,7 +394,23 @@ class SimEmitter {
       return;
     }
     RowBody<Row> body{this, &state, &row, g0};
-    row_loop_.Run(writer_, body, first, last, sim::RunOptions{.min_saving = 64});
+    // (Logging the skipped rows' reads lets the batch-group loop check its constants.)
+    row_loop_.Run(writer_, body, first, last,
+                  sim::RunOptions{.min_saving = 64, .log_skipped_reads = true});
+  }
+
+  // Emits `count` full batch groups from batch `first` (group(g0) emits the one at g0, its rows
+  // through Rows from row block `mb`). The compact lowering runs them through a third
+  // sim::LoopCompressor, each group's state compared as its first row's (block keys relative to
+  // the group).
+  template <typename Group>
+  void Groups(CoreState& state, int64_t first, int64_t count, int64_t mb, Group& group) {
+    if (!writer_.compact() || count < 4) {
+      for (int64_t i = 0; i < count; ++i) group(first + i * p_.group);
+      return;
+    }
+    GroupBody<Group> body{this, &state, &group, first, mb};
+    group_loop_.Run(writer_, body, 0, count, sim::RunOptions{.min_saving = 64});
   }
 
  private:
@@ -405,7 +425,28 @@ class SimEmitter {
     void Snapshot(int64_t nb, sim::LoopState* s) { e->Snapshot(*state, g0, mb, nb, s); }
     void Skip(const sim::SkippedPeriods& skip) {
       const int64_t cols = skip.periods * skip.p;
-      e->SkipBlocks(*state, skip, 0, cols, e->p_.stationary_b ? cols * e->p_.block_n : 0);
+      e->SkipBlocks(*state, skip, 0, 0, cols, e->p_.stationary_b ? cols * e->p_.block_n : 0);
+    }
+    sim::HandleFifo* fifo() { return nullptr; }
+  };
+
+  // A core's batch-group loop as a sim::LoopCompressor body: iteration i is the group at batch
+  // first + i x group.
+  template <typename Group>
+  struct GroupBody {
+    SimEmitter* e;
+    CoreState* state;
+    Group* group;
+    int64_t first, mb;
+    void Iterate(int64_t i) { (*group)(first + i * e->p_.group); }
+    void Snapshot(int64_t i, sim::LoopState* s) {
+      e->Snapshot(*state, first + i * e->p_.group, mb, 0, s);
+    }
+    void Skip(const sim::SkippedPeriods& skip) {
+      const Plan& p = e->p_;
+      const int64_t batches = skip.periods * skip.p * p.group;
+      e->SkipBlocks(*state, skip, batches, 0, 0,
+                    batches * p.tiles_k * (p.tiles_m + p.tiles_n));  // StationaryOf's batch term
     }
     sim::HandleFifo* fifo() { return nullptr; }
   };
@@ -421,7 +462,7 @@ class SimEmitter {
     void Snapshot(int64_t mb, sim::LoopState* s) { e->Snapshot(*state, g0, mb, 0, s); }
     void Skip(const sim::SkippedPeriods& skip) {
       const int64_t rows = skip.periods * skip.p;
-      e->SkipBlocks(*state, skip, rows, 0, e->p_.stationary_b ? 0 : rows * e->p_.block_m);
+      e->SkipBlocks(*state, skip, 0, rows, 0, e->p_.stationary_b ? 0 : rows * e->p_.block_m);
     }
     sim::HandleFifo* fifo() { return nullptr; }
   };
@@ -474,11 +515,12 @@ class SimEmitter {
 
   // Moves the state past skipped row or column blocks (LoopBody::Skip): a handle the same at both
   // ends of the period is a constant, every other one moves by the skipped length; the rotations
-  // turn and the counters advance by their change per period; the A and B blocks held move on by
-  // `a_blocks` and `b_blocks` (the loop's own: all written in the period, their keys relative),
-  // and the last stationary tile by `stationary`.
-  void SkipBlocks(CoreState& s, const sim::SkippedPeriods& skip, int64_t a_blocks, int64_t b_blocks,
-                  int64_t stationary) {
+  // turn and the counters advance by their change per period; the blocks held move on by the
+  // loop's own step (all written in the period: their keys are relative to it), `batches` for
+  // every block, `a_blocks` and `b_blocks` for A and B blocks, and the last stationary tile by
+  // `stationary`.
+  void SkipBlocks(CoreState& s, const sim::SkippedPeriods& skip, int64_t batches, int64_t a_blocks,
+                  int64_t b_blocks, int64_t stationary) {
     const std::vector<int64_t>& then = skip.then->saved;
     // (The blocks do not matter here: only handles move.)
     sim::MoveHandles(skip,
@@ -491,7 +533,9 @@ class SimEmitter {
     rot[3].Turn(std::span<int32_t>(s.stage_reader), steps(s.stage_count, 3));
     for (auto [bufs, blocks] : {std::pair{&s.a_bufs, a_blocks}, {&s.b_bufs, b_blocks}}) {
       for (Buffer& b : *bufs) {
-        if (std::get<0>(b.key) >= 0) std::get<1>(b.key) += blocks;
+        if (std::get<0>(b.key) < 0) continue;  // never loaded
+        std::get<0>(b.key) += batches;
+        std::get<1>(b.key) += blocks;
       }
     }
     if (s.last_stationary >= 0) s.last_stationary += stationary;
@@ -520,9 +564,10 @@ class SimEmitter {
   const GemmShape gemm_;
   sim::CoreProgram* core_ = nullptr;
   sim::StreamWriter writer_;
-  sim::LoopCompressor loop_;      // a row's column blocks
-  sim::LoopCompressor row_loop_;  // a batch group's row blocks
-  std::vector<int64_t> deps64_;   // Add's scratch
+  sim::LoopCompressor loop_;        // a row's column blocks
+  sim::LoopCompressor row_loop_;    // a batch group's row blocks
+  sim::LoopCompressor group_loop_;  // a core's batch groups
+  std::vector<int64_t> deps64_;     // Add's scratch
 };
 
 // Executes schedule steps on the CPU: fp32 PSUM accumulation per slot, rounded output staging.
@@ -541,6 +586,10 @@ class CpuEmitter {
   template <typename Row>
   void Rows(CoreState&, int64_t, int64_t first, int64_t last, Row& row) {
     for (int64_t mb = first; mb < last; ++mb) row(mb);
+  }
+  template <typename Group>
+  void Groups(CoreState&, int64_t first, int64_t count, int64_t, Group& group) {
+    for (int64_t i = 0; i < count; ++i) group(first + i * p_.group);
   }
   int32_t Load(bool, int64_t, int64_t, int64_t, int32_t) { return -1; }
 
