@@ -728,20 +728,18 @@ class SimEmitter {
   void SkipHeads(const sim::SkippedPeriods& skip) {
     sim::MoveHandles(skip, [&](auto&& handle, auto&& value) { VisitState(handle, value); });
     // The rotations turn on by the skipped counter steps.
-    const std::vector<int64_t>& then = skip.then->saved;
     const std::array<sim::Rotation, kRings> rot = Rotations();
     std::array<int64_t, kRings> steps;
     for (size_t ring = 0; ring < kRings; ++ring) {
-      steps[ring] = (Count()[ring] - then[ring]) * skip.periods;
+      steps[ring] = skip.CounterSteps(Count()[ring], ring);
     }
     ForRingValues(
         [&](int ring, int& b) { b = int(rot[size_t(ring)].Moved(b, steps[size_t(ring)])); });
     ForRingArrays(
         [&](int ring, std::span<int32_t> v) { rot[size_t(ring)].Turn(v, steps[size_t(ring)]); });
     rot[kKv].Turn(std::span<int32_t>(k8_size_), steps[kKv]);
-    for (size_t c = 0; int64_t * counter : CounterRefs()) {
-      *counter += (*counter - then[c++]) * skip.periods;
-    }
+    for (size_t c = 0; int64_t * counter : CounterRefs())
+      *counter += skip.CounterSteps(*counter, c++);
     Load(members_[current_]);
   }
 

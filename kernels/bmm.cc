@@ -521,16 +521,14 @@ class SimEmitter {
   // `stationary`.
   void SkipBlocks(CoreState& s, const sim::SkippedPeriods& skip, int64_t batches, int64_t a_blocks,
                   int64_t b_blocks, int64_t stationary) {
-    const std::vector<int64_t>& then = skip.then->saved;
     // (The blocks do not matter here: only handles move.)
     sim::MoveHandles(skip,
                      [&](auto&& handle, auto&& value) { VisitState(s, 0, 0, 0, handle, value); });
     const std::array<sim::Rotation, 4> rot = Rotations(s);
-    auto steps = [&](int64_t count, size_t k) { return (count - then[k]) * skip.periods; };
-    rot[0].Turn(std::span<Buffer>(s.a_bufs), steps(s.a_count, 0));
-    rot[1].Turn(std::span<Buffer>(s.b_bufs), steps(s.b_count, 1));
-    rot[2].Turn(std::span<int32_t>(s.slot_reader), steps(s.psum_count, 2));
-    rot[3].Turn(std::span<int32_t>(s.stage_reader), steps(s.stage_count, 3));
+    rot[0].Turn(std::span<Buffer>(s.a_bufs), skip.CounterSteps(s.a_count, 0));
+    rot[1].Turn(std::span<Buffer>(s.b_bufs), skip.CounterSteps(s.b_count, 1));
+    rot[2].Turn(std::span<int32_t>(s.slot_reader), skip.CounterSteps(s.psum_count, 2));
+    rot[3].Turn(std::span<int32_t>(s.stage_reader), skip.CounterSteps(s.stage_count, 3));
     for (auto [bufs, blocks] : {std::pair{&s.a_bufs, a_blocks}, {&s.b_bufs, b_blocks}}) {
       for (Buffer& b : *bufs) {
         if (std::get<0>(b.key) < 0) continue;  // never loaded
@@ -540,7 +538,8 @@ class SimEmitter {
     }
     if (s.last_stationary >= 0) s.last_stationary += stationary;
     int64_t* counters[] = {&s.a_count, &s.b_count, &s.psum_count, &s.stage_count, &s.evict_count};
-    for (size_t c = 0; c < std::size(counters); ++c) *counters[c] += steps(*counters[c], c);
+    for (size_t c = 0; c < std::size(counters); ++c)
+      *counters[c] += skip.CounterSteps(*counters[c], c);
   }
 
   // Appends an instruction through the stream writer (handles are flat positions).

@@ -598,17 +598,16 @@ class SimEmitter {
   // counters' skipped steps, and the counters.
   void SkipItems(CoreState& s, const sim::SkippedPeriods& skip) {
     sim::MoveHandles(skip, [&](auto&& handle, auto&& value) { VisitState(s, handle, value); });
-    const std::vector<int64_t>& then = skip.then->saved;
     const std::array<sim::Rotation, 4> rot = Rotations(s);
-    auto steps = [&](int64_t count, size_t k) { return (count - then[k]) * skip.periods; };
-    rot[0].Turn(std::span<int32_t>(s.in_load), steps(s.in_count, 0));
-    rot[0].Turn(std::span<int32_t>(s.in_reader), steps(s.in_count, 0));
-    rot[1].Turn(std::span<int32_t>(s.w_load), steps(s.w_count, 1));
-    rot[1].Turn(std::span<int32_t>(s.w_reader), steps(s.w_count, 1));
-    rot[2].Turn(std::span<int32_t>(s.psum_reader), steps(s.group_count, 2));
-    rot[3].Turn(std::span<int32_t>(s.stage_reader), steps(s.stage_count, 3));
+    rot[0].Turn(std::span<int32_t>(s.in_load), skip.CounterSteps(s.in_count, 0));
+    rot[0].Turn(std::span<int32_t>(s.in_reader), skip.CounterSteps(s.in_count, 0));
+    rot[1].Turn(std::span<int32_t>(s.w_load), skip.CounterSteps(s.w_count, 1));
+    rot[1].Turn(std::span<int32_t>(s.w_reader), skip.CounterSteps(s.w_count, 1));
+    rot[2].Turn(std::span<int32_t>(s.psum_reader), skip.CounterSteps(s.group_count, 2));
+    rot[3].Turn(std::span<int32_t>(s.stage_reader), skip.CounterSteps(s.stage_count, 3));
     int64_t* counters[] = {&s.in_count, &s.w_count, &s.group_count, &s.stage_count, &s.evict_count};
-    for (size_t k = 0; k < std::size(counters); ++k) *counters[k] += steps(*counters[k], k);
+    for (size_t k = 0; k < std::size(counters); ++k)
+      *counters[k] += skip.CounterSteps(*counters[k], k);
   }
 
   // Appends an instruction: through the stream writer (a simulator program; handles are flat

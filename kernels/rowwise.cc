@@ -299,7 +299,7 @@ void SimSink::SkipTiles(const sim::SkippedPeriods& skip, const TileLoop& loop) {
     skip.Move(o.reader, true);
   }
   for (size_t k = 0; k < loop.counters.size(); ++k) {
-    *loop.counters[k] += (*loop.counters[k] - then[k]) * skip.periods;
+    *loop.counters[k] += skip.CounterSteps(*loop.counters[k], k);
   }
   tile_ += tiles;
 }

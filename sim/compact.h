@@ -220,6 +220,9 @@ struct SkippedPeriods {
   void Move(int64_t& h, bool still) const {
     if (h >= 0 && !(still && h < then->pos)) h += shift;
   }
+  // How far a counter moves over the skipped periods: its change in the period (from
+  // then->saved[k], where the body's Snapshot saved it, to `count`, its value now) per period.
+  int64_t CounterSteps(int64_t count, size_t k) const { return (count - then->saved[k]) * periods; }
 };
 
 // LoopBody::Snapshot's canon from a visit of the body's state: visit(handle, value) must call
