@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "search/omp_inline.h"
 
 namespace tessel::search {
 namespace {
@@ -54,6 +55,32 @@ TEST(CostModelTest, ItsScoresAreXgboostsToTheLastBit) {
       EXPECT_LT(spread_low, spread_high) << "a model that scores everything alike tests nothing";
     }
   }
+}
+
+// XGBoost's single-thread OpenMP regions run inline (omp_inline.cc): the fit must reach that
+// definition, and give the same model as through libgomp.
+TEST(CostModelTest, InlinedSingleThreadRegionsFitTheSameModel) {
+  std::mt19937_64 rng(7);
+  constexpr int kFeatures = 6;
+  const std::vector<float> x = Rows(250, kFeatures, 0.05, rng);
+  std::vector<float> labels;
+  for (int i = 0; i < 250; ++i) labels.push_back(float(i % 17));
+  const std::vector<float> asked = Rows(1000, kFeatures, 0.05, rng);
+  std::vector<float> scores[2];
+  long inlined[2] = {};
+  for (int on = 0; on < 2; ++on) {
+    SetOmpRegionsInline(on == 1);
+    const long before = OmpRegionsInlined();
+    CostModel model(kFeatures, 5, 20, "exact");
+    ASSERT_TRUE(model.Fit(x, labels, {150, 100}));
+    inlined[on] = OmpRegionsInlined() - before;
+    scores[on] = model.Predict(asked);
+  }
+  SetOmpRegionsInline(true);
+  EXPECT_EQ(inlined[0], 0);
+  EXPECT_GT(inlined[1], 100) << "libxgboost's GOMP_parallel calls do not reach omp_inline.cc";
+  ASSERT_EQ(scores[0].size(), asked.size() / kFeatures);
+  EXPECT_EQ(std::memcmp(scores[0].data(), scores[1].data(), scores[0].size() * sizeof(float)), 0);
 }
 
 TEST(CostModelTest, WithoutAFitThereAreNoScores) {
