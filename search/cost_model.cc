@@ -7,9 +7,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 
-#include "nlohmann/json.hpp"
+#include "search/ubjson.h"
 
 namespace tessel::search {
 
@@ -60,6 +61,60 @@ bool CostModel::Fit(const std::vector<float>& x, const std::vector<float>& label
   return true;
 }
 
+namespace {
+
+// One tree's arrays, as XGBoost saves them.
+struct TreeArrays {
+  std::vector<int64_t> left, right, feature, default_left, split_type;
+  std::vector<float> value;
+};
+
+// The base score and the trees of a saved XGBoost model (UBJSON), in boosting order.
+bool ReadModel(UbjReader& r, std::string* base_score, std::vector<TreeArrays>* trees) {
+  std::string_view key;
+  bool done = false;
+  // Runs `entry` on each key of the object at the position; false on a malformed object.
+  auto each = [&](auto&& entry) {
+    if (!r.EnterObject()) return false;
+    while (r.Next(&key, &done)) {
+      if (!entry(key)) return false;
+    }
+    return done;
+  };
+  auto tree = [&](std::string_view k) {
+    TreeArrays& t = trees->back();
+    if (k == "left_children") return r.Numbers(&t.left);
+    if (k == "right_children") return r.Numbers(&t.right);
+    if (k == "split_indices") return r.Numbers(&t.feature);
+    if (k == "split_conditions") return r.Numbers(&t.value);
+    if (k == "default_left") return r.Numbers(&t.default_left);
+    if (k == "split_type") return r.Numbers(&t.split_type);
+    return r.Skip();
+  };
+  auto model = [&](std::string_view k) {
+    if (k != "trees") return r.Skip();
+    if (!r.EnterArray()) return false;
+    bool end = false;
+    while (r.NextItem(&end)) {
+      trees->emplace_back();
+      if (!each(tree)) return false;
+    }
+    return end;
+  };
+  auto booster = [&](std::string_view k) { return k == "model" ? each(model) : r.Skip(); };
+  auto param = [&](std::string_view k) {
+    return k == "base_score" ? r.String(base_score) : r.Skip();
+  };
+  auto learner = [&](std::string_view k) {
+    if (k == "learner_model_param") return each(param);
+    if (k == "gradient_booster") return each(booster);
+    return r.Skip();
+  };
+  return each([&](std::string_view k) { return k == "learner" ? each(learner) : r.Skip(); });
+}
+
+}  // namespace
+
 bool CostModel::CopyTrees() {
   // UBJSON keeps the split conditions and leaf values as float32, exactly.
   bst_ulong length = 0;
@@ -67,74 +122,64 @@ bool CostModel::CopyTrees() {
   if (XGBoosterSaveModelToBuffer(booster_, R"({"format": "ubj"})", &length, &buffer) != 0) {
     return false;
   }
-  const nlohmann::json model = nlohmann::json::from_ubjson(buffer, buffer + length, true, false);
-  if (model.is_discarded()) return false;
-  try {
-    const nlohmann::json& learner = model.at("learner");
-    const std::string base = learner.at("learner_model_param").at("base_score");
-    base_score_ = std::strtof(base.c_str(), nullptr);
-    for (const nlohmann::json& tree : learner.at("gradient_booster").at("model").at("trees")) {
-      const auto& left = tree.at("left_children");
-      const auto& right = tree.at("right_children");
-      const auto& feature = tree.at("split_indices");
-      const auto& value = tree.at("split_conditions");
-      const auto& default_left = tree.at("default_left");
-      const auto& split_type = tree.at("split_type");
-      const size_t n = left.size();
-      if (right.size() != n || feature.size() != n || value.size() != n ||
-          default_left.size() != n || split_type.size() != n || n == 0) {
-        return false;
-      }
-      // Depth of each node reachable from the root (pruned nodes stay in the arrays, unlinked).
-      std::vector<int> depth(n, -1);
-      int max_depth = 0;
-      std::vector<size_t> pending = {0};
-      depth[0] = 0;
-      while (!pending.empty()) {
-        const size_t i = pending.back();
-        pending.pop_back();
-        if (split_type[i].get<int>() != 0) return false;  // categorical splits: not ours
-        const int64_t l = left[i].get<int64_t>();
-        if (l < 0) continue;
-        for (const int64_t child : {l, right[i].get<int64_t>()}) {
-          if (child < 0 || static_cast<size_t>(child) >= n || depth[child] >= 0) return false;
-          depth[child] = depth[i] + 1;
-          max_depth = std::max(max_depth, depth[child]);
-          pending.push_back(static_cast<size_t>(child));
-        }
-      }
-      if (max_depth > 20) return false;
-      Tree tree_copy{max_depth, splits_.size(), leaves_.size()};
-      splits_.resize(splits_.size() + (size_t{1} << max_depth) - 1);
-      leaves_.resize(leaves_.size() + (size_t{1} << max_depth));
-      // Walk the tree; `slot` is the node's place in the complete tree of its depth.
-      std::vector<std::pair<size_t, size_t>> stack = {{0, 0}};  // (node, slot)
-      while (!stack.empty()) {
-        const auto [node, slot] = stack.back();
-        stack.pop_back();
-        const int64_t l = left[node].get<int64_t>();
-        if (l < 0) {
-          // A leaf at depth d fills the 2^(max - d) bottom slots under its slot.
-          const int below = max_depth - depth[node];
-          // The splits under it keep any condition: every path ends at the same value.
-          const size_t first = ((slot + 1) << below) - 1 - ((size_t{1} << max_depth) - 1);
-          const float leaf = value[node].get<float>();
-          std::fill_n(leaves_.begin() + static_cast<std::ptrdiff_t>(tree_copy.leaves + first),
-                      size_t{1} << below, leaf);
-          continue;
-        }
-        Split& split = splits_[tree_copy.splits + slot];
-        split.feature = feature[node].get<uint32_t>();
-        if (split.feature >= static_cast<uint32_t>(features_)) return false;
-        split.condition = value[node].get<float>();
-        split.default_left = default_left[node].get<int>() != 0;
-        stack.emplace_back(static_cast<size_t>(l), 2 * slot + 1);
-        stack.emplace_back(static_cast<size_t>(right[node].get<int64_t>()), 2 * slot + 2);
-      }
-      trees_.push_back(tree_copy);
+  UbjReader reader(buffer, length);
+  std::string base;
+  std::vector<TreeArrays> trees;
+  if (!ReadModel(reader, &base, &trees) || base.empty()) return false;
+  base_score_ = std::strtof(base.c_str(), nullptr);
+  for (const TreeArrays& t : trees) {
+    const auto& [left, right, feature, default_left, split_type, value] = t;
+    const size_t n = left.size();
+    if (right.size() != n || feature.size() != n || value.size() != n || default_left.size() != n ||
+        split_type.size() != n || n == 0) {
+      return false;
     }
-  } catch (const nlohmann::json::exception&) {
-    return false;
+    // Depth of each node reachable from the root (pruned nodes stay in the arrays, unlinked).
+    std::vector<int> depth(n, -1);
+    int max_depth = 0;
+    std::vector<size_t> pending = {0};
+    depth[0] = 0;
+    while (!pending.empty()) {
+      const size_t i = pending.back();
+      pending.pop_back();
+      if (split_type[i] != 0) return false;  // categorical splits: not ours
+      const int64_t l = left[i];
+      if (l < 0) continue;
+      for (const int64_t child : {l, right[i]}) {
+        if (child < 0 || static_cast<size_t>(child) >= n || depth[child] >= 0) return false;
+        depth[child] = depth[i] + 1;
+        max_depth = std::max(max_depth, depth[child]);
+        pending.push_back(static_cast<size_t>(child));
+      }
+    }
+    if (max_depth > 20) return false;
+    Tree tree_copy{max_depth, splits_.size(), leaves_.size()};
+    splits_.resize(splits_.size() + (size_t{1} << max_depth) - 1);
+    leaves_.resize(leaves_.size() + (size_t{1} << max_depth));
+    // Walk the tree; `slot` is the node's place in the complete tree of its depth.
+    std::vector<std::pair<size_t, size_t>> stack = {{0, 0}};  // (node, slot)
+    while (!stack.empty()) {
+      const auto [node, slot] = stack.back();
+      stack.pop_back();
+      const int64_t l = left[node];
+      if (l < 0) {
+        // A leaf at depth d fills the 2^(max - d) bottom slots under its slot.
+        const int below = max_depth - depth[node];
+        // The splits under it keep any condition: every path ends at the same value.
+        const size_t first = ((slot + 1) << below) - 1 - ((size_t{1} << max_depth) - 1);
+        std::fill_n(leaves_.begin() + static_cast<std::ptrdiff_t>(tree_copy.leaves + first),
+                    size_t{1} << below, value[node]);
+        continue;
+      }
+      Split& split = splits_[tree_copy.splits + slot];
+      if (feature[node] < 0 || feature[node] >= features_) return false;
+      split.feature = static_cast<uint32_t>(feature[node]);
+      split.condition = value[node];
+      split.default_left = default_left[node] != 0;
+      stack.emplace_back(static_cast<size_t>(l), 2 * slot + 1);
+      stack.emplace_back(static_cast<size_t>(right[node]), 2 * slot + 2);
+    }
+    trees_.push_back(tree_copy);
   }
   return true;
 }
