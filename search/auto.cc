@@ -296,8 +296,10 @@ std::optional<uint64_t> AutoStrategy::ExploreUnseen() {
     ++found;
     ranks.clear();
     metric_.AppendRanks(index, ranks);
+    // Its distance to the nearest seen config; once that is no farther than the farthest
+    // candidate's, this one cannot be chosen, and the scan stops.
     double closest = std::numeric_limits<double>::infinity();
-    for (size_t k = 0; k < history().size(); ++k) {
+    for (size_t k = 0; k < history().size() && closest > farthest; ++k) {
       closest =
           std::min(closest, metric_.Distance(ranks.data(), history_ranks_.data() + k * params));
     }
