@@ -92,7 +92,10 @@ class SimEmitter {
     add("o_acc", Mem::kSbuf, o_part, o_free * 4, 2 * group);
     add("o_stage", Mem::kSbuf, o_part, o_free * p_.out_bytes, kStagingBufs);
     add("s_psum", Mem::kPsum, bq, p_.kv_tile * 4, p_.s_slots);
-    if (p_.pt_bank) add("pt_psum", Mem::kPsum, kvp, chunks * p_.bq * 4, 1);
+    if (p_.pt_bank) {
+      const int64_t bytes = sim::DTypeBytes(target_.TransposePsumDType(p_.dtype));
+      add("pt_psum", Mem::kPsum, kvp, chunks * p_.bq * bytes, 1);
+    }
     add("o_psum", Mem::kPsum, o_part, o_free * 4, group);
     if (p_.tr_bank) add("tr_psum", Mem::kPsum, 128, target_.psum_bank_bytes_per_partition, 1);
     mask_ready_ = -1;
@@ -190,7 +193,7 @@ class SimEmitter {
         const int csz = int(std::min<int64_t>(128, tsz - c * 128));
         last = Transpose(csz, int(p_.d), {load, tr_reader_});
       }
-      tr_reader_ = k_ready_[buf] = Evict(int(p_.d), int(tsz), last, war);
+      tr_reader_ = k_ready_[buf] = EvictTransposed(int(p_.d), int(tsz), last, war);
     }
     // (max_dtype=fp8: the fp8 copy is made when the max pass first reads the tile, so that
     // GpSimd does not convert all of a head's resident tiles ahead of its first Q^T.)
@@ -211,7 +214,7 @@ class SimEmitter {
       const int32_t load =
           Add(sim::MakeDma(Op::kDmaLoad, int(qsz), p_.d * p_.in_bytes, kQueueQ), {war});
       const int32_t tr = Transpose(int(qsz), int(p_.d), {load, tr_reader_});
-      tr_reader_ = q_ready_ = Evict(int(p_.d), int(qsz), tr, war);
+      tr_reader_ = q_ready_ = EvictTransposed(int(p_.d), int(qsz), tr, war);
     }
     if (p_.max_fp8) q8_ready_ = ToFp8(int(qsz), q_ready_, war);
     q_buf_ = buf;
@@ -811,7 +814,7 @@ class SimEmitter {
       const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
       last = Transpose(int(qsz), csz, {p_ready_[i], pt_reader_});
     }
-    pt_ready_[i] = pt_reader_ = Evict(kvp, int(chunks * qsz), last, p_reader_[buf]);
+    pt_ready_[i] = pt_reader_ = EvictTransposed(kvp, int(chunks * qsz), last, p_reader_[buf]);
     p_reader_[buf] = pt_ready_[i];
   }
 
@@ -833,6 +836,15 @@ class SimEmitter {
 
   int32_t Evict(int partitions, int free, int32_t dep, int32_t war) {
     return Add(PsumToSbuf(NextEvictEngine(), partitions, free), {dep, war});
+  }
+
+  // Evicts TensorE transposes of input-dtype data (Q^T, K^T, P^T). Where the target's transposes
+  // keep the dtype in PSUM, the copy reads and writes that dtype (bf16: VectorE's performance
+  // mode applies); else it reads fp32 like any matmul result's eviction.
+  int32_t EvictTransposed(int partitions, int free, int32_t dep, int32_t war) {
+    sim::Instruction ev = PsumToSbuf(NextEvictEngine(), partitions, free);
+    if (target_.TransposePsumDType(p_.dtype) == p_.dtype) ev.dtype = ev.out_dtype = p_.dtype;
+    return Add(ev, {dep, war});
   }
 
   // Broadcasts a per-query column [qsz, 1] over the head_dim partitions of the O^T layout:

@@ -263,6 +263,46 @@ TEST(AttentionTest, Issue4TunedConfigReaches39PercentOfTheRoofline) {
   }
 }
 
+// NeuronCore-v3 TensorE transposes keep bf16 in PSUM (NKI nc_transpose: is_transpose, output
+// dtype = input dtype), so their evictions are bf16 copies in VectorE's performance mode; on
+// NeuronCore-v2 a transpose is an fp32 matmul result like any other.
+TEST(AttentionTest, Snc3TransposesKeepBf16InPsumAndEvictInPerformanceMode) {
+  Problem p = Attn(1, 2, 512, 512, 128, 1);
+  const Config c = Parse(
+      "block_q=128,kv_tile=256,kv_block=1,q_group=1,qk_role=q,pv_role=p,qk_transpose=tensor,"
+      "p_transpose=tensor,softmax_src=psum,sum_engine=scalar,stats_engine=scalar,evict=vector,"
+      "kv_resident=0,bufs=2,causal_skip=1,pipeline=0,softmax_ops=tile,mask=select,exp_layout=s,"
+      "max_dtype=input,softmax=online,shards=1");
+  auto bf16_evictions = [&](const sim::Target& t) {
+    absl::StatusOr<sim::Program> program = Attention().Lower(p, c, t);
+    EXPECT_TRUE(program.ok()) << program.status();
+    int n = 0;
+    for (const sim::Instruction& inst : program->cores[0].instructions) {
+      n += inst.op == sim::Op::kTensorCopy && inst.in0 == sim::Mem::kPsum &&
+           inst.dtype == sim::DType::kBf16 && inst.out_dtype == sim::DType::kBf16;
+    }
+    return n;
+  };
+  const sim::Target snc2 = Load("snc2"), snc3 = Load("snc3");
+  ASSERT_TRUE(snc3.transpose_keeps_dtype);
+  ASSERT_FALSE(snc2.transpose_keeps_dtype);
+  // Per head: 4 Q^T and 4 K^T evictions, and one P^T eviction per (query, key) tile pair seen.
+  EXPECT_GE(bf16_evictions(snc3), 2 * (4 + 4 + 4));
+  EXPECT_EQ(bf16_evictions(snc2), 0);
+  sim::Target fp32_transposes = snc3;
+  fp32_transposes.transpose_keeps_dtype = false;
+  EXPECT_EQ(bf16_evictions(fp32_transposes), 0);
+  absl::StatusOr<sim::SimResult> kept = Evaluate(Attention(), p, c, snc3);
+  absl::StatusOr<sim::SimResult> fp32 = Evaluate(Attention(), p, c, fp32_transposes);
+  ASSERT_TRUE(kept.ok() && fp32.ok());
+  const auto vector_busy = [](const sim::SimResult& r) {
+    return r.engines[int(sim::EngineKind::kVector)].busy_ticks;
+  };
+  EXPECT_LT(vector_busy(*kept), vector_busy(*fp32));
+  EXPECT_LE(kept->time_ns, fp32->time_ns);
+  EXPECT_TRUE(Attention().Verify(p, c, snc3).ok());
+}
+
 TEST(AttentionTest, CausalSkippingHalvesTensorWork) {
   sim::Target t = Load("snc3");
   Problem p = Attn(1, 2, 2048, 2048, 128, 1);

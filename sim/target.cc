@@ -77,6 +77,7 @@ const ScalarField kScalarFields[] = {
     {"port_conflict_vector_scalar_psum", &Target::port_conflict_vector_scalar_psum},
     {"vector_perf_contiguous", &Target::vector_perf_contiguous},
     {"vector_perf", &Target::vector_perf},
+    {"transpose_keeps_dtype", &Target::transpose_keeps_dtype},
     {"dma_engines", &Target::dma_engines},
     {"dma_queues", &Target::dma_queues},
     {"dma_gbps_per_engine", &Target::dma_gbps_per_engine},

@@ -93,6 +93,15 @@ struct Target {
   // 1 = no performance mode.
   double vector_perf_contiguous = 1;
   double vector_perf = 1;
+  // TensorE transposes (a matmul against an identity): whether the PSUM result keeps the input's
+  // dtype (NeuronCore-v3 on: nc_matmul with is_transpose, bf16 in, bf16 out) instead of being
+  // written as fp32 like any matmul result (NeuronCore-v2). See TransposePsumDType.
+  bool transpose_keeps_dtype = false;
+
+  // The dtype a TensorE transpose of `data` leaves in PSUM.
+  DType TransposePsumDType(DType data) const {
+    return transpose_keeps_dtype ? data : DType::kFp32;
+  }
 
   // DMA (per core).
   int dma_engines = 0;

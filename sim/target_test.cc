@@ -29,6 +29,7 @@ TEST(TargetTest, Snc2HasTheDocumentedNumbers) {
   EXPECT_TRUE(t->SupportsDType(DType::kFp8));
   EXPECT_EQ(t->PeakTflops(DType::kFp8), t->PeakTflops(DType::kBf16));
   EXPECT_EQ(t->MaxMatmulK(DType::kFp8), 128) << "no double-row mode";
+  EXPECT_EQ(t->TransposePsumDType(DType::kBf16), DType::kFp32) << "a transpose is a matmul result";
   EXPECT_DOUBLE_EQ(t->HbmGbps(1), 410);
   EXPECT_DOUBLE_EQ(t->HbmGbps(2), 820);
 }
@@ -43,6 +44,8 @@ TEST(TargetTest, Snc3DiffersWhereTheHardwareDoes) {
   EXPECT_TRUE(t->SupportsDType(DType::kFp8));
   EXPECT_EQ(t->MaxMatmulK(DType::kFp8), 256);
   EXPECT_FALSE(t->port_conflict_vector_scalar_psum);
+  // NKI nc_transpose on NeuronCore-v3: a TensorE transpose's PSUM result has the input's dtype.
+  EXPECT_EQ(t->TransposePsumDType(DType::kBf16), DType::kBf16);
   // 8 cores x 362 GB/s = 2896 GB/s, just under the chip's 2.9 TB/s.
   EXPECT_DOUBLE_EQ(t->HbmGbps(8), 2896);
   EXPECT_DOUBLE_EQ(t->HbmGbps(1), 362);
