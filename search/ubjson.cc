@@ -175,56 +175,44 @@ bool UbjReader::Skip() {
   return Marker(&marker) && Value(marker);
 }
 
-bool UbjReader::EnterObject() {
+bool UbjReader::Enter(char open) {
   char marker = 0;
   Container c;
-  if (!Marker(&marker) || marker != '{' || !Header(&c)) return false;
-  if (open_.size() > kMaxDepth) return false;
+  if (!Marker(&marker) || marker != open || !Header(&c) || open_.size() > kMaxDepth) return false;
   open_.push_back(c);
+  return true;
+}
+
+bool UbjReader::EnterObject() { return Enter('{'); }
+bool UbjReader::EnterArray() { return Enter('['); }
+
+bool UbjReader::Advance(char close, bool* done) {
+  *done = false;
+  if (open_.empty()) return false;
+  Container& c = open_.back();
+  if (c.left == 0 || (c.left < 0 && p_ < end_ && *p_ == close)) {
+    if (c.left < 0) ++p_;
+    open_.pop_back();
+    *done = true;
+    return false;
+  }
+  if (c.left > 0) --c.left;
   return true;
 }
 
 bool UbjReader::Next(std::string_view* key, bool* done) {
-  *done = false;
-  if (open_.empty()) return false;
-  Container& c = open_.back();
-  if (c.left == 0 || (c.left < 0 && p_ < end_ && *p_ == '}')) {
-    if (c.left < 0) ++p_;
-    open_.pop_back();
-    *done = true;
-    return false;
-  }
-  if (c.left > 0) --c.left;
   int64_t n = 0;
-  if (!Length(&n)) return false;
+  if (!Advance('}', done) || !Length(&n)) return false;
   *key = std::string_view(p_, size_t(n));
   p_ += n;
-  implied_ = c.type;
-  return true;
-}
-
-bool UbjReader::EnterArray() {
-  char marker = 0;
-  Container c;
-  if (!Marker(&marker) || marker != '[' || !Header(&c)) return false;
-  if (open_.size() > kMaxDepth) return false;
-  open_.push_back(c);
+  implied_ = open_.back().type;
   return true;
 }
 
 bool UbjReader::NextItem(bool* done) {
-  *done = false;
-  if (open_.empty()) return false;
-  Container& c = open_.back();
-  if (c.left == 0 || (c.left < 0 && p_ < end_ && *p_ == ']')) {
-    if (c.left < 0) ++p_;
-    open_.pop_back();
-    *done = true;
-    return false;
-  }
-  if (c.left > 0) --c.left;
-  implied_ = c.type;
-  return c.type != 0 || p_ < end_;
+  if (!Advance(']', done)) return false;
+  implied_ = open_.back().type;
+  return implied_ != 0 || p_ < end_;
 }
 
 template <typename T>

@@ -50,6 +50,9 @@ class UbjReader {
   bool Double(char marker, double* v);
   bool Value(char marker);  // skips the value whose marker was read
   bool Header(Container* c);
+  bool Enter(char open);  // a container opened by `open`
+  // Moves to the innermost container's next entry, or leaves the container at its end (`*done`).
+  bool Advance(char close, bool* done);
   template <typename T>
   bool NumbersAs(std::vector<T>* out);
 
