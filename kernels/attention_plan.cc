@@ -230,11 +230,10 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                p.tr_bank ? " + 1 transpose bank" : "", " = ", groups, " exceed the ", max_groups,
                " PSUM banks"));
   }
-  const int64_t pt_bytes = CeilDiv(p.kv_tile, 128) * p.bq * 4;
   if (p.pv_v && p.bq * 4 > target.psum_bank_bytes_per_partition) {
     return absl::InvalidArgumentError("pv_role=v: an O^T tile exceeds one PSUM bank");
   }
-  if (pt_bytes > target.psum_bank_bytes_per_partition) {
+  if (p.pt_bytes(target) > target.psum_bank_bytes_per_partition) {
     return absl::InvalidArgumentError("a P^T tile exceeds one PSUM bank");
   }
 

@@ -97,6 +97,11 @@ struct Plan {
   // Q^T buffers per group member: the two groups in flight, and with two_pass a third so that
   // the next group's Q^T loads while its buffer's previous group is still in its exp pass.
   int q_sets() const { return two_pass ? 3 : 2; }
+  // Bytes per partition of the P^T bank: a tile's 128-key chunks of transposed P, in the dtype
+  // the target's TensorE transposes leave in PSUM.
+  int64_t pt_bytes(const sim::Target& target) const {
+    return CeilDiv(kv_tile, 128) * bq * sim::DTypeBytes(target.TransposePsumDType(dtype));
+  }
   // Columns of a V chunk in SBUF: head_dim, plus the ones column with exp_layout=st.
   int64_t v_cols() const { return d + (st ? 1 : 0); }
   // Columns of the mask=matmul constant: [r, x] = kMaskValue where x > r; every masked window of

@@ -92,10 +92,7 @@ class SimEmitter {
     add("o_acc", Mem::kSbuf, o_part, o_free * 4, 2 * group);
     add("o_stage", Mem::kSbuf, o_part, o_free * p_.out_bytes, kStagingBufs);
     add("s_psum", Mem::kPsum, bq, p_.kv_tile * 4, p_.s_slots);
-    if (p_.pt_bank) {
-      const int64_t bytes = sim::DTypeBytes(target_.TransposePsumDType(p_.dtype));
-      add("pt_psum", Mem::kPsum, kvp, chunks * p_.bq * bytes, 1);
-    }
+    if (p_.pt_bank) add("pt_psum", Mem::kPsum, kvp, p_.pt_bytes(target_), 1);
     add("o_psum", Mem::kPsum, o_part, o_free * 4, group);
     if (p_.tr_bank) add("tr_psum", Mem::kPsum, 128, target_.psum_bank_bytes_per_partition, 1);
     mask_ready_ = -1;
