@@ -316,6 +316,22 @@ void Keep(std::vector<T>& from, std::vector<std::vector<T>>& kept, size_t& bytes
 
 }  // namespace
 
+namespace {
+// Whether `a` and `b` hold the same bytes (for types without padding).
+template <typename T>
+bool SameBytes(const std::vector<T>& a, const std::vector<T>& b) {
+  static_assert(std::has_unique_object_representations_v<T>);
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+}  // namespace
+
+bool CoreProgram::operator==(const CoreProgram& other) const {
+  return SameBytes(instructions, other.instructions) && SameBytes(deps, other.deps) &&
+         SameBytes(anchor_forms, other.anchor_forms) && allocations == other.allocations &&
+         segments == other.segments;
+}
+
 CoreProgram& Program::Core(size_t index) {
   if (cores.size() <= index) cores.resize(index + 1);
   CoreProgram& core = cores[index];

@@ -17,6 +17,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,12 +55,13 @@ enum class Mem : uint8_t { kSbuf = 0, kPsum = 1, kHbm = 2 };
 // cheap to build and simulate. Fields that do not apply to an op are ignored.
 struct Instruction {
   Op op = Op::kTensorCopy;
+  uint8_t unused3[3] = {};  // explicit padding (unused* fields): see SameOperation
   EngineKind engine = EngineKind::kVector;
   DType dtype = DType::kBf16;  // matmul operands; element type of engine-op inputs
   // Engine ops: element type of the output (decides VectorE's performance mode with `dtype`).
   // fp32 unless the kernel says otherwise: no kernel gains the mode without declaring it.
   DType out_dtype = DType::kFp32;
-  uint8_t unused = 0;    // explicit, so SameOperation's byte compare sees no padding
+  uint8_t unused = 0;
   Mem in0 = Mem::kSbuf;  // first input
   Mem in1 = Mem::kSbuf;  // second input (tensor_tensor only)
   Mem out = Mem::kSbuf;
@@ -77,6 +79,7 @@ struct Instruction {
   int32_t chunk_bytes = 0;          // DMA: contiguous bytes per descriptor; 0 = bytes_per_partition
   uint32_t dep_begin = 0;           // into CoreProgram::deps (set by CoreProgram::Add)
   uint32_t dep_count = 0;
+  uint32_t unused_tail = 0;
 
   // Every field equal (see SameOperation).
   bool operator==(const Instruction& other) const;
@@ -85,36 +88,21 @@ struct Instruction {
 // Whether `a` and `b` are the same operation: every field equal except the dependency range
 // (dep_begin, dep_count). Per-template work (validation, costs) is done once per distinct one.
 //
-// Programs compare instructions often (cores, repeated periods), so this compares the two runs of
-// fields that have no padding between them (engine..queue and k..chunk_bytes) as bytes, plus op;
-// the static_asserts below check the layout this relies on.
+// Programs compare instructions often (cores, repeated periods), so instructions compare as bytes:
+// the padding a compiler would insert is declared as the unused* fields, which stay zero, and the
+// static_asserts below check that no byte is left out and that the dependency range comes last.
 inline bool SameOperation(const Instruction& a, const Instruction& b) {
-  constexpr size_t kRun1 = offsetof(Instruction, engine);
-  constexpr size_t kRun1End = offsetof(Instruction, queue) + sizeof(int16_t);
-  constexpr size_t kRun2 = offsetof(Instruction, k);
-  constexpr size_t kRun2End = offsetof(Instruction, dep_begin);
-  const auto* x = reinterpret_cast<const unsigned char*>(&a);
-  const auto* y = reinterpret_cast<const unsigned char*>(&b);
-  return a.op == b.op && std::memcmp(x + kRun1, y + kRun1, kRun1End - kRun1) == 0 &&
-         std::memcmp(x + kRun2, y + kRun2, kRun2End - kRun2) == 0;
+  return std::memcmp(&a, &b, offsetof(Instruction, dep_begin)) == 0;
 }
 inline bool Instruction::operator==(const Instruction& other) const {
-  return SameOperation(*this, other) && dep_begin == other.dep_begin &&
-         dep_count == other.dep_count;
+  return std::memcmp(this, &other, sizeof(Instruction)) == 0;
 }
-// The fields of each compared run are contiguous (sizes add up to the run's length), op comes
-// first and dep_begin follows chunk_bytes: a new field must be placed in a run and checked here.
-static_assert(offsetof(Instruction, op) == 0 && sizeof(Op) == 1);
-static_assert(offsetof(Instruction, queue) + sizeof(int16_t) - offsetof(Instruction, engine) ==
-                  sizeof(EngineKind) + 2 * sizeof(DType) + sizeof(uint8_t) + 3 * sizeof(Mem) +
-                      4 * sizeof(bool) + 3 * sizeof(int16_t),
-              "Instruction changed: update SameOperation");
-static_assert(offsetof(Instruction, dep_begin) - offsetof(Instruction, k) ==
-                  4 * sizeof(int32_t) + sizeof(int64_t) + sizeof(int32_t),
-              "Instruction changed: update SameOperation");
-static_assert(offsetof(Instruction, dep_count) + sizeof(uint32_t) <= sizeof(Instruction) &&
-                  sizeof(Instruction) <= offsetof(Instruction, dep_count) + 8,
-              "Instruction changed: update SameOperation");
+static_assert(std::has_unique_object_representations_v<Instruction>,
+              "Instruction has padding: declare it as an unused field (SameOperation)");
+static_assert(offsetof(Instruction, dep_count) == offsetof(Instruction, dep_begin) + 4 &&
+                  offsetof(Instruction, unused_tail) == offsetof(Instruction, dep_count) + 4 &&
+                  sizeof(Instruction) == offsetof(Instruction, unused_tail) + 4,
+              "Instruction changed: SameOperation compares every byte before dep_begin");
 
 // A named region of SBUF or PSUM, live for the whole program, `bufs` times (multi-buffering).
 struct Allocation {
@@ -165,6 +153,7 @@ struct AnchorForm {
   int32_t up = 0;  // the repeat counted from: 0 = the innermost enclosing one, 1 = the next, ...
   bool operator==(const AnchorForm&) const = default;
 };
+static_assert(std::has_unique_object_representations_v<AnchorForm>);
 
 struct CoreProgram {
   // Empty. Takes over the largest instruction and dependency buffers (their capacity) that this
@@ -210,7 +199,9 @@ struct CoreProgram {
   int64_t RepeatFlatSize(size_t begin) const;
 
   // Same instructions, dependencies, allocations and loop structure (so the same schedule).
-  bool operator==(const CoreProgram&) const = default;
+  // Compares the instruction, dependency and anchor buffers as bytes (ValidateProgram compares
+  // every copied core with the one before it).
+  bool operator==(const CoreProgram& other) const;
 
   std::span<const int32_t> DepsOf(int32_t index) const {
     const Instruction& inst = instructions[index];

@@ -38,6 +38,59 @@ TEST(ProgramTest, ACoreHoldsAtMostTwoToThe21InstructionsAndSuchAProgramIsRefused
       << valid.message();
 }
 
+// Cores and instructions compare as bytes (program.h): a change to any one field, a dependency or
+// an anchor form makes two cores differ, and SameOperation ignores only the dependency range.
+TEST(ProgramTest, CoresThatDifferInAnyFieldDependencyOrAnchorFormAreNotEqual) {
+  const std::vector<void (*)(Instruction&)> changes = {
+      [](Instruction& i) { i.op = Op::kTensorTensor; },
+      [](Instruction& i) { i.engine = EngineKind::kScalar; },
+      [](Instruction& i) { i.dtype = DType::kFp8; },
+      [](Instruction& i) { i.out_dtype = DType::kBf16; },
+      [](Instruction& i) { i.in0 = Mem::kPsum; },
+      [](Instruction& i) { i.in1 = Mem::kPsum; },
+      [](Instruction& i) { i.out = Mem::kPsum; },
+      [](Instruction& i) { i.reload_stationary = false; },
+      [](Instruction& i) { i.transpose = true; },
+      [](Instruction& i) { i.strided = true; },
+      [](Instruction& i) { i.add_op = true; },
+      [](Instruction& i) { i.partitions = 64; },
+      [](Instruction& i) { i.start_partition = 32; },
+      [](Instruction& i) { i.queue = 3; },
+      [](Instruction& i) { i.k = 7; },
+      [](Instruction& i) { i.m = 7; },
+      [](Instruction& i) { i.n = 7; },
+      [](Instruction& i) { i.free = 7; },
+      [](Instruction& i) { i.bytes_per_partition = 7; },
+      [](Instruction& i) { i.chunk_bytes = 7; },
+  };
+  auto core_with = [](void (*change)(Instruction&), int32_t distance, AnchorForm form) {
+    CoreProgram core;
+    Instruction inst = MakeDma(Op::kDmaLoad, 128, 1024, 0);
+    if (change != nullptr) change(inst);
+    core.BeginRepeat(4);
+    core.AddCompact(MakeDma(Op::kDmaLoad, 128, 512, 1), {});
+    const int32_t deps[] = {1, -distance};
+    const AnchorForm forms[] = {AnchorForm{}, form};
+    core.AddCompact(inst, deps, forms);
+    core.EndRepeat();
+    return core;
+  };
+  const CoreProgram base = core_with(nullptr, 2, {});
+  EXPECT_TRUE(base == core_with(nullptr, 2, {}));
+  EXPECT_FALSE(base == core_with(nullptr, 3, {}));
+  EXPECT_FALSE(base == core_with(nullptr, 2, AnchorForm{.stride = 0, .up = 1}));
+  for (size_t c = 0; c < changes.size(); ++c) {
+    const CoreProgram changed = core_with(changes[c], 2, {});
+    EXPECT_FALSE(base == changed) << "change " << c;
+    EXPECT_FALSE(SameOperation(base.instructions[1], changed.instructions[1])) << "change " << c;
+  }
+  Instruction moved = base.instructions[1];
+  moved.dep_begin += 5;
+  moved.dep_count += 1;
+  EXPECT_TRUE(SameOperation(base.instructions[1], moved));
+  EXPECT_FALSE(base.instructions[1] == moved);
+}
+
 TEST(ProgramTest, PeakBytesCountBuffers) {
   CoreProgram core;
   core.allocations.push_back({"a", Mem::kSbuf, 0, 128, 1000, 3});
