@@ -277,36 +277,55 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   double chip_hbm = 0;
   SimResult out;
   int64_t flops[kNumDTypes] = {};  // exact, so the sum does not depend on program form
+  // The last counted core's part of the totals, added again for each copy of it.
+  int64_t core_instructions[kNumEngines] = {};
+  int64_t core_flops[kNumDTypes] = {};
+  int64_t core_hbm_bytes = 0;
   for (int c = 0; c < num_cores; ++c) {
     const CoreProgram& core = program.cores[c];
-    Multiplicities(core, &mult[c], &scratch.factor);
-    for (size_t t = 0; t < core.instructions.size(); ++t) {
-      const Instruction& inst = core.instructions[t];
-      const int64_t n = mult[c][t];
-      if (n == 0) continue;
-      out.engines[int(inst.engine)].instructions += n;
-      if (inst.engine == EngineKind::kDma) {
-        const double bytes = double(inst.partitions) * double(inst.bytes_per_partition) * n;
-        // Summed exactly (bytes by transpose kind), so a share does not depend on program form.
-        dma_kind_bytes[c][size_t(inst.queue) * 3 + size_t(TransposeKind(inst))] +=
-            DescriptorBytes(target, inst, false) * inst.partitions * n;
-        if (inst.op != Op::kDmaCopy) {
-          hbm_bytes[c][inst.queue] += bytes;
-          core_hbm[c] += bytes;
-          chip_hbm += bytes;
-          out.hbm_bytes += int64_t(inst.partitions) * inst.bytes_per_partition * n;
+    if (c > 0 && copies[c]) {  // the previous core's program (ValidateProgram), so its load
+      mult[c] = mult[c - 1];
+      dma_kind_bytes[c] = dma_kind_bytes[c - 1];
+      dma_demand[c] = dma_demand[c - 1];
+      hbm_bytes[c] = hbm_bytes[c - 1];
+      core_dma[c] = core_dma[c - 1];
+      core_hbm[c] = core_hbm[c - 1];
+    } else {
+      std::fill(core_instructions, core_instructions + kNumEngines, 0);
+      std::fill(core_flops, core_flops + kNumDTypes, 0);
+      core_hbm_bytes = 0;
+      Multiplicities(core, &mult[c], &scratch.factor);
+      for (size_t t = 0; t < core.instructions.size(); ++t) {
+        const Instruction& inst = core.instructions[t];
+        const int64_t n = mult[c][t];
+        if (n == 0) continue;
+        core_instructions[int(inst.engine)] += n;
+        if (inst.engine == EngineKind::kDma) {
+          const double bytes = double(inst.partitions) * double(inst.bytes_per_partition) * n;
+          // Summed exactly (bytes by transpose kind), so a share does not depend on program form.
+          dma_kind_bytes[c][size_t(inst.queue) * 3 + size_t(TransposeKind(inst))] +=
+              DescriptorBytes(target, inst, false) * inst.partitions * n;
+          if (inst.op != Op::kDmaCopy) {
+            hbm_bytes[c][inst.queue] += bytes;  // integers below 2^53: exact
+            core_hbm[c] += bytes;
+            core_hbm_bytes += int64_t(inst.partitions) * inst.bytes_per_partition * n;
+          }
+        } else if (inst.op == Op::kMatmul) {
+          core_flops[int(inst.dtype)] += 2 * int64_t(inst.k) * inst.m * inst.n * n;
         }
-      } else if (inst.op == Op::kMatmul) {
-        flops[int(inst.dtype)] += 2 * int64_t(inst.k) * inst.m * inst.n * n;
+      }
+      for (int q = 0; q < nq; ++q) {
+        for (int kind = 0; kind < 3; ++kind) {
+          dma_demand[c][q] += double(dma_kind_bytes[c][size_t(q) * 3 + size_t(kind)]) *
+                              TransposeSlowdown(target, kind);
+        }
+        core_dma[c] += dma_demand[c][q];
       }
     }
-    for (int q = 0; q < nq; ++q) {
-      for (int kind = 0; kind < 3; ++kind) {
-        dma_demand[c][q] += double(dma_kind_bytes[c][size_t(q) * 3 + size_t(kind)]) *
-                            TransposeSlowdown(target, kind);
-      }
-      core_dma[c] += dma_demand[c][q];
-    }
+    for (int e = 0; e < kNumEngines; ++e) out.engines[e].instructions += core_instructions[e];
+    for (int d = 0; d < kNumDTypes; ++d) flops[d] += core_flops[d];
+    out.hbm_bytes += core_hbm_bytes;
+    chip_hbm += core_hbm[c];
   }
   const double chip_gbps = target.HbmGbps(num_cores);
   // The chip's HBM bytes at its bandwidth: no core that moves HBM bytes finishes sooner.
