@@ -55,6 +55,88 @@ void Generate(const Plan& p, Emitter& e) {
     int pass = 0;
     bool exp_first = false;
   };
+  // The groups and their softmax steps, the same for every head (built once): per step, each
+  // member's key tiles (causal skipping may leave a member, or the whole step, without any).
+  std::vector<Group> groups;
+  std::vector<Step> steps;
+  for (int64_t qg = 0; qg < p.q_tiles; qg += p.q_group) {
+    if (p.group_stride > 1 && qg / p.q_group % p.group_stride != p.group_stride / 2) continue;
+    Group grp;
+    grp.members = int(std::min(p.q_group, p.q_tiles - qg));
+    for (int g = 0; g < grp.members; ++g) {
+      grp.i0.push_back((qg + g) * p.bq);
+      grp.qsz.push_back(std::min(p.bq, p.sq - grp.i0.back()));
+    }
+    const size_t first_step = steps.size();
+    for (int64_t kb = 0; kb < p.kv_blocks; ++kb) {
+      Step st{groups.size(), kb, std::vector<std::vector<KvTile>>(grp.members)};
+      bool any = false;
+      for (int g = 0; g < grp.members; ++g) {
+        for (int64_t t = kb * p.kv_block; t < std::min(kv_tiles, (kb + 1) * p.kv_block); ++t) {
+          KvTile tile{t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile), false};
+          if (p.causal) {
+            const int64_t last_row_sees = grp.i0[g] + grp.qsz[g] - 1 + p.offset();
+            const int64_t first_row_sees = grp.i0[g] + p.offset();
+            bool all_masked = tile.j0 > last_row_sees;
+            if (Fault() == AttentionFault::kCausalSkipOffByOne) {
+              all_masked = tile.j0 > first_row_sees;
+            }
+            if (all_masked && p.skip) continue;
+            // Skipping also drops the tile's columns that no query of the member sees.
+            if (p.skip) tile.size = std::min(tile.size, last_row_sees - tile.j0 + 1);
+            tile.masked = tile.j0 + tile.size - 1 > first_row_sees;
+          }
+          st.tiles[g].push_back(tile);
+          any = true;
+        }
+      }
+      if (any) steps.push_back(std::move(st));
+    }
+    // Every query sees key 0, so every group has at least one step.
+    steps[first_step].first = true;
+    if (p.two_pass) {
+      // The max pass, then the same steps again as the exp pass.
+      const size_t n = steps.size() - first_step;
+      for (size_t x = 0; x < n; ++x) {
+        steps.push_back(steps[first_step + x]);
+        steps[first_step + x].pass = 1;
+        steps.back().pass = 2;
+        steps.back().first = false;
+      }
+      steps[first_step + n].exp_first = true;
+    }
+    steps.back().last = true;
+    groups.push_back(std::move(grp));
+  }
+  if (p.two_pass) {
+    // The stream alternates group g's exp pass with group g + 1's max pass, so that the
+    // engines of one (TensorE, ScalarE, P^T) and of the other (TensorE, VectorE) overlap.
+    std::vector<Step> order;
+    order.reserve(steps.size());
+    size_t at = 0;  // start of the current group's steps (its max pass, then its exp pass)
+    auto half = [&](size_t start) {
+      size_t n = 0;
+      while (start + n < steps.size() && steps[start + n].pass == 1) ++n;
+      return n;
+    };
+    size_t n = half(0);
+    for (size_t x = 0; x < n; ++x) order.push_back(steps[x]);
+    while (at < steps.size()) {
+      const size_t next = at + 2 * n;  // the next group's first step
+      const size_t n_next = next < steps.size() ? half(next) : 0;
+      for (size_t x = 0; x < std::max(n, n_next); ++x) {
+        if (x < n) order.push_back(steps[at + n + x]);
+        if (x < n_next) order.push_back(steps[next + x]);
+      }
+      at = next;
+      n = n_next;
+    }
+    steps = std::move(order);
+  }
+  std::vector<char> needed(size_t(p.kv_block), 0);  // key tiles a step reads (not resident)
+  // Per member slot (group parity x q_group + member): its first step's mid and back not yet
+  // emitted in this head.
+  std::vector<char> first_mid(size_t(2 * p.q_group), 1), first_back(size_t(2 * p.q_group), 1);
   int64_t previous_heads = -1;
   for (int core = 0; core < p.shards; ++core) {
     const int64_t lo = p.bh * core / p.shards, hi = p.bh * (core + 1) / p.shards;
@@ -70,86 +152,8 @@ void Generate(const Plan& p, Emitter& e) {
           e.LoadKv(t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile));
         }
       }
-      // The head's groups and their softmax steps: per step, each member's key tiles (causal
-      // skipping may leave a member, or the whole step, without any).
-      std::vector<Group> groups;
-      std::vector<Step> steps;
-      for (int64_t qg = 0; qg < p.q_tiles; qg += p.q_group) {
-        if (p.group_stride > 1 && qg / p.q_group % p.group_stride != p.group_stride / 2) continue;
-        Group grp;
-        grp.members = int(std::min(p.q_group, p.q_tiles - qg));
-        for (int g = 0; g < grp.members; ++g) {
-          grp.i0.push_back((qg + g) * p.bq);
-          grp.qsz.push_back(std::min(p.bq, p.sq - grp.i0.back()));
-        }
-        const size_t first_step = steps.size();
-        for (int64_t kb = 0; kb < p.kv_blocks; ++kb) {
-          Step st{groups.size(), kb, std::vector<std::vector<KvTile>>(grp.members)};
-          bool any = false;
-          for (int g = 0; g < grp.members; ++g) {
-            for (int64_t t = kb * p.kv_block; t < std::min(kv_tiles, (kb + 1) * p.kv_block); ++t) {
-              KvTile tile{t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile), false};
-              if (p.causal) {
-                const int64_t last_row_sees = grp.i0[g] + grp.qsz[g] - 1 + p.offset();
-                const int64_t first_row_sees = grp.i0[g] + p.offset();
-                bool all_masked = tile.j0 > last_row_sees;
-                if (Fault() == AttentionFault::kCausalSkipOffByOne) {
-                  all_masked = tile.j0 > first_row_sees;
-                }
-                if (all_masked && p.skip) continue;
-                // Skipping also drops the tile's columns that no query of the member sees.
-                if (p.skip) tile.size = std::min(tile.size, last_row_sees - tile.j0 + 1);
-                tile.masked = tile.j0 + tile.size - 1 > first_row_sees;
-              }
-              st.tiles[g].push_back(tile);
-              any = true;
-            }
-          }
-          if (any) steps.push_back(std::move(st));
-        }
-        // Every query sees key 0, so every group has at least one step.
-        steps[first_step].first = true;
-        if (p.two_pass) {
-          // The max pass, then the same steps again as the exp pass.
-          const size_t n = steps.size() - first_step;
-          for (size_t x = 0; x < n; ++x) {
-            steps.push_back(steps[first_step + x]);
-            steps[first_step + x].pass = 1;
-            steps.back().pass = 2;
-            steps.back().first = false;
-          }
-          steps[first_step + n].exp_first = true;
-        }
-        steps.back().last = true;
-        groups.push_back(std::move(grp));
-      }
-      if (p.two_pass) {
-        // The stream alternates group g's exp pass with group g + 1's max pass, so that the
-        // engines of one (TensorE, ScalarE, P^T) and of the other (TensorE, VectorE) overlap.
-        std::vector<Step> order;
-        order.reserve(steps.size());
-        size_t at = 0;  // start of the current group's steps (its max pass, then its exp pass)
-        auto half = [&](size_t start) {
-          size_t n = 0;
-          while (start + n < steps.size() && steps[start + n].pass == 1) ++n;
-          return n;
-        };
-        size_t n = half(0);
-        for (size_t x = 0; x < n; ++x) order.push_back(steps[x]);
-        while (at < steps.size()) {
-          const size_t next = at + 2 * n;  // the next group's first step
-          const size_t n_next = next < steps.size() ? half(next) : 0;
-          for (size_t x = 0; x < std::max(n, n_next); ++x) {
-            if (x < n) order.push_back(steps[at + n + x]);
-            if (x < n_next) order.push_back(steps[next + x]);
-          }
-          at = next;
-          n = n_next;
-        }
-        steps = std::move(order);
-      }
-      const int slots = int(2 * p.q_group);
-      std::vector<char> first_mid(slots, 1), first_back(slots, 1);
+      std::fill(first_mid.begin(), first_mid.end(), 1);
+      std::fill(first_back.begin(), first_back.end(), 1);
       auto member = [&](size_t group, int g) { return int(group % 2) * int(p.q_group) + g; };
       auto each = [&](size_t k, auto&& body) {
         const Step& st = steps[k];
@@ -186,7 +190,7 @@ void Generate(const Plan& p, Emitter& e) {
           }
         }
         if (!p.resident) {
-          std::vector<char> needed(p.kv_block, 0);
+          std::fill(needed.begin(), needed.end(), 0);
           for (const std::vector<KvTile>& ts : st.tiles) {
             for (const KvTile& t : ts) needed[t.index - st.kb * p.kv_block] = 1;
           }
