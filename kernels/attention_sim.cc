@@ -697,7 +697,7 @@ class SimEmitter {
       }
       value(ids.sums);
       value(ids.maxes);
-      for (int i = 0; i < kSlots; ++i) {
+      for (int i = 0; i < live_slots_; ++i) {  // the others are never written
         handle(m.s_ready[i]);
         handle(m.max[i]);
         handle(m.p_ready[i]);
@@ -877,15 +877,25 @@ class SimEmitter {
     std::array<Mem, kSlots> src{};
     std::array<bool, kSlots> src_bf16{};
   };
+  // Save and Load copy the per-tile arrays' live part only: slots [0, 2 x kv_block) (the rest
+  // is never written, so it keeps its initial value in the member and in the emitter alike).
   void Save(Member& m) const {
-    m = Member{q_ready_, q8_ready_, stats_, oacc_,    last_pv_, alpha_,    ids_, q_buf_,   slot_,
-               p_buf_,   s_ready_,  max_,   p_ready_, sum_,     pt_ready_, src_, src_bf16_};
+    m.q_ready = q_ready_, m.q8_ready = q8_ready_, m.stats = stats_, m.oacc = oacc_;
+    m.last_pv = last_pv_, m.alpha = alpha_, m.ids = ids_, m.q_buf = q_buf_;
+    CopySlots(slot_, m.slot), CopySlots(p_buf_, m.p_buf), CopySlots(s_ready_, m.s_ready);
+    CopySlots(max_, m.max), CopySlots(p_ready_, m.p_ready), CopySlots(sum_, m.sum);
+    CopySlots(pt_ready_, m.pt_ready), CopySlots(src_, m.src), CopySlots(src_bf16_, m.src_bf16);
   }
   void Load(const Member& m) {
     q_ready_ = m.q_ready, q8_ready_ = m.q8_ready, stats_ = m.stats, alpha_ = m.alpha, ids_ = m.ids;
-    oacc_ = m.oacc, last_pv_ = m.last_pv, q_buf_ = m.q_buf, slot_ = m.slot, p_buf_ = m.p_buf;
-    s_ready_ = m.s_ready, max_ = m.max, p_ready_ = m.p_ready, sum_ = m.sum;
-    pt_ready_ = m.pt_ready, src_ = m.src, src_bf16_ = m.src_bf16;
+    oacc_ = m.oacc, last_pv_ = m.last_pv, q_buf_ = m.q_buf;
+    CopySlots(m.slot, slot_), CopySlots(m.p_buf, p_buf_), CopySlots(m.s_ready, s_ready_);
+    CopySlots(m.max, max_), CopySlots(m.p_ready, p_ready_), CopySlots(m.sum, sum_);
+    CopySlots(m.pt_ready, pt_ready_), CopySlots(m.src, src_), CopySlots(m.src_bf16, src_bf16_);
+  }
+  template <typename T>
+  void CopySlots(const std::array<T, kSlots>& from, std::array<T, kSlots>& to) const {
+    std::copy_n(from.begin(), live_slots_, to.begin());
   }
 
   const Plan& p_;
@@ -894,6 +904,8 @@ class SimEmitter {
   std::remove_reference_t<decltype(std::declval<ProgramT&>().cores[0])>* c_ = nullptr;
   std::vector<Member> members_;
   int current_ = 0;
+  // The per-tile slots in use (Save, Load): two phases of kv_block tiles.
+  const int live_slots_ = int(std::min<int64_t>(kSlots, 2 * p_.kv_block));
   std::vector<int32_t> kv_reader_, k_ready_, v_ready_, s_reader_, p_reader_;
   std::vector<int> kv_buf_of_tile_;
   std::array<int32_t, kStagingBufs> stage_reader_{};
