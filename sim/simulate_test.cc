@@ -199,28 +199,42 @@ TEST(DmaTest, ShardedCoresShareTheChipHbm) {
 }
 
 // Cores with the same program get one simulated schedule (they have equal shares of the DMA
-// engines and of the chip's HBM); the result equals simulating each core on its own.
+// engines and of the chip's HBM) and the previous core's counted load; the result equals
+// simulating and counting each core on its own.
 TEST(DmaTest, IdenticalCoresMatchSeparatelySimulatedOnes) {
-  Target t = Load("snc2");
+  Target t = Load("snc3");
   Program same = OneCore();
   CoreProgram& c = same.cores[0];
   for (int i = 0; i < 16; ++i) {
     const int32_t load = c.Add(MakeDma(Op::kDmaLoad, 128, 8192, i % 2), {});
     const int32_t mm = c.Add(MakeMatmul(DType::kBf16, 128, 128, 512), {load});
-    c.Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 512, 128, Mem::kPsum), {mm});
+    const int32_t copy =
+        c.Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 512, 128, Mem::kPsum), {mm});
+    c.Add(MakeDma(Op::kDmaStore, 128, 1024, 2), {copy});
   }
-  same.cores.push_back(c);
-  // The same schedule written differently (an extra empty allocation), so not reused.
+  const CoreProgram core = c;  // c dangles once cores grows
+  same.cores.push_back(core);
+  same.cores.push_back(core);
+  // The same schedule written differently (an extra empty allocation on the middle core), so
+  // neither it nor the core after it is a copy of the core before.
   Program distinct = same;
   distinct.cores[1].allocations.push_back({"unused", Mem::kSbuf, 0, 128, 0, 1});
   absl::StatusOr<SimResult> a = Simulate(t, same);
   absl::StatusOr<SimResult> b = Simulate(t, distinct);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->ticks, b->ticks);
+  EXPECT_EQ(a->time_ns, b->time_ns);
+  EXPECT_EQ(a->hbm_bytes, b->hbm_bytes);
+  EXPECT_EQ(a->hbm_bytes, 3 * 16 * 128 * (8192 + 1024));
+  EXPECT_EQ(a->issued_roofline_ns, b->issued_roofline_ns);
+  EXPECT_EQ(a->bound, b->bound);
   for (int e = 0; e < kNumEngines; ++e) {
     EXPECT_EQ(a->engines[e].busy_ticks, b->engines[e].busy_ticks) << "engine " << e;
+    EXPECT_EQ(a->engines[e].busy_frac, b->engines[e].busy_frac) << "engine " << e;
     EXPECT_EQ(a->engines[e].instructions, b->engines[e].instructions) << "engine " << e;
   }
+  EXPECT_EQ(a->engines[int(EngineKind::kTensor)].instructions, 3 * 16);
+  EXPECT_EQ(a->engines[int(EngineKind::kDma)].instructions, 3 * 32);
 }
 
 TEST(SimulateTest, SixteenBackToBackMatmulsAreTensorBound) {
