@@ -314,9 +314,6 @@ void Keep(std::vector<T>& from, std::vector<std::vector<T>>& kept, size_t& bytes
   bytes += size;
 }
 
-}  // namespace
-
-namespace {
 // Whether `a` and `b` hold the same bytes (for types without padding).
 template <typename T>
 bool SameBytes(const std::vector<T>& a, const std::vector<T>& b) {
@@ -324,6 +321,7 @@ bool SameBytes(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() &&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
+
 }  // namespace
 
 bool CoreProgram::operator==(const CoreProgram& other) const {
