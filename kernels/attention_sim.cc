@@ -328,7 +328,8 @@ class SimEmitter {
       ids_.maxes += n;
       return;
     }
-    std::vector<int32_t> deps(max_.begin() + base, max_.begin() + base + n);
+    std::vector<int32_t>& deps = ScratchDeps();
+    deps.assign(max_.begin() + base, max_.begin() + base + n);
     deps.push_back(ids_.m);
     deps.push_back(ids_.m_reader);
     ids_.m = Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n + 1, int(qsz)), deps);
@@ -369,7 +370,7 @@ class SimEmitter {
   // One max over all the step's tiles (adjacent banks, or SBUF when they were evicted).
   void RowMaxStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
     int64_t total = 0;
-    std::vector<int32_t> deps;
+    std::vector<int32_t>& deps = ScratchDeps();
     for (size_t t = 0; t < tiles.size(); ++t) {
       total += tiles[t].size;
       deps.push_back(s_ready_[base + t]);
@@ -391,7 +392,8 @@ class SimEmitter {
   // reduction of the step's P).
   void ExpStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
     int64_t total = 0;
-    std::vector<int32_t> deps = {ids_.neg, max_[base]};
+    std::vector<int32_t>& deps = ScratchDeps();
+    deps.assign({ids_.neg, max_[base]});
     for (size_t t = 0; t < tiles.size(); ++t) {
       const int i = base + int(t);
       if (t == 0) p_base_ = int(p_count_++ % (p_.p_slots / p_.kv_block) * p_.kv_block);
@@ -452,7 +454,8 @@ class SimEmitter {
       ids_.sums += n;
       return;
     }
-    std::vector<int32_t> deps(sum_.begin() + base, sum_.begin() + base + n);
+    std::vector<int32_t>& deps = ScratchDeps();
+    deps.assign(sum_.begin() + base, sum_.begin() + base + n);
     deps.push_back(alpha_[phase]);
     deps.push_back(ids_.l);
     // l = l * alpha + sum of the tiles' row sums: one fused op (Vector scalar_tensor_tensor, or
@@ -756,6 +759,12 @@ class SimEmitter {
   int32_t Add(const sim::Instruction& inst, std::initializer_list<int32_t> deps) {
     return Add(inst, std::span<const int32_t>(deps.begin(), deps.size()));
   }
+  // An emptied dependency list for one instruction, reused (no allocation per instruction); the
+  // functions that use it do not call one another.
+  std::vector<int32_t>& ScratchDeps() {
+    scratch_deps_.clear();
+    return scratch_deps_;
+  }
 
   // The max pass's QK^T operands with max_dtype=fp8: the fp8 copies.
   DType QkDType() const { return fp8_ ? DType::kFp8 : p_.dtype; }
@@ -790,7 +799,7 @@ class SimEmitter {
   // P^T of tiles [base, base + n) (adjacent buffers, `total` keys) by one SBUF-to-SBUF
   // transposing DMA.
   void DmaTransposeP(int base, int n, int64_t total, int64_t qsz) {
-    std::vector<int32_t> deps;
+    std::vector<int32_t>& deps = ScratchDeps();
     for (int i = base; i < base + n; ++i) {
       deps.push_back(p_ready_[i]);
       deps.push_back(p_reader_[p_buf_[i]]);
@@ -939,6 +948,7 @@ class SimEmitter {
   sim::StreamWriter writer_;
   sim::LoopCompressor loop_;
   std::vector<int64_t> deps64_;
+  std::vector<int32_t> scratch_deps_;  // ScratchDeps
   Counters core_start_{};  // the counters when the last emitted core began
 };
 
