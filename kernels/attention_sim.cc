@@ -949,7 +949,7 @@ class SimEmitter {
   sim::LoopCompressor loop_;
   std::vector<int64_t> deps64_;
   std::vector<int32_t> scratch_deps_;  // ScratchDeps
-  Counters core_start_{};  // the counters when the last emitted core began
+  Counters core_start_{};              // the counters when the last emitted core began
 };
 
 }  // namespace
