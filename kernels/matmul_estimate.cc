@@ -140,8 +140,7 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t, double batche
   });
   e.evict_ns = early.Evict(t) + final.Evict(t);
   const int cores = p.shards;
-  e.load_ns = std::max(dma.QueueNs(t, cores, kGemmQueueA),
-                       dma.QueueNs(t, cores, kGemmQueueB));
+  e.load_ns = std::max(dma.QueueNs(t, cores, kGemmQueueA), dma.QueueNs(t, cores, kGemmQueueB));
   e.store_ns = dma.QueueNs(t, cores, kGemmQueueStore);
 
   // Not overlapped: the first A and B blocks arrive before the first matmul (at their queues'
@@ -185,9 +184,8 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t, double batche
     const double block = std::max(compute, latency) + std::min(compute, latency) / nk + result_ns;
     return loads_per_iteration * std::max(0.0, block / double(p.bufs) - compute);
   };
-  e.chain_ns = visits * compute +
-               visits * std::max(extra(bm, loads_a / iterations, kGemmQueueA),
-                                 extra(bn, loads_b / iterations, kGemmQueueB));
+  e.chain_ns = visits * compute + visits * std::max(extra(bm, loads_a / iterations, kGemmQueueA),
+                                                    extra(bn, loads_b / iterations, kGemmQueueB));
   e.total_ns = std::max(e.total_ns, e.chain_ns + e.fill_ns);
   return e;
 }

@@ -28,10 +28,10 @@ TEST(DimsTest, RejectsMalformedShapesWithAReason) {
     const char* text;
     const char* message_part;
   };
-  for (const Case& c :
-       {Case{"", "empty shape"}, Case{"M", "expected NAME=VALUE"}, Case{"M=", "missing value"},
-        Case{"M=abc", "not an integer"}, Case{"M=-4", "must not be negative"}, Case{"M=1,M=2", "more than once"}, Case{"=5", "bad name"},
-        Case{"M=12x", "not an integer"}}) {
+  for (const Case& c : {Case{"", "empty shape"}, Case{"M", "expected NAME=VALUE"},
+                        Case{"M=", "missing value"}, Case{"M=abc", "not an integer"},
+                        Case{"M=-4", "must not be negative"}, Case{"M=1,M=2", "more than once"},
+                        Case{"=5", "bad name"}, Case{"M=12x", "not an integer"}}) {
     auto dims = Dims::Parse(c.text);
     ASSERT_FALSE(dims.ok()) << c.text;
     EXPECT_EQ(dims.status().code(), absl::StatusCode::kInvalidArgument);

@@ -1,8 +1,7 @@
-#include "search/strategy.h"
-
 #include "schema/strings.h"
 #include "search/random.h"
 #include "search/strategies.h"
+#include "search/strategy.h"
 
 namespace tessel::search {
 

@@ -99,9 +99,7 @@ struct Target {
   bool transpose_keeps_dtype = false;
 
   // The dtype a TensorE transpose of `data` leaves in PSUM.
-  DType TransposePsumDType(DType data) const {
-    return transpose_keeps_dtype ? data : DType::kFp32;
-  }
+  DType TransposePsumDType(DType data) const { return transpose_keeps_dtype ? data : DType::kFp32; }
 
   // DMA (per core).
   int dma_engines = 0;

@@ -1,9 +1,9 @@
 // Picks matmul tile sizes two ways: at compile time from the generated header, and at run time
 // through libtessel from the same snapshot. Exits 0 when they agree.
+#include <tessel/lookup.h>
+
 #include <cstdio>
 #include <string>
-
-#include <tessel/lookup.h>
 
 #include "tuned_configs.h"
 
