@@ -183,7 +183,6 @@ void SimSink::operator()(const Step& s) {
   reader(s.src1.buf);
   reader(s.scalar0.buf);
   reader(s.scalar1.buf);
-  if (s.from_output) open_.push_back({s.hbm_region, region_writer, last});
   for (int32_t buf : {written, accum}) {
     if (buf < 0) continue;
     BufState& w = At(buf);
@@ -196,6 +195,8 @@ void SimSink::operator()(const Step& s) {
   } else if (is_store && s.hbm_region >= 0 && read_back_) {
     outputs_.Push(last);
   }
+  // Opened after the store's check above: `open` indexes the regions open before this step.
+  if (s.from_output) open_.push_back({s.hbm_region, region_writer, last});
 }
 
 namespace {
