@@ -36,20 +36,38 @@ int IndexOf(const Param& param, std::string_view value) {
   return -1;
 }
 
-// "larger P (now V)" when the config is below P's last (largest) value.
-void Larger(const Param& p, std::string_view now, std::vector<std::string>* out) {
+// Whether `config` with `name` set to `value` is a config of `space` (a suggestion the space
+// rejects, such as a buffer count that no longer fits, would send the user to an error).
+bool ValidWith(const Space& space, const Config& config, const std::string& name,
+               const std::string& value) {
+  Config changed = config;
+  changed.Set(name, value);
+  return space.Validate(changed).ok();
+}
+
+// The first value of `p` after `now` that keeps the config valid, or -1.
+int NextValid(const Space& space, const Config& config, const Param& p, std::string_view now) {
   const int at = IndexOf(p, now);
-  if (at >= 0 && at + 1 < int(p.values.size())) {
+  if (at < 0) return -1;
+  for (size_t i = size_t(at) + 1; i < p.values.size(); ++i) {
+    if (ValidWith(space, config, p.name, p.values[i])) return int(i);
+  }
+  return -1;
+}
+
+// "larger P (now V)" when a larger value of P keeps the config valid.
+void Larger(const Space& space, const Config& config, const Param& p, std::string_view now,
+            std::vector<std::string>* out) {
+  if (NextValid(space, config, p, now) >= 0) {
     out->push_back(fmt::format("larger {} (now {})", p.name, now));
   }
 }
 
-// "P=V" for the next value of P, when there is one.
-void Next(const Param& p, std::string_view now, std::vector<std::string>* out) {
-  const int at = IndexOf(p, now);
-  if (at >= 0 && at + 1 < int(p.values.size())) {
-    out->push_back(fmt::format("{}={}", p.name, p.values[size_t(at) + 1]));
-  }
+// "P=V" for the next value of P that keeps the config valid, when there is one.
+void Next(const Space& space, const Config& config, const Param& p, std::string_view now,
+          std::vector<std::string>* out) {
+  const int next = NextValid(space, config, p, now);
+  if (next >= 0) out->push_back(fmt::format("{}={}", p.name, p.values[size_t(next)]));
 }
 
 }  // namespace
@@ -82,20 +100,22 @@ Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::S
     const std::optional<std::string_view> now = config.Get(p.name);
     if (!now) continue;
     if (dma || latency) {
-      if (p.name == "bufs" || p.name == "pipeline") Next(p, *now, &b.try_next);
+      if (p.name == "bufs" || p.name == "pipeline") Next(space, config, p, *now, &b.try_next);
     }
     if (dma) {
       if (KeepsResident(p.name)) {
-        if (*now == "0" && IndexOf(p, "1") >= 0) b.try_next.push_back(p.name + "=1");
+        if (*now == "0" && IndexOf(p, "1") >= 0 && ValidWith(space, config, p.name, "1")) {
+          b.try_next.push_back(p.name + "=1");
+        }
       } else if (SizesTransfers(p.name)) {
-        Larger(p, *now, &b.try_next);
+        Larger(space, config, p, *now, &b.try_next);
       }
     } else if (tensor || latency) {
-      if (p.name == "shards") Larger(p, *now, &b.try_next);
+      if (p.name == "shards") Larger(space, config, p, *now, &b.try_next);
     } else if (ChoosesEngine(p.name)) {
       // A compute engine other than TensorE: another value of a param that places work.
       for (const std::string& v : p.values) {
-        if (v != *now && v != b.bound) {
+        if (v != *now && v != b.bound && ValidWith(space, config, p.name, v)) {
           b.try_next.push_back(fmt::format("{}={}", p.name, v));
           break;
         }

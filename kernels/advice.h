@@ -27,7 +27,9 @@ struct Bottleneck {
 // transfers larger (tile_/block_/chunk/rows_per_partition...), keep operands resident or add
 // buffers, where the config is below their largest value; for a compute engine, params that move
 // work to another engine (evict, *_engine); for TensorE, a smaller dtype or more shards; for
-// latency, more buffers, pipelining or shards.
+// latency, more buffers, pipelining or shards. A suggestion names only a change (with the rest of
+// `config` kept) that the space accepts (Space::Validate): more buffers that would not fit are
+// not suggested.
 Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::SimResult& result);
 
 }  // namespace tessel::kernels

@@ -54,5 +54,33 @@ TEST(AdviceTest, TensorAndLatencyBoundsSuggestShardsOnlyWhereMoreExist) {
   EXPECT_EQ(b.Summary(), "latency-bound (dma 50%, tensor 40%)");
 }
 
+// A space whose rule rejects the changes a suggestion would name: more buffers (they no longer
+// fit), block_k above 2, kv_resident=1 and evict=scalar.
+Space RejectingSpace() {
+  return Space(TestSpace().params(), [](const Config& c) {
+    if (c.Get("bufs") == "3") return absl::InvalidArgumentError("bufs: no room");
+    if (c.Get("block_k") == "4" || c.Get("kv_resident") == "1" || c.Get("evict") == "scalar") {
+      return absl::InvalidArgumentError("rejected");
+    }
+    return absl::OkStatus();
+  });
+}
+
+TEST(AdviceTest, NoSuggestionNamesAChangeTheSpaceRejects) {
+  Bottleneck b =
+      FindBottleneck(RejectingSpace(), kConfig, Bound("dma", sim::EngineKind::kDma, 0.95));
+  // block_k=2 is still valid, so "larger" stays; bufs=3 and kv_resident=1 are rejected.
+  EXPECT_EQ(b.try_next, (std::vector<std::string>{"larger block_k (now 1)"}));
+  Config two = kConfig;
+  two.Set("block_k", "2");
+  b = FindBottleneck(RejectingSpace(), two, Bound("dma", sim::EngineKind::kDma, 0.95));
+  EXPECT_TRUE(b.try_next.empty()) << b.Summary();
+  // The first other engine the space accepts: split, not the rejected scalar.
+  b = FindBottleneck(RejectingSpace(), kConfig, Bound("vector", sim::EngineKind::kVector, 0.9));
+  EXPECT_EQ(b.try_next, (std::vector<std::string>{"evict=split"}));
+  b = FindBottleneck(RejectingSpace(), kConfig, Bound("latency", sim::EngineKind::kDma, 0.5));
+  EXPECT_EQ(b.try_next, (std::vector<std::string>{"larger shards (now 1)"}));
+}
+
 }  // namespace
 }  // namespace tessel::kernels
