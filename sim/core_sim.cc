@@ -112,7 +112,6 @@ class CoreSim {
     // position it simulates, Skip every extrapolated one that is still read).
     if (ring_.size() < cap) {
       ring_.resize(cap);
-      until_.resize(cap);
     }
     mask_ = int64_t(cap - 1);
     if (!compact) {
@@ -270,13 +269,11 @@ class CoreSim {
     ring_[pos & mask_] = result;
     makespan_ = std::max(makespan_, result);
     if (tracking_ && maxread_[t] > 0) {
-      until_[pos & mask_] = pos + maxread_[t];
-      inflight_.push_back(pos);
+      inflight_.push_back({pos, pos + maxread_[t]});
       // Outside repeats nothing prunes: drop what is beyond every dependency's reach (amortised;
       // the list is sorted).
       if (int64_t(inflight_.size()) > 2 * window_ + 64) {
-        inflight_.erase(inflight_.begin(),
-                        std::lower_bound(inflight_.begin(), inflight_.end(), pos_ - window_));
+        inflight_.erase(inflight_.begin(), FirstInFlightFrom(pos_ - window_));
       }
     }
     ++pos_;
@@ -593,12 +590,11 @@ class CoreSim {
     }
     out->push_back(-1);
     // inflight_ is sorted: only the tail is in this body's reach.
-    for (auto it = std::lower_bound(inflight_.begin(), inflight_.end(), pos_ - r.reach);
-         it != inflight_.end(); ++it) {
-      const int64_t x = *it;
-      const int64_t v = ring_[x & mask_];
-      if (v > l && until_[x & mask_] >= pos_) {
-        out->push_back(pos_ - x);
+    for (auto it = FirstInFlightFrom(pos_ - r.reach); it != inflight_.end(); ++it) {
+      if (it->until < pos_) continue;
+      const int64_t v = ring_[it->pos & mask_];
+      if (v > l) {
+        out->push_back(pos_ - it->pos);
         out->push_back(v - l);
       }
     }
@@ -608,8 +604,8 @@ class CoreSim {
   // Drops in-flight entries whose results are never read again.
   void Prune() {
     size_t o = 0;
-    for (int64_t x : inflight_) {
-      if (until_[x & mask_] >= pos_) inflight_[o++] = x;
+    for (const InFlight& x : inflight_) {
+      if (x.until >= pos_) inflight_[o++] = x;
     }
     inflight_.resize(o);
   }
@@ -647,7 +643,6 @@ class CoreSim {
       for (iter_ = 0; iter_ < n; ++iter_) Walk(i + 1, seg.match);
       return;
     }
-    const bool top = depth_ == 0;
     Level& lv = levels_[depth_];
     ++depth_;
     int64_t r = 0;
@@ -657,7 +652,7 @@ class CoreSim {
         const int64_t l = Bound(info);
         // Prune at the top's boundaries and whenever the list has doubled, so it stays
         // amortised O(1) per step.
-        if (top || inflight_.size() > 2 * pruned_size_ + 64) {
+        if (inflight_.size() > 2 * pruned_size_ + 64) {
           Prune();
           pruned_size_ = inflight_.size();
         }
@@ -724,10 +719,8 @@ class CoreSim {
     // (src) j periods later, j <= k; only those still live at the new end are written.
     const int64_t new_pos = pos_ + shift_pos;
     live_src_.clear();
-    for (auto it = std::lower_bound(inflight_.begin(), inflight_.end(), pos_ - period_len);
-         it != inflight_.end(); ++it) {
-      const int64_t x = *it;
-      if (until_[x & mask_] >= pos_) live_src_.push_back({x, ring_[x & mask_], until_[x & mask_]});
+    for (auto it = FirstInFlightFrom(pos_ - period_len); it != inflight_.end(); ++it) {
+      if (it->until >= pos_) live_src_.push_back({it->pos, ring_[it->pos & mask_], it->until});
     }
     // Live at new_pos after j periods: until + j * period_len >= new_pos.
     auto first_period = [&](const LiveResult& src) {
@@ -753,8 +746,7 @@ class CoreSim {
         for (int64_t j = first_period(src); j <= k; ++j) {
           const int64_t y = src.pos + j * period_len;
           ring_[y & mask_] = src.value + j * delta;
-          until_[y & mask_] = src.until + j * period_len;
-          inflight_[size_t(at[size_t(j - j_min)]++)] = y;
+          inflight_[size_t(at[size_t(j - j_min)]++)] = {y, src.until + j * period_len};
         }
       }
     }
@@ -817,18 +809,24 @@ class CoreSim {
   int64_t iter_ = 0;            // the innermost active repeat's iteration (strided dependencies)
   int64_t strided_window_ = 0;  // how far back strided dependencies read (Prepare)
   bool tracking_ = false;
-  // In-flight results: ascending positions whose results may still be read (with dead ones not
-  // yet pruned).
-  std::vector<int64_t> inflight_;
+  // In-flight results: ascending positions whose results may still be read, each with the last
+  // position that may read it (dead ones, until < pos_, not yet pruned).
+  struct InFlight {
+    int64_t pos, until;
+  };
+  std::vector<InFlight> inflight_;
+  // The first in-flight entry at or after position `pos`.
+  std::vector<InFlight>::iterator FirstInFlightFrom(int64_t pos) {
+    return std::lower_bound(inflight_.begin(), inflight_.end(), pos,
+                            [](const InFlight& a, int64_t p) { return a.pos < p; });
+  }
   struct LiveResult {
     int64_t pos, value, until;
   };
   std::vector<LiveResult> live_src_;  // Skip's scratch
   std::vector<int64_t> period_at_;    // Skip's scratch
-  // Liveness: the longest distance at which each template's results are read (0: never), and per
-  // ring slot the last position that may read its result (until_; dead slots lie below pos_).
+  // Liveness: the longest distance at which each template's results are read (0: never).
   std::vector<int64_t> maxread_;
-  std::vector<int64_t> until_;
   // The segment tree for Liveness: per segment, its offset in its enclosing body and that body's
   // kBegin (-1: the top level); per body, its non-empty children (bodies_.back(): the top level).
   std::vector<int64_t> seg_off_;
