@@ -566,12 +566,18 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
     if (!target.systolic) {
       TESSEL_RETURN_IF_ERROR(CheckAllocations(target, core, where));
     }
+    // Whether each instruction's deps follow the one before's (as Add and AddCompact write
+    // them): then a run of templates reads one contiguous range of deps.
+    bool contiguous = true;
+    uint64_t next_dep = 0;
     for (size_t t = 0; t < core.instructions.size(); ++t) {
       const Instruction& inst = core.instructions[t];
       if (uint64_t(inst.dep_begin) + inst.dep_count > core.deps.size()) {
         return absl::InvalidArgumentError(
             StrCat(where, ": instruction ", t, " has deps outside the dependency list"));
       }
+      contiguous &= inst.dep_begin == next_dep;
+      next_dep = uint64_t(inst.dep_begin) + inst.dep_count;
     }
     if (core.compact()) {
       if (!core.anchor_forms.empty() && core.anchor_forms.size() != core.deps.size()) {
@@ -590,6 +596,18 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
         }
         // Deps need checking outside repeats (no anchors) and where anchor forms are.
         if (depth > 0 && core.anchor_forms.empty()) continue;
+        // Without anchor forms, a run outside repeats only needs no anchor (< 0): one scan of its
+        // deps, and the loop below only to report the first.
+        if (core.anchor_forms.empty() && contiguous && seg.begin < seg.end) {
+          const Instruction& last = core.instructions[seg.end - 1];
+          const int32_t* d = core.deps.data();
+          int32_t lowest = 0;
+          for (uint32_t j = core.instructions[seg.begin].dep_begin;
+               j < last.dep_begin + last.dep_count; ++j) {
+            lowest = std::min(lowest, d[j]);
+          }
+          if (lowest == 0) continue;
+        }
         for (uint32_t t = seg.begin; t < seg.end; ++t) {
           const Instruction& inst = core.instructions[t];
           for (uint32_t j = inst.dep_begin; j < inst.dep_begin + inst.dep_count; ++j) {
