@@ -750,6 +750,11 @@ class SimEmitter {
   // positions) or to the counting core.
   int32_t Add(const sim::Instruction& inst, std::span<const int32_t> deps) {
     if constexpr (kSim) {
+      int64_t few[8];
+      if (deps.size() <= std::size(few)) {
+        std::copy(deps.begin(), deps.end(), few);
+        return int32_t(writer_.Add(inst, std::span<const int64_t>(few, deps.size())));
+      }
       deps64_.assign(deps.begin(), deps.end());
       return int32_t(writer_.Add(inst, std::span<const int64_t>(deps64_)));
     } else {

@@ -379,7 +379,8 @@ int32_t CoreProgram::AddCompact(const Instruction& inst, std::span<const int32_t
     deps.push_back(distances[j]);
     const AnchorForm form = j < forms.size() ? forms[j] : AnchorForm{};
     if (form != AnchorForm{} || !anchor_forms.empty()) {
-      anchor_forms.resize(deps.size() - 1);
+      // Defaults for the deps before the first with another form (already there after it).
+      if (anchor_forms.size() + 1 != deps.size()) anchor_forms.resize(deps.size() - 1);
       anchor_forms.push_back(form);
     }
   }
