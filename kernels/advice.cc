@@ -87,7 +87,8 @@ std::string Bottleneck::Summary() const {
   return text;
 }
 
-Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::SimResult& result) {
+Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::SimResult& result,
+                          const std::vector<std::string>& faster_dtypes) {
   Bottleneck b;
   b.bound = result.bound;
   for (const sim::SimResult::Busy& busy : result.busiest) {
@@ -122,8 +123,26 @@ Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::S
       }
     }
   }
-  if (tensor) b.try_next.push_back("a smaller dtype (fp8 where the kernel takes it)");
+  if (tensor && !faster_dtypes.empty()) b.try_next.push_back("dtype=" + faster_dtypes.front());
   return b;
+}
+
+std::vector<std::string> FasterDTypes(const Kernel& kernel, std::string_view dtype,
+                                      const sim::Target& target) {
+  auto peak = [&](std::string_view name) {
+    absl::StatusOr<sim::DType> d = sim::ParseDType(name);
+    return d.ok() && target.SupportsDType(*d) ? target.PeakTflops(*d) : 0.0;
+  };
+  const double now = peak(dtype);
+  std::vector<std::pair<double, std::string>> faster;
+  for (const std::string& d : kernel.dtypes()) {
+    if (peak(d) > now) faster.emplace_back(peak(d), d);
+  }
+  std::stable_sort(faster.begin(), faster.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (auto& [tflops, d] : faster) out.push_back(std::move(d));
+  return out;
 }
 
 }  // namespace tessel::kernels

@@ -5,12 +5,14 @@
 #define TESSEL_KERNELS_ADVICE_H_
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "kernels/kernel.h"
 #include "schema/key.h"
 #include "sim/api.h"
+#include "sim/target.h"
 
 namespace tessel::kernels {
 
@@ -26,11 +28,18 @@ struct Bottleneck {
 // from the space's params by role, never from a kernel's name: for a DMA bound, params that make
 // transfers larger (tile_/block_/chunk/rows_per_partition...), keep operands resident or add
 // buffers, where the config is below their largest value; for a compute engine, params that move
-// work to another engine (evict, *_engine); for TensorE, a smaller dtype or more shards; for
+// work to another engine (evict, *_engine); for TensorE, more shards or a faster dtype; for
 // latency, more buffers, pipelining or shards. A suggestion names only a change (with the rest of
 // `config` kept) that the space accepts (Space::Validate): more buffers that would not fit are
-// not suggested.
-Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::SimResult& result);
+// not suggested. For TensorE, `faster_dtypes` (FasterDTypes) gives the dtype to suggest: its
+// first, when there is one.
+Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::SimResult& result,
+                          const std::vector<std::string>& faster_dtypes = {});
+
+// The dtypes `kernel` takes whose TensorE peak on `target` is above `dtype`'s, fastest first (an
+// fp8 problem, or fp8 on a target that runs it at the bf16 rate, has none).
+std::vector<std::string> FasterDTypes(const Kernel& kernel, std::string_view dtype,
+                                      const sim::Target& target);
 
 }  // namespace tessel::kernels
 

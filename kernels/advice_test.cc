@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/target.h"
+
 namespace tessel::kernels {
 namespace {
 
@@ -80,6 +82,26 @@ TEST(AdviceTest, NoSuggestionNamesAChangeTheSpaceRejects) {
   EXPECT_EQ(b.try_next, (std::vector<std::string>{"evict=split"}));
   b = FindBottleneck(RejectingSpace(), kConfig, Bound("latency", sim::EngineKind::kDma, 0.5));
   EXPECT_EQ(b.try_next, (std::vector<std::string>{"larger shards (now 1)"}));
+}
+
+TEST(AdviceTest, ATensorBoundSuggestsADTypeOnlyWhereTheTargetRunsItFaster) {
+  const Kernel& matmul = *FindKernel("matmul");
+  const sim::Target snc2 = *sim::LoadTarget("snc2");
+  const sim::Target snc3 = *sim::LoadTarget("snc3");
+  // snc3's TensorE peak for fp8 is twice bf16's; snc2 runs fp8 at the bf16 rate.
+  EXPECT_EQ(FasterDTypes(matmul, "bf16", snc3), (std::vector<std::string>{"fp8"}));
+  EXPECT_TRUE(FasterDTypes(matmul, "bf16", snc2).empty());
+  EXPECT_TRUE(FasterDTypes(matmul, "fp8", snc3).empty());
+  const std::vector<std::string> from_fp32 = FasterDTypes(matmul, "fp32", snc3);
+  ASSERT_EQ(from_fp32.size(), 2u);
+  EXPECT_EQ(from_fp32[0], "fp8");  // fastest first
+  EXPECT_EQ(from_fp32[1], "bf16");
+
+  const sim::SimResult tensor = Bound("tensor", sim::EngineKind::kTensor, 0.9);
+  Bottleneck b = FindBottleneck(TestSpace(), kConfig, tensor, {"fp8"});
+  EXPECT_EQ(b.try_next.back(), "dtype=fp8");
+  b = FindBottleneck(TestSpace(), kConfig, tensor, {});
+  for (const std::string& s : b.try_next) EXPECT_EQ(s.find("dtype"), std::string::npos) << s;
 }
 
 }  // namespace

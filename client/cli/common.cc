@@ -184,7 +184,9 @@ nlohmann::json BottleneckJson(const Workload& workload, const std::string& confi
   absl::StatusOr<sim::SimResult> result =
       kernels::Evaluate(*workload.kernel, workload.problem, *config, *target, {});
   if (!space.ok() || !result.ok()) return nullptr;
-  const kernels::Bottleneck b = kernels::FindBottleneck(*space, *config, *result);
+  const kernels::Bottleneck b = kernels::FindBottleneck(
+      *space, *config, *result,
+      kernels::FasterDTypes(*workload.kernel, workload.problem.dtype, *target));
   nlohmann::json busiest = nlohmann::json::object();
   for (const auto& [engine, frac] : b.busiest) busiest[engine] = frac;
   return {

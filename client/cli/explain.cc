@@ -48,7 +48,8 @@ class ExplainCommand final : public Command {
       return absl::OkStatus();
     }
     const sim::SimResult& r = *result;
-    const kernels::Bottleneck b = kernels::FindBottleneck(space, config, r);
+    const kernels::Bottleneck b = kernels::FindBottleneck(
+        space, config, r, kernels::FasterDTypes(*workload.kernel, workload.problem.dtype, target));
     out["valid"] = true;
     out["time_ns"] = r.time_ns;
     out["bound"] = r.bound;
