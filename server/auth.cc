@@ -1,5 +1,7 @@
 #include "server/auth.h"
 
+#include <openssl/sha.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +11,8 @@
 
 namespace tessel::server {
 namespace {
+
+constexpr size_t kMaxTokenNameBytes = 64;
 
 constexpr sim::EnumName<Role> kRoleNames[] = {
     {Role::kReader, "reader"}, {Role::kTuner, "tuner"}, {Role::kWorker, "worker"}};
@@ -83,6 +87,18 @@ bool RoleMayCall(Role held, Role required) {
   return held == required || (held == Role::kTuner && required == Role::kReader);
 }
 
+std::string TokenFingerprint(std::string_view token) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 8; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 15];
+  }
+  return out;
+}
+
 absl::StatusOr<TokenTable> TokenTable::Parse(std::string_view text, std::string_view source) {
   TokenTable table;
   int line_number = 0;
@@ -97,9 +113,18 @@ absl::StatusOr<TokenTable> TokenTable::Parse(std::string_view text, std::string_
     const std::vector<std::string_view> fields = Fields(line);
     if (fields.empty()) continue;
     const std::string where = StrCat(source, ":", line_number);
-    if (fields.size() != 2) {
+    if (fields.size() != 2 && fields.size() != 3) {
       return absl::InvalidArgumentError(
-          StrCat(where, ": expected 'ROLE TOKEN' (roles: ", sim::NamesIn(kRoleNames), ")"));
+          StrCat(where, ": expected 'ROLE TOKEN [NAME]' (roles: ", sim::NamesIn(kRoleNames), ")"));
+    }
+    const std::string_view name = fields.size() == 3 ? fields[2] : std::string_view();
+    if (name.size() > kMaxTokenNameBytes ||
+        name.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+            std::string_view::npos) {
+      return absl::InvalidArgumentError(StrCat(where, ": a token's name is up to ",
+                                               kMaxTokenNameBytes,
+                                               " letters, digits, '.', '_' or '-'"));
     }
     std::optional<Role> role = ParseRole(fields[0]);
     if (!role) {
@@ -113,7 +138,7 @@ absl::StatusOr<TokenTable> TokenTable::Parse(std::string_view text, std::string_
     if (table.RoleOf(fields[1]).has_value()) {
       return absl::InvalidArgumentError(StrCat(where, ": the token is listed twice"));
     }
-    table.entries_.emplace_back(std::string(fields[1]), *role);
+    table.entries_.push_back({std::string(fields[1]), *role, std::string(name)});
   }
   return table;
 }
@@ -130,12 +155,22 @@ absl::StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
   return table;
 }
 
-std::optional<Role> TokenTable::RoleOf(std::string_view token) const {
-  std::optional<Role> found;
-  for (const auto& [stored, role] : entries_) {
-    if (ConstantTimeEquals(stored, token)) found = role;
+const TokenTable::Entry* TokenTable::Find(std::string_view token) const {
+  const Entry* found = nullptr;
+  for (const Entry& entry : entries_) {
+    if (ConstantTimeEquals(entry.token, token)) found = &entry;
   }
   return found;
+}
+
+std::optional<Role> TokenTable::RoleOf(std::string_view token) const {
+  const Entry* entry = Find(token);
+  return entry ? std::optional<Role>(entry->role) : std::nullopt;
+}
+
+std::string TokenTable::NameOf(std::string_view token) const {
+  const Entry* entry = Find(token);
+  return entry ? entry->name : std::string();
 }
 
 Authorizer::Authorizer(std::optional<TokenTable> tokens, bool open_lookups)
@@ -143,9 +178,14 @@ Authorizer::Authorizer(std::optional<TokenTable> tokens, bool open_lookups)
 
 absl::Status Authorizer::Check(std::string_view method,
                                std::optional<std::string_view> authorization) const {
+  return Authorize(method, authorization).status();
+}
+
+absl::StatusOr<Caller> Authorizer::Authorize(std::string_view method,
+                                             std::optional<std::string_view> authorization) const {
   const std::optional<Role> required = RequiredRole(method);
   if (!required) return absl::PermissionDeniedError(StrCat("no role may call ", method));
-  if (!tokens_ || (open_lookups_ && method == "Lookup")) return absl::OkStatus();
+  if (!tokens_ || (open_lookups_ && method == "Lookup")) return Caller{};
   if (!authorization) {
     return absl::UnauthenticatedError(
         StrCat(method, " needs a token: send 'authorization: Bearer TOKEN' (--token-file)"));
@@ -161,15 +201,22 @@ absl::Status Authorizer::Check(std::string_view method,
     return absl::PermissionDeniedError(StrCat("role ", RoleName(*held), " may not call ", method,
                                               " (needs ", RoleName(*required), ")"));
   }
-  return absl::OkStatus();
+  std::string name = tokens_->NameOf(*token);
+  if (name.empty()) return Caller{};
+  return Caller{TokenFingerprint(*token), std::move(name)};
 }
 
 absl::Status Authorizer::Check(std::string_view method,
                                const grpc::ServerContextBase& context) const {
+  return Authorize(method, context).status();
+}
+
+absl::StatusOr<Caller> Authorizer::Authorize(std::string_view method,
+                                             const grpc::ServerContextBase& context) const {
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find(kAuthorizationKey);
-  if (it == metadata.end()) return Check(method, std::nullopt);
-  return Check(method, std::string_view(it->second.data(), it->second.size()));
+  if (it == metadata.end()) return Authorize(method, std::nullopt);
+  return Authorize(method, std::string_view(it->second.data(), it->second.size()));
 }
 
 }  // namespace tessel::server

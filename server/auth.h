@@ -2,7 +2,11 @@
 // check every RPC handler runs first. The client's side (reading its token, the bearer metadata)
 // is schema/credentials.h.
 //
-// Token file: one `ROLE TOKEN` per line; `#` starts a comment; blank lines are ignored. Roles:
+// Token file: one `ROLE TOKEN [NAME]` per line; `#` starts a comment; blank lines are ignored.
+// NAME (letters, digits, '.', '_', '-'; up to 64) says the token belongs to one holder, such as
+// one worker machine: a worker quarantined for lying then quarantines its token too, so it cannot
+// come back under a new worker id (an unnamed token may be shared by a whole fleet, and refusing
+// it would lock the honest workers out). Roles:
 //   reader - Lookup, GetJob, ListJobs, WatchJob, ListTrials, ListKernels, ListTargets,
 //            ListWorkers, Export;
 //   tuner  - SubmitJob, CancelJob, Import, the AdminService (Backup, CheckDatabase, Vacuum,
@@ -41,6 +45,17 @@ std::optional<Role> RequiredRole(std::string_view method);
 // tuner for a reader's method.
 bool RoleMayCall(Role held, Role required);
 
+// A name for `token` that does not reveal it: the first 16 hex digits of its SHA-256. Stable
+// across restarts and edits of the token file, so it can be stored.
+std::string TokenFingerprint(std::string_view token);
+
+// Who an allowed call comes from: for a named token, its fingerprint and name; both empty for an
+// unnamed token, without a token table, or when the method needs no token.
+struct Caller {
+  std::string credential;
+  std::string name;
+};
+
 class TokenTable {
  public:
   // Parses a token file's text; `source` names it in errors (which give the line, never a token).
@@ -51,10 +66,20 @@ class TokenTable {
   // The role of `token`, nullopt when it is not in the table. Every entry is compared, each in
   // time that depends only on the lengths.
   std::optional<Role> RoleOf(std::string_view token) const;
+  // The NAME of `token`'s line; '' when it has none or is not in the table.
+  std::string NameOf(std::string_view token) const;
   size_t size() const { return entries_.size(); }
 
  private:
-  std::vector<std::pair<std::string, Role>> entries_;
+  struct Entry {
+    std::string token;
+    Role role;
+    std::string name;  // '' when the line names no holder
+  };
+  // The entry of `token`, compared as RoleOf does.
+  const Entry* Find(std::string_view token) const;
+
+  std::vector<Entry> entries_;
 };
 
 class Authorizer {
@@ -71,6 +96,11 @@ class Authorizer {
   absl::Status Check(std::string_view method, std::optional<std::string_view> authorization) const;
   // The same, reading the metadata from the call's context.
   absl::Status Check(std::string_view method, const grpc::ServerContextBase& context) const;
+  // As Check, and who the allowed caller is.
+  absl::StatusOr<Caller> Authorize(std::string_view method,
+                                   std::optional<std::string_view> authorization) const;
+  absl::StatusOr<Caller> Authorize(std::string_view method,
+                                   const grpc::ServerContextBase& context) const;
 
  private:
   std::optional<TokenTable> tokens_;

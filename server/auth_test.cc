@@ -56,8 +56,9 @@ TEST(TokenTableTest, ErrorsNameTheLineAndNeverTheToken) {
     const char* says;
   } cases[] = {
       {"reader sekrit1\nadmin sekrit2\n", "tokens:2: unknown role"},
-      {"tuner sekrit1 extra\n", "tokens:1: expected 'ROLE TOKEN'"},
-      {"sekrit1\n", "tokens:1: expected 'ROLE TOKEN'"},
+      {"tuner sekrit1 name extra\n", "tokens:1: expected 'ROLE TOKEN [NAME]'"},
+      {"sekrit1\n", "tokens:1: expected 'ROLE TOKEN [NAME]'"},
+      {"worker sekrit1 gpu/7\n", "tokens:1: a token's name is up to 64 letters"},
       {"reader sekrit1\ntuner sekrit1\n", "tokens:2: the token is listed twice"},
   };
   for (const auto& c : cases) {
@@ -125,6 +126,34 @@ TEST(AuthorizerTest, WithoutATableEveryKnownMethodIsAllowedAndUnknownOnesNever) 
   EXPECT_TRUE(open.Check("SubmitJob", std::nullopt).ok());
   EXPECT_TRUE(open.Check("Register", std::nullopt).ok());
   EXPECT_EQ(open.Check("DropTables", std::nullopt).code(), absl::StatusCode::kPermissionDenied);
+}
+
+// A caller with a named token is known by the token's fingerprint: the same for the same token,
+// different for another, and nothing of the token in it. An unnamed token (perhaps a fleet's)
+// names no caller.
+TEST(AuthorizerTest, ACallerWithANamedTokenIsKnownByItsFingerprint) {
+  auto table = TokenTable::Parse("worker w-token gpu-7\nworker fleet-token\n", "tokens");
+  ASSERT_TRUE(table.ok()) << table.status();
+  const Authorizer auth(*std::move(table), false);
+  absl::StatusOr<Caller> worker = auth.Authorize("Register", BearerValue("w-token"));
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  EXPECT_EQ(worker->name, "gpu-7");
+  EXPECT_EQ(worker->credential, TokenFingerprint("w-token"));
+  EXPECT_EQ(worker->credential.size(), 16u);
+  EXPECT_EQ(worker->credential.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_THAT(worker->credential, Not(HasSubstr("w-token")));
+  // SHA-256("abc") starts ba7816bf8f01cfea (FIPS 180-2, appendix B.1).
+  EXPECT_EQ(TokenFingerprint("abc"), "ba7816bf8f01cfea");
+  EXPECT_NE(TokenFingerprint("w-token"), TokenFingerprint("t-token"));
+  absl::StatusOr<Caller> fleet = auth.Authorize("Register", BearerValue("fleet-token"));
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  EXPECT_TRUE(fleet->credential.empty());
+  EXPECT_EQ(auth.Authorize("Register", BearerValue("other")).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  // Without a table there is no credential to know a caller by.
+  absl::StatusOr<Caller> open = Authorizer().Authorize("Register", std::nullopt);
+  ASSERT_TRUE(open.ok());
+  EXPECT_TRUE(open->credential.empty());
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ constexpr int kMissedHeartbeatsForLost = 3;
 
 }  // namespace
 
-WorkerRecord LeaseTable::Register(const v1::RegisterRequest& request) {
+WorkerRecord LeaseTable::Register(const v1::RegisterRequest& request,
+                                  const std::string& credential) {
   const int64_t now = NowUnixMs();
   std::string id = StrCat("w", next_worker_seq_++, "-", now % 1'000'000);
   Worker worker;
@@ -26,6 +27,7 @@ WorkerRecord LeaseTable::Register(const v1::RegisterRequest& request) {
   worker.info.set_slots(std::max(1, request.slots()));
   worker.info.set_last_heartbeat_unix_ms(now);
   worker.info.set_state("alive");
+  worker.credential = credential;
   WorkerRecord record;
   record.id = id;
   record.name = worker.info.name();
@@ -33,6 +35,7 @@ WorkerRecord LeaseTable::Register(const v1::RegisterRequest& request) {
   record.slots = worker.info.slots();
   record.registered_ms = now;
   record.last_heartbeat_ms = now;
+  record.credential = credential;
   workers_[id] = std::move(worker);
   return record;
 }
@@ -130,6 +133,11 @@ std::optional<std::string> LeaseTable::QuarantineReason(const std::string& worke
     return std::nullopt;
   }
   return worker->second.info.quarantine_reason();
+}
+
+std::string LeaseTable::CredentialOf(const std::string& worker_id) const {
+  auto worker = workers_.find(worker_id);
+  return worker == workers_.end() ? std::string() : worker->second.credential;
 }
 
 void LeaseTable::AddLeasedTrials(Worker& worker, int delta) {

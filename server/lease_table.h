@@ -48,7 +48,8 @@ class LeaseTable {
 
   // ---- workers ----
   // Adds a worker (alive, heartbeat now); returns its stored form, with the new id.
-  WorkerRecord Register(const v1::RegisterRequest& request);
+  // `credential`: the fingerprint of the token it registered with ('' without tokens).
+  WorkerRecord Register(const v1::RegisterRequest& request, const std::string& credential = "");
   // Slots of the workers not declared lost, and how many those workers are.
   int AliveSlots() const;
   int AliveWorkers() const;
@@ -69,6 +70,8 @@ class LeaseTable {
   std::vector<Expired> Quarantine(const std::string& worker_id, const std::string& why);
   // Why the worker is quarantined; nullopt when it is not (or unknown).
   std::optional<std::string> QuarantineReason(const std::string& worker_id) const;
+  // The credential the worker registered with ('' when none, or unknown).
+  std::string CredentialOf(const std::string& worker_id) const;
 
   // ---- leases ----
   // Leases to `worker_id` what `take` gives for it (nothing for an unknown or quarantined
@@ -110,7 +113,8 @@ class LeaseTable {
  private:
   struct Worker {
     v1::WorkerInfo info;
-    bool lost = false;  // silent, or quarantined
+    std::string credential;  // see Register
+    bool lost = false;       // silent, or quarantined
     // When the server answered the worker's last heartbeat and the one before it (0: none yet).
     int64_t last_answer_ms = 0;
     int64_t previous_answer_ms = 0;

@@ -61,8 +61,9 @@ int main(int argc, char** argv) {
                  "(a job's published best is always verified)")
       ->capture_default_str();
   app.add_option("--token-file", options.token_file,
-                 "who may call: one 'ROLE TOKEN' per line (roles reader, tuner, worker; '#' "
-                 "comments). Without it the server listens on loopback only");
+                 "who may call: one 'ROLE TOKEN [NAME]' per line (roles reader, tuner, worker; "
+                 "'#' comments; a NAME marks a token as one holder's, quarantined with a lying "
+                 "worker). Without it the server listens on loopback only");
   app.add_flag("--open-lookups", options.open_lookups, "Lookup needs no token");
   app.add_flag("--insecure", options.insecure,
                "allow listening beyond loopback without --token-file (anyone may call)");

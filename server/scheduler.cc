@@ -64,6 +64,9 @@ class Scheduler::Impl {
     {
       absl::MutexLock lock(&mu_);
       if (absl::Status s = jobs_.Recover(effects.jobs); !s.ok()) return s;
+      auto credentials = store_->QuarantinedCredentials();
+      if (!credentials.ok()) return credentials.status();
+      quarantined_credentials_ = *std::move(credentials);
     }
     Apply(std::move(effects));
     // Workers register again after a restart: rows not heard from in a day are history.
@@ -245,7 +248,8 @@ class Scheduler::Impl {
   }
 
   // ---- workers ----
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request)
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request,
+                                                const std::string& credential)
       ABSL_LOCKS_EXCLUDED(mu_) {
     for (const std::string& target : request.targets()) {  // the shape is request_check's
       if (auto t = kernels::CachedTarget(target); !t.ok()) {
@@ -256,7 +260,17 @@ class Scheduler::Impl {
     Effects effects;
     {
       absl::MutexLock lock(&mu_);
-      record = leases_.Register(request);
+      if (auto q = quarantined_credentials_.find(credential);
+          !credential.empty() && q != quarantined_credentials_.end()) {
+        spdlog::warn(
+            "refused to register a worker with token {} (fingerprint), quarantined with "
+            "a worker that lied: {}",
+            credential, Shown(q->second, 512));
+        return absl::PermissionDeniedError(
+            "this worker's token is quarantined: a worker that registered with it reported times "
+            "the server rejected; register with another token");
+      }
+      record = leases_.Register(request, credential);
       // The in-flight limit grows with the workers' slots: propose for it now, so this worker's
       // first lease finds work.
       jobs_.SetAliveWorkers(leases_.AliveWorkers(), leases_.AliveSlots());
@@ -446,6 +460,12 @@ class Scheduler::Impl {
     for (const auto& [worker_id, why] : suspects) {
       if (leases_.QuarantineReason(worker_id)) continue;
       spdlog::warn("worker {} quarantined: {}", worker_id, Shown(why, 512));
+      // Its token registers no new worker: a liar does not come back under a new worker id.
+      if (std::string credential = leases_.CredentialOf(worker_id); !credential.empty()) {
+        spdlog::warn("worker {}'s named token {} (fingerprint) registers no new worker", worker_id,
+                     credential);
+        quarantined_credentials_.emplace(std::move(credential), why);
+      }
       for (const LeaseTable::Expired& e : leases_.Quarantine(worker_id, why)) {
         jobs_.LoseTrial(e.lease.job_id, e.trial_id, worker_id, e.why, effects.jobs);
       }
@@ -600,6 +620,8 @@ class Scheduler::Impl {
   absl::Mutex submit_mu_;
   JobManager jobs_ ABSL_GUARDED_BY(mu_);
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
+  // Credentials of quarantined workers (server/auth.h) -> why; loaded from the store at Start.
+  std::map<std::string, std::string> quarantined_credentials_ ABSL_GUARDED_BY(mu_);
   std::thread housekeeping_;
 };
 
@@ -651,8 +673,9 @@ absl::StatusOr<int64_t> Scheduler::Watch(int64_t job_id, JobListener listener) {
 }
 void Scheduler::Unwatch(int64_t watch_id) { impl_->Unwatch(watch_id); }
 std::vector<v1::WorkerInfo> Scheduler::ListWorkers() { return impl_->ListWorkers(); }
-absl::StatusOr<v1::RegisterResponse> Scheduler::Register(const v1::RegisterRequest& request) {
-  return impl_->Register(request);
+absl::StatusOr<v1::RegisterResponse> Scheduler::Register(const v1::RegisterRequest& request,
+                                                         const std::string& credential) {
+  return impl_->Register(request, credential);
 }
 void Scheduler::Lease(const v1::LeaseRequest& request, LeaseCallback done) {
   impl_->Lease(request, std::move(done));

@@ -86,7 +86,11 @@ class Scheduler {
   std::vector<v1::WorkerInfo> ListWorkers();
 
   // ---- worker side ----
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+  // `credential`: the fingerprint of the caller's named token (server/auth.h, Caller; '' for an
+  // unnamed token or without tokens). A credential that a quarantined worker registered with
+  // registers no new worker (PERMISSION_DENIED), also after a restart.
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request,
+                                                const std::string& credential = "");
   // Answers at once when trials are ready, else when some arrive or wait_ms passes (empty).
   void Lease(const v1::LeaseRequest& request, LeaseCallback done);
   // Answers after every accepted result is committed to the store.

@@ -84,13 +84,13 @@ class SchedulerTest : public ::testing::Test {
 
   // 8 slots by default: a job keeps 2 x slots trials in flight, enough for the batches these
   // tests lease at once.
-  std::string RegisterWorker(int slots = 8) {
+  std::string RegisterWorker(int slots = 8, const std::string& credential = "") {
     v1::RegisterRequest r;
     r.set_name("test");
     r.set_slots(slots);
-    auto response = scheduler_->Register(r);
-    EXPECT_TRUE(response.ok());
-    return response->worker_id();
+    auto response = scheduler_->Register(r, credential);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() ? response->worker_id() : "";
   }
 
   std::vector<v1::TrialSpec> Lease(const std::string& worker, int n) {
@@ -609,6 +609,38 @@ TEST_F(SchedulerTest, WithAThirdWorkerATieBreakQuarantinesAVerifierThatSlandersA
   EXPECT_EQ(done.best().config(), verify[0].config()) << "the honest best is published";
   EXPECT_EQ(WorkerNamed(*scheduler_, slanderer).state(), "quarantined");
   EXPECT_EQ(WorkerNamed(*scheduler_, measurer).state(), "alive");
+}
+
+// A quarantined worker does not come back under a new id: the token it registered with
+// registers no other worker, also after a restart; other tokens still do.
+TEST_F(SchedulerTest, AQuarantinedWorkersTokenRegistersNoOtherWorkerAlsoAfterARestart) {
+  auto job = scheduler_->Submit(Job(Gemm(1024, 1024, 1024), 8));
+  ASSERT_TRUE(job.ok());
+  const std::string liar = RegisterWorker(8, "fingerprint-of-the-liars-token");
+  // A second worker registered with the same token before the lie keeps its own standing.
+  const std::string sibling = RegisterWorker(8, "fingerprint-of-the-liars-token");
+  std::vector<v1::TrialSpec> specs = Lease(liar, 1);
+  ASSERT_EQ(specs.size(), 1u);
+  v1::TrialResult lie = Measure(specs[0]);
+  SetTime(lie, 1.0);  // below the roofline: rejected, and its worker quarantined
+  Report(liar, {lie});
+  ASSERT_EQ(WorkerNamed(*scheduler_, liar).state(), "quarantined");
+  EXPECT_EQ(WorkerNamed(*scheduler_, sibling).state(), "alive");
+
+  v1::RegisterRequest again;
+  again.set_name("innocent-looking");
+  again.set_slots(1);
+  absl::StatusOr<v1::RegisterResponse> refused =
+      scheduler_->Register(again, "fingerprint-of-the-liars-token");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("token is quarantined"));
+  EXPECT_TRUE(scheduler_->Register(again, "fingerprint-of-another-token").ok());
+  EXPECT_TRUE(scheduler_->Register(again, "").ok());  // no tokens: judged per worker id only
+
+  Open();  // a new scheduler on the same store, as after a restart
+  refused = scheduler_->Register(again, "fingerprint-of-the-liars-token");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_TRUE(scheduler_->Register(again, "fingerprint-of-another-token").ok());
 }
 
 // A restarted server does not trust a quarantined worker's stored results: it measures them

@@ -156,9 +156,10 @@ class Rules {
   }
 
   // ---- WorkerService ----
-  absl::Status Run(const v1::RegisterRequest& request, v1::RegisterResponse* response) {
+  absl::Status Run(const v1::RegisterRequest& request, const Caller& caller,
+                   v1::RegisterResponse* response) {
     TESSEL_RETURN_IF_ERROR(CheckRequest(request));
-    return Set(scheduler_->Register(request), response);
+    return Set(scheduler_->Register(request, caller.credential), response);
   }
   void Start(const v1::LeaseRequest& request, LeaseCallback done) {
     if (absl::Status shape = CheckRequest(request); !shape.ok()) {
@@ -361,7 +362,14 @@ class WorkerServiceImpl final : public v1::WorkerService::CallbackService {
   WorkerServiceImpl(Scheduler* scheduler, const Authorizer* auth)
       : auth_(auth), rules_(scheduler) {}
 
-  TESSEL_UNARY_METHOD(Register, RegisterRequest, RegisterResponse)
+  // Register also passes on who the caller is: a quarantined worker's token registers no other.
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
+                                     const v1::RegisterRequest* request,
+                                     v1::RegisterResponse* response) override {
+    absl::StatusOr<Caller> caller = auth_->Authorize("Register", *context);
+    if (!caller.ok()) return AnswerNow(context, caller.status());
+    return AnswerNow(context, rules_.Run(*request, *caller, response));
+  }
   TESSEL_UNARY_METHOD_LATER(Lease, LeaseRequest, LeaseResponse)
   TESSEL_UNARY_METHOD_LATER(Report, ReportRequest, ReportResponse)
   TESSEL_UNARY_METHOD(Heartbeat, HeartbeatRequest, HeartbeatResponse)

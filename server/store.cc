@@ -365,7 +365,7 @@ absl::Status Store::UpsertWorker(const WorkerRecord& worker) {
     TESSEL_ASSIGN_OR_RETURN(
         Statement upsert,
         db.Prepare("INSERT INTO workers (id, name, targets, slots, registered_ms, "
-                   "last_heartbeat_ms, trials_done) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                   "last_heartbeat_ms, trials_done, credential) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                    "ON CONFLICT (id) DO UPDATE SET name = excluded.name, targets = "
                    "excluded.targets, slots = excluded.slots, last_heartbeat_ms = "
                    "excluded.last_heartbeat_ms, trials_done = excluded.trials_done"));
@@ -375,7 +375,8 @@ absl::Status Store::UpsertWorker(const WorkerRecord& worker) {
         .BindInt(worker.slots)
         .BindInt(worker.registered_ms != 0 ? worker.registered_ms : now_ms)
         .BindInt(worker.last_heartbeat_ms != 0 ? worker.last_heartbeat_ms : now_ms)
-        .BindInt(worker.trials_done);
+        .BindInt(worker.trials_done)
+        .BindText(worker.credential);
     return upsert.Run();
   });
 }
@@ -424,6 +425,23 @@ absl::StatusOr<std::set<std::string>> Store::QuarantinedWorkers() {
           ids.insert(select.Text(0));
         }
         return ids;
+      });
+}
+
+absl::StatusOr<std::map<std::string, std::string>> Store::QuarantinedCredentials() {
+  return impl_->Read<std::map<std::string, std::string>>(
+      [&](Database& db) -> absl::StatusOr<std::map<std::string, std::string>> {
+        TESSEL_ASSIGN_OR_RETURN(
+            Statement select,
+            db.Prepare("SELECT credential, quarantine_reason FROM workers WHERE "
+                       "quarantine_reason != '' AND credential != '' ORDER BY registered_ms"));
+        std::map<std::string, std::string> reasons;
+        while (true) {
+          TESSEL_ASSIGN_OR_RETURN(const bool row, select.Step());
+          if (!row) break;
+          reasons.emplace(select.Text(0), select.Text(1));
+        }
+        return reasons;
       });
 }
 

@@ -112,6 +112,8 @@ struct WorkerRecord {
   int64_t registered_ms = 0;
   int64_t last_heartbeat_ms = 0;
   int64_t trials_done = 0;
+  // The fingerprint of the token it registered with (server/auth.h); '' without tokens.
+  std::string credential;
 };
 
 struct StoreOptions {
@@ -216,6 +218,9 @@ class Store {
   absl::StatusOr<std::vector<WorkerRecord>> ListWorkers();
   // The ids of the workers ever quarantined.
   absl::StatusOr<std::set<std::string>> QuarantinedWorkers();
+  // The credentials (WorkerRecord::credential) of quarantined workers, each with the reason of
+  // the first worker quarantined with it.
+  absl::StatusOr<std::map<std::string, std::string>> QuarantinedCredentials();
 
   // ---- administration (server/store_admin.cc) ----
   // Deletes old trials by `policy` (see RetentionPolicy); returns how many. A no-op when

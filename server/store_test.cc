@@ -668,13 +668,13 @@ TEST_F(StoreTest, BestForKernelReturnsTheNewestOfEachWorkload) {
 TEST_F(StoreTest, UpsertWorkerKeepsRegistrationTimeAndUpdatesTheRest) {
   std::unique_ptr<Store> store = OpenStore();
   ASSERT_NE(store, nullptr);
-  WorkerRecord worker{"w-1", "host-a", "snc2,snc3", 4, 1000, 1000, 0};
+  WorkerRecord worker{"w-1", "host-a", "snc2,snc3", 4, 1000, 1000, 0, ""};
   ASSERT_TRUE(store->UpsertWorker(worker).ok());
   worker.registered_ms = 5000;
   worker.last_heartbeat_ms = 6000;
   worker.trials_done = 17;
   ASSERT_TRUE(store->UpsertWorker(worker).ok());
-  ASSERT_TRUE(store->UpsertWorker({"w-0", "host-b", "snc2", 1, 2000, 2000, 0}).ok());
+  ASSERT_TRUE(store->UpsertWorker({"w-0", "host-b", "snc2", 1, 2000, 2000, 0, ""}).ok());
 
   absl::StatusOr<std::vector<WorkerRecord>> workers = store->ListWorkers();
   ASSERT_TRUE(workers.ok()) << workers.status();
@@ -733,9 +733,9 @@ TEST_F(StoreTest, ACorruptDatabaseIsRefusedAtOpen) {
 TEST_F(StoreTest, PurgeWorkersDeletesOldRowsButKeepsQuarantinedOnes) {
   std::unique_ptr<Store> store = OpenStore();
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->UpsertWorker({"w-old", "a", "", 1, 1000, 1000, 0}).ok());
-  ASSERT_TRUE(store->UpsertWorker({"w-liar", "b", "", 1, 1000, 1000, 0}).ok());
-  ASSERT_TRUE(store->UpsertWorker({"w-new", "c", "", 1, 9000, 9000, 0}).ok());
+  ASSERT_TRUE(store->UpsertWorker({"w-old", "a", "", 1, 1000, 1000, 0, ""}).ok());
+  ASSERT_TRUE(store->UpsertWorker({"w-liar", "b", "", 1, 1000, 1000, 0, "cred-liar"}).ok());
+  ASSERT_TRUE(store->UpsertWorker({"w-new", "c", "", 1, 9000, 9000, 0, ""}).ok());
   ASSERT_TRUE(store->QuarantineWorker("w-liar", "reported 1 ns").ok());
   absl::StatusOr<int64_t> purged = store->PurgeWorkers(5000);
   ASSERT_TRUE(purged.ok()) << purged.status();
@@ -745,6 +745,10 @@ TEST_F(StoreTest, PurgeWorkersDeletesOldRowsButKeepsQuarantinedOnes) {
   ASSERT_THAT(*workers, SizeIs(2));
   EXPECT_EQ((*workers)[0].id, "w-liar");
   EXPECT_EQ((*workers)[1].id, "w-new");
+  // The liar's credential stays quarantined with its row.
+  absl::StatusOr<std::map<std::string, std::string>> credentials = store->QuarantinedCredentials();
+  ASSERT_TRUE(credentials.ok()) << credentials.status();
+  EXPECT_EQ(*credentials, (std::map<std::string, std::string>{{"cred-liar", "reported 1 ns"}}));
 }
 
 TEST_F(StoreTest, DestructorCommitsEveryQueuedWrite) {
