@@ -70,7 +70,8 @@ v1::Job JobView(const JobRecord& record, const JobProgress& progress) {
   return view;
 }
 
-JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialRecord>& trials) {
+JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialRecord>& trials,
+                               const BestRecord* published) {
   JobProgress progress;
   std::set<std::string> verified;  // configs that passed a verification
   for (const TrialRecord& t : trials) {
@@ -91,6 +92,10 @@ JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialR
   const TrialRecord* shown =
       record.state == JobState::kCompleted && best_verified ? best_verified : best;
   if (shown) progress.best = MeasuredConfig{shown->config, *shown->time_ns, shown->id, 0, 0};
+  if (record.state == JobState::kCompleted && published != nullptr) {
+    progress.best = MeasuredConfig{published->config, published->time_ns, published->trial_id,
+                                   published->time_ci_ns, published->samples};
+  }
   return progress;
 }
 
@@ -99,7 +104,12 @@ absl::StatusOr<v1::Job> StoredJobView(Store& store, int64_t job_id) {
   if (!record.ok()) return record.status();
   auto trials = store.TrialsForJob(job_id);
   if (!trials.ok()) return trials.status();
-  return JobView(*record, ProgressFromTrials(*record, *trials));
+  const int64_t ids[] = {job_id};
+  auto published = store.BestsPublishedBy(ids);
+  if (!published.ok()) return published.status();
+  auto it = published->find(job_id);
+  return JobView(*record, ProgressFromTrials(*record, *trials,
+                                             it == published->end() ? nullptr : &it->second));
 }
 
 }  // namespace tessel::server

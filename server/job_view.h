@@ -46,7 +46,10 @@ v1::Job JobView(const JobRecord& record, const JobProgress& progress);
 
 // The progress of a job that is not in memory, folded from its stored trials: a completed job's
 // best is its fastest verified config, as published; otherwise its fastest OK config.
-JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialRecord>& trials);
+// A completed job that `published` a best (Store::BestsPublishedBy) shows that one, as its live
+// view did: the promoted winner with its interval, not the fastest search result.
+JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialRecord>& trials,
+                               const BestRecord* published = nullptr);
 
 // The view of a job as stored: from its record and trials. NotFound when absent.
 absl::StatusOr<v1::Job> StoredJobView(Store& store, int64_t job_id);

@@ -195,13 +195,17 @@ class Scheduler::Impl {
     if (!stored.empty()) {
       auto trials = store_->TrialsForJobs(stored);
       if (!trials.ok()) return trials.status();
+      auto published = store_->BestsPublishedBy(stored);
+      if (!published.ok()) return published.status();
       static const std::vector<TrialRecord> kNone;
       for (size_t i = 0; i < records->size(); ++i) {
         if (views[i]) continue;
         auto it = trials->find((*records)[i].id);
+        auto best = published->find((*records)[i].id);
         views[i] =
             JobView((*records)[i],
-                    ProgressFromTrials((*records)[i], it == trials->end() ? kNone : it->second));
+                    ProgressFromTrials((*records)[i], it == trials->end() ? kNone : it->second,
+                                       best == published->end() ? nullptr : &best->second));
       }
     }
     std::vector<v1::Job> jobs;

@@ -715,6 +715,21 @@ TEST_F(SchedulerTest, WithNoiseTheTopCandidatesAreReMeasuredAndALuckyFlukeDoesNo
   EXPECT_EQ(found->samples(), 20);
   EXPECT_DOUBLE_EQ(found->noise_sigma(), 0.05);
   EXPECT_EQ(found->time_ci_ns(), done.best().time_ci_ns());
+
+  // After a restart the stored job shows the same winner (not the fastest search result), in
+  // GetJob and in ListJobs.
+  Open(options);
+  absl::StatusOr<v1::Job> stored = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  absl::StatusOr<std::vector<v1::Job>> listed = scheduler_->ListJobs(10, 0);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  for (const v1::Job& view : {*stored, listed->front()}) {
+    EXPECT_EQ(view.best().config(), done.best().config());
+    EXPECT_EQ(view.best().time_ns(), done.best().time_ns());
+    EXPECT_EQ(view.best().time_ci_ns(), done.best().time_ci_ns());
+    EXPECT_EQ(view.best().samples(), 20);
+  }
 }
 
 TEST_F(SchedulerTest, PromotionRacesAndDropsAConfigOnceItsIntervalLiesAboveTheLeaders) {

@@ -575,6 +575,24 @@ absl::StatusOr<std::map<int64_t, std::vector<TrialRecord>>> Store::TrialsForJobs
   });
 }
 
+absl::StatusOr<std::map<int64_t, BestRecord>> Store::BestsPublishedBy(
+    std::span<const int64_t> job_ids) {
+  using ByJob = std::map<int64_t, BestRecord>;
+  if (job_ids.empty()) return ByJob{};
+  return impl_->Read<ByJob>([&](Database& db) -> absl::StatusOr<ByJob> {
+    static const std::string kSql = std::string(kBestSelect) +
+                                    "WHERE b.job_id IN (SELECT value FROM json_each(?)) "
+                                    "ORDER BY b.snapshot_id";
+    TESSEL_ASSIGN_OR_RETURN(Statement select, db.Prepare(kSql));
+    select.BindText(StrCat("[", StrJoin(job_ids, ","), "]"));
+    absl::StatusOr<std::vector<BestRecord>> rows = AllRows<BestRecord>(select, BestFromRow);
+    if (!rows.ok()) return rows.status();
+    ByJob out;
+    for (BestRecord& best : *rows) out[best.job_id] = std::move(best);  // the latest wins
+    return out;
+  });
+}
+
 absl::StatusOr<int64_t> Store::MaxTrialId() {
   return impl_->Read<int64_t>([](Database& db) -> absl::StatusOr<int64_t> {
     TESSEL_ASSIGN_OR_RETURN(Statement select,

@@ -200,6 +200,9 @@ class Store {
                                                             int limit);
   // The trials of every job in `job_ids`, in one query: job id -> its trials by id ascending
   // (jobs without trials are absent).
+  // The best each of `job_ids` published (its latest, if it published more than once); jobs that
+  // published nothing are absent.
+  absl::StatusOr<std::map<int64_t, BestRecord>> BestsPublishedBy(std::span<const int64_t> job_ids);
   absl::StatusOr<std::map<int64_t, std::vector<TrialRecord>>> TrialsForJobs(
       std::span<const int64_t> job_ids);
   // Largest trial id in the store, 0 when none.
