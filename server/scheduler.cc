@@ -264,12 +264,8 @@ class Scheduler::Impl {
     Effects effects;
     {
       absl::MutexLock lock(&mu_);
-      if (auto q = quarantined_credentials_.find(credential);
-          !credential.empty() && q != quarantined_credentials_.end()) {
-        spdlog::warn(
-            "refused to register a worker with token {} (fingerprint), quarantined with "
-            "a worker that lied: {}",
-            credential, Shown(q->second, 512));
+      // Not logged: a refused caller could fill the log (the quarantine itself was logged).
+      if (!credential.empty() && quarantined_credentials_.contains(credential)) {
         return absl::PermissionDeniedError(
             "this worker's token is quarantined: a worker that registered with it reported times "
             "the server rejected; register with another token");
