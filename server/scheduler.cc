@@ -12,11 +12,13 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <map>
+#include <set>
 #include <span>
 #include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/workload.h"
@@ -118,22 +120,36 @@ class Scheduler::Impl {
     auto submission = PrepareSubmission(request);
     if (!submission.ok()) return submission.status();
     JobRecord& record = submission->record;
-    // Single-flight: the check for a running job of the workload and the new job's start are one
-    // step, so two concurrent submissions of a workload make one job.
-    absl::MutexLock single_flight(&submit_mu_);
-    if (!request.new_job()) {
-      std::optional<v1::Job> running;
-      {
-        absl::MutexLock lock(&mu_);
-        if (std::optional<int64_t> id = jobs_.ActiveJobFor(record.workload)) {
-          running = jobs_.View(*id);
+    // Single-flight per workload: while one submission of a workload builds its job (auto's
+    // prior ranking takes up to ~2 s), another of the same workload waits for it and then
+    // attaches to it, so two concurrent submissions make one job; other workloads go on.
+    const std::string workload = StrCat(record.workload.kernel, " ", record.workload.dims, " ",
+                                        record.workload.dtype, " ", record.workload.target);
+    {
+      absl::MutexLock single_flight(&submit_mu_);
+      const auto idle = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Await holds submit_mu_
+        return !building_.contains(workload);
+      };
+      submit_mu_.Await(absl::Condition(&idle));
+      if (!request.new_job()) {
+        std::optional<v1::Job> running;
+        {
+          absl::MutexLock lock(&mu_);
+          if (std::optional<int64_t> id = jobs_.ActiveJobFor(record.workload)) {
+            running = jobs_.View(*id);
+          }
+        }
+        if (running) {
+          running->set_attached(true);
+          return *running;
         }
       }
-      if (running) {
-        running->set_attached(true);
-        return *running;
-      }
+      building_.insert(workload);
     }
+    absl::Cleanup built = [&] {
+      absl::MutexLock single_flight(&submit_mu_);
+      building_.erase(workload);
+    };
     auto id = store_->CreateJob(record);
     if (!id.ok()) return id.status();
     record.id = *id;
@@ -616,8 +632,10 @@ class Scheduler::Impl {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;     // BeginDrain
   absl::Status store_fault_ ABSL_GUARDED_BY(mu_);  // NoteStoreFault; OK when writes succeed
   std::chrono::steady_clock::time_point next_probe_ ABSL_GUARDED_BY(mu_);
-  // Held by Submit from its single-flight check until the new job is added (taken before mu_).
+  // Submit's single flight (taken before mu_): the workloads whose new job is being built, from
+  // the check for a running job of the workload until the new job is added.
   absl::Mutex submit_mu_;
+  std::set<std::string> building_ ABSL_GUARDED_BY(submit_mu_);
   JobManager jobs_ ABSL_GUARDED_BY(mu_);
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   // Credentials of quarantined workers (server/auth.h) -> why; loaded from the store at Start.

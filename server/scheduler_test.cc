@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -262,6 +263,42 @@ TEST_F(SchedulerTest, SubmitRejectsBadWorkloadsWithActionableMessages) {
   auto jobs = scheduler_->ListJobs(10);
   ASSERT_TRUE(jobs.ok());
   EXPECT_TRUE(jobs->empty()) << "a rejected job must not be stored";
+}
+
+// Single flight is per workload: while one workload's job is being built (auto ranks a sample of
+// a large attention space by its estimate, over a second here), a submission of another workload
+// does not wait for it.
+TEST_F(SchedulerTest, ASubmissionDoesNotWaitForAnotherWorkloadsJobToBeBuilt) {
+  v1::Workload attention;
+  attention.set_kernel("attention");
+  attention.set_target("snc3");
+  for (auto [name, value] : {std::pair{"batch", 1},
+                             {"heads", 16},
+                             {"seq_q", 4096},
+                             {"seq_k", 4096},
+                             {"head_dim", 128},
+                             {"causal", 1}}) {
+    v1::Dim* d = attention.add_dims();
+    d->set_name(name);
+    d->set_value(value);
+  }
+  std::atomic<bool> slow_done{false};
+  absl::StatusOr<v1::Job> slow;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread a([&] {
+    slow = scheduler_->Submit(Job(attention, 20));
+    slow_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  absl::StatusOr<v1::Job> quick = scheduler_->Submit(Job(Gemm(512, 512, 512), 20));
+  const bool quick_first = !slow_done;
+  a.join();
+  const double slow_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(quick.ok() && slow.ok()) << quick.status() << slow.status();
+  if (slow_s < 0.6) GTEST_SKIP() << "the attention job was built in " << slow_s << " s: too fast";
+  EXPECT_TRUE(quick_first) << "the matmul submission waited for the attention job (" << slow_s
+                           << " s)";
 }
 
 // Issue 17, single-flight: a submission of a workload that has a queued or running job returns
