@@ -55,19 +55,29 @@ int NextValid(const Space& space, const Config& config, const Param& p, std::str
   return -1;
 }
 
-// "larger P (now V)" when a larger value of P keeps the config valid.
+// Adds a suggestion: its text and the change it names.
+void Suggest(Bottleneck& b, std::string text, std::string param, std::string value) {
+  b.try_next.push_back(std::move(text));
+  b.changes.emplace_back(std::move(param), std::move(value));
+}
+
+// "larger P (now V)" when a larger value of P keeps the config valid (the change: the first).
 void Larger(const Space& space, const Config& config, const Param& p, std::string_view now,
-            std::vector<std::string>* out) {
-  if (NextValid(space, config, p, now) >= 0) {
-    out->push_back(fmt::format("larger {} (now {})", p.name, now));
+            Bottleneck& b) {
+  const int next = NextValid(space, config, p, now);
+  if (next >= 0) {
+    Suggest(b, fmt::format("larger {} (now {})", p.name, now), p.name, p.values[size_t(next)]);
   }
 }
 
 // "P=V" for the next value of P that keeps the config valid, when there is one.
 void Next(const Space& space, const Config& config, const Param& p, std::string_view now,
-          std::vector<std::string>* out) {
+          Bottleneck& b) {
   const int next = NextValid(space, config, p, now);
-  if (next >= 0) out->push_back(fmt::format("{}={}", p.name, p.values[size_t(next)]));
+  if (next >= 0) {
+    Suggest(b, fmt::format("{}={}", p.name, p.values[size_t(next)]), p.name,
+            p.values[size_t(next)]);
+  }
 }
 
 }  // namespace
@@ -101,29 +111,71 @@ Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::S
     const std::optional<std::string_view> now = config.Get(p.name);
     if (!now) continue;
     if (dma || latency) {
-      if (p.name == "bufs" || p.name == "pipeline") Next(space, config, p, *now, &b.try_next);
+      if (p.name == "bufs" || p.name == "pipeline") Next(space, config, p, *now, b);
     }
     if (dma) {
       if (KeepsResident(p.name)) {
         if (*now == "0" && IndexOf(p, "1") >= 0 && ValidWith(space, config, p.name, "1")) {
-          b.try_next.push_back(p.name + "=1");
+          Suggest(b, p.name + "=1", p.name, "1");
         }
       } else if (SizesTransfers(p.name)) {
-        Larger(space, config, p, *now, &b.try_next);
+        Larger(space, config, p, *now, b);
       }
     } else if (tensor || latency) {
-      if (p.name == "shards") Larger(space, config, p, *now, &b.try_next);
+      if (p.name == "shards") Larger(space, config, p, *now, b);
     } else if (ChoosesEngine(p.name)) {
       // A compute engine other than TensorE: another value of a param that places work.
       for (const std::string& v : p.values) {
         if (v != *now && v != b.bound && ValidWith(space, config, p.name, v)) {
-          b.try_next.push_back(fmt::format("{}={}", p.name, v));
+          Suggest(b, fmt::format("{}={}", p.name, v), p.name, v);
           break;
         }
       }
     }
   }
-  if (tensor && !faster_dtypes.empty()) b.try_next.push_back("dtype=" + faster_dtypes.front());
+  if (tensor && !faster_dtypes.empty()) Suggest(b, "dtype=" + faster_dtypes.front(), "", "");
+  return b;
+}
+
+void KeepFasterChanges(Bottleneck& b, const Kernel& kernel, const Problem& problem,
+                       const sim::Target& target, const Config& config, double time_ns) {
+  struct Kept {
+    double time_ns;
+    std::string text;
+    std::pair<std::string, std::string> change;
+  };
+  std::vector<Kept> faster, other;
+  for (size_t i = 0; i < b.try_next.size(); ++i) {
+    const auto& [param, value] = b.changes[i];
+    if (param.empty()) {
+      other.push_back({0, b.try_next[i], b.changes[i]});
+      continue;
+    }
+    Config changed = config;
+    changed.Set(param, value);
+    absl::StatusOr<sim::SimResult> r = Evaluate(kernel, problem, changed, target, {});
+    if (!r.ok() || !(r->time_ns < time_ns)) continue;
+    faster.push_back(
+        {r->time_ns,
+         fmt::format("{}={} ({:+.1f}%)", param, value, 100 * (r->time_ns / time_ns - 1)),
+         b.changes[i]});
+  }
+  std::stable_sort(faster.begin(), faster.end(),
+                   [](const Kept& x, const Kept& y) { return x.time_ns < y.time_ns; });
+  b.try_next.clear();
+  b.changes.clear();
+  for (std::vector<Kept>* list : {&faster, &other}) {
+    for (Kept& k : *list) {
+      b.try_next.push_back(std::move(k.text));
+      b.changes.push_back(std::move(k.change));
+    }
+  }
+}
+
+Bottleneck Advise(const Kernel& kernel, const Problem& problem, const sim::Target& target,
+                  const Space& space, const Config& config, const sim::SimResult& result) {
+  Bottleneck b = FindBottleneck(space, config, result, FasterDTypes(kernel, problem.dtype, target));
+  KeepFasterChanges(b, kernel, problem, target, config, result.time_ns);
   return b;
 }
 

@@ -20,6 +20,9 @@ struct Bottleneck {
   std::string bound;                                    // SimResult::bound
   std::vector<std::pair<std::string, double>> busiest;  // engine, busy fraction; busiest first
   std::vector<std::string> try_next;                    // e.g. "larger block_k (now 1)", "bufs=3"
+  // Per try_next entry, the config change it names (param, value); an empty param for one that
+  // is not a config change (a dtype).
+  std::vector<std::pair<std::string, std::string>> changes;
   // "dma-bound (dma 92%, tensor 43%): try larger block_k (now 1) or bufs=3".
   std::string Summary() const;
 };
@@ -35,6 +38,19 @@ struct Bottleneck {
 // first, when there is one.
 Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::SimResult& result,
                           const std::vector<std::string>& faster_dtypes = {});
+
+// Simulates each config change of `b` on `kernel`, `problem` and `target` and keeps those
+// faster than `time_ns` (the config's own time), fastest first, each said with its gain
+// ("bufs=3 (-12.4%)"); suggestions that are not config changes follow as they were. So the
+// advice names no change that makes the config slower.
+void KeepFasterChanges(Bottleneck& b, const Kernel& kernel, const Problem& problem,
+                       const sim::Target& target, const Config& config, double time_ns);
+
+// What `tessel tune`, `lookup`, `explain` and the dashboard say of `config` (of `space`, for
+// `kernel` on `problem` and `target`), whose simulation gave `result`: FindBottleneck with
+// FasterDTypes, then KeepFasterChanges.
+Bottleneck Advise(const Kernel& kernel, const Problem& problem, const sim::Target& target,
+                  const Space& space, const Config& config, const sim::SimResult& result);
 
 // The dtypes `kernel` takes whose TensorE peak on `target` is above `dtype`'s, fastest first (an
 // fp8 problem, or fp8 on a target that runs it at the bf16 rate, has none).

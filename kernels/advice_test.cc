@@ -1,5 +1,6 @@
 #include "kernels/advice.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "sim/target.h"
@@ -102,6 +103,46 @@ TEST(AdviceTest, ATensorBoundSuggestsADTypeOnlyWhereTheTargetRunsItFaster) {
   EXPECT_EQ(b.try_next.back(), "dtype=fp8");
   b = FindBottleneck(TestSpace(), kConfig, tensor, {});
   for (const std::string& s : b.try_next) EXPECT_EQ(s.find("dtype"), std::string::npos) << s;
+}
+
+// Measured advice: every change it keeps simulates faster, fastest first, with its gain; a change
+// that simulates slower is dropped; a suggestion that is not a config change stays.
+TEST(AdviceTest, KeepFasterChangesKeepsOnlyChangesThatSimulateFaster) {
+  const Kernel& matmul = *FindKernel("matmul");
+  const sim::Target snc2 = *sim::LoadTarget("snc2");
+  const Problem problem{Dims{{"M", 4096}, {"N", 4096}, {"K", 4096}}, "bf16"};
+  Config config = matmul.Default(problem, snc2);
+  config.Set("block_m", "2");
+  const absl::StatusOr<sim::SimResult> now = Evaluate(matmul, problem, config, snc2, {});
+  ASSERT_TRUE(now.ok()) << now.status();
+
+  Bottleneck b;
+  b.try_next = {"block_m=1", "larger block_m (now 2)", "dtype=fp8"};
+  b.changes = {{"block_m", "1"}, {"block_m", "4"}, {"", ""}};
+  KeepFasterChanges(b, matmul, problem, snc2, config, now->time_ns);
+  ASSERT_EQ(b.try_next.size(), 2u) << b.Summary();
+  EXPECT_EQ(b.changes[0], (std::pair<std::string, std::string>{"block_m", "4"}));
+  EXPECT_THAT(b.try_next[0], ::testing::StartsWith("block_m=4 (-"));
+  EXPECT_EQ(b.try_next[1], "dtype=fp8");
+
+  // Whatever Advise keeps for the default config is faster than it, and in order.
+  const Config plain = matmul.Default(problem, snc2);
+  const absl::StatusOr<sim::SimResult> base = Evaluate(matmul, problem, plain, snc2, {});
+  ASSERT_TRUE(base.ok());
+  const Bottleneck advice =
+      Advise(matmul, problem, snc2, *matmul.SpaceFor(problem, snc2), plain, *base);
+  ASSERT_FALSE(advice.try_next.empty()) << advice.Summary();
+  double last = 0;
+  for (const auto& [param, value] : advice.changes) {
+    if (param.empty()) continue;
+    Config changed = plain;
+    changed.Set(param, value);
+    const absl::StatusOr<sim::SimResult> r = Evaluate(matmul, problem, changed, snc2, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_LT(r->time_ns, base->time_ns) << param << "=" << value;
+    EXPECT_GE(r->time_ns, last);
+    last = r->time_ns;
+  }
 }
 
 }  // namespace

@@ -45,11 +45,9 @@ json BestDetails(const v1::Job& job) {
   absl::StatusOr<sim::SimResult> result =
       kernels::Evaluate(*resolved->kernel, resolved->problem, *config, resolved->target, {});
   if (space.ok() && result.ok()) {
-    best["bottleneck"] =
-        kernels::FindBottleneck(
-            *space, *config, *result,
-            kernels::FasterDTypes(*resolved->kernel, resolved->problem.dtype, resolved->target))
-            .Summary();
+    best["bottleneck"] = kernels::Advise(*resolved->kernel, resolved->problem, resolved->target,
+                                         *space, *config, *result)
+                             .Summary();
   }
   absl::StatusOr<sim::Program> program =
       resolved->kernel->Lower(resolved->problem, *config, resolved->target);

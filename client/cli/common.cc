@@ -184,9 +184,8 @@ nlohmann::json BottleneckJson(const Workload& workload, const std::string& confi
   absl::StatusOr<sim::SimResult> result =
       kernels::Evaluate(*workload.kernel, workload.problem, *config, *target, {});
   if (!space.ok() || !result.ok()) return nullptr;
-  const kernels::Bottleneck b = kernels::FindBottleneck(
-      *space, *config, *result,
-      kernels::FasterDTypes(*workload.kernel, workload.problem.dtype, *target));
+  const kernels::Bottleneck b =
+      kernels::Advise(*workload.kernel, workload.problem, *target, *space, *config, *result);
   nlohmann::json busiest = nlohmann::json::object();
   for (const auto& [engine, frac] : b.busiest) busiest[engine] = frac;
   return {

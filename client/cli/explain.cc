@@ -48,8 +48,8 @@ class ExplainCommand final : public Command {
       return absl::OkStatus();
     }
     const sim::SimResult& r = *result;
-    const kernels::Bottleneck b = kernels::FindBottleneck(
-        space, config, r, kernels::FasterDTypes(*workload.kernel, workload.problem.dtype, target));
+    const kernels::Bottleneck b =
+        kernels::Advise(*workload.kernel, workload.problem, target, space, config, r);
     out["valid"] = true;
     out["time_ns"] = r.time_ns;
     out["bound"] = r.bound;
