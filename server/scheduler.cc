@@ -24,6 +24,7 @@
 #include "kernels/workload.h"
 #include "schema/strings.h"
 #include "schema/vocab.h"
+#include "schema/workload_key.h"
 #include "server/catalog.h"
 #include "server/job_manager.h"
 #include "server/job_view.h"
@@ -123,8 +124,9 @@ class Scheduler::Impl {
     // Single-flight per workload: while one submission of a workload builds its job (auto's
     // prior ranking takes up to ~2 s), another of the same workload waits for it and then
     // attaches to it, so two concurrent submissions make one job; other workloads go on.
-    const std::string workload = StrCat(record.workload.kernel, " ", record.workload.dims, " ",
-                                        record.workload.dtype, " ", record.workload.target);
+    const std::string workload =
+        WorkloadKeyFromCanonical(record.workload.kernel, record.workload.dims,
+                                 record.workload.dtype, record.workload.target);
     {
       absl::MutexLock single_flight(&submit_mu_);
       const auto idle = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Await holds submit_mu_
