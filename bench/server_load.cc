@@ -1,26 +1,29 @@
 // A mixed load on a tessel-server, as many build machines and engineers make it (issue 17):
 //   server_load --server 127.0.0.1:PORT [--clients 50] [--seconds 30] [--rate 0]
-// Each client (a thread with its own channel) sends back to back, in a fixed rotation: Lookup
+// Each client (its own channel, one call at a time) sends back to back, in a fixed rotation: Lookup
 // (6 of every 10 calls), SubmitJob (small random-strategy matmul jobs over 32 shapes, so
 // single-flight attaches some), GetJob and ListJobs, ListTrials of the last job it submitted, and
 // a WatchJob that reads one event and cancels. With --rate R, a client starts a call every 1/R s
 // (a build machine's pace) rather than back to back (0: back to back, the server saturated).
-// Prints one JSON object: per RPC the calls, the
-// errors by code, p50/p99/max in microseconds, and the total calls per second. Exit 1 when any
-// call failed with a code other than RESOURCE_EXHAUSTED (a limit) or when the run deadlocked
-// (a call exceeded its 10 s deadline).
+// Clients are driven by gRPC's callback API (no thread per client). Prints one JSON object: per
+// RPC the calls, the errors by code, p50/p99/max in microseconds, and the total calls per second.
+// Exit 1 when any call failed with a code other than RESOURCE_EXHAUSTED (a limit) or when the run
+// deadlocked (a call exceeded its 10 s deadline).
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <queue>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "schema/process.h"
 #include "schema/tessel.grpc.pb.h"
 
 namespace {
@@ -77,6 +80,215 @@ double Percentile(std::vector<double>& v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * double(v.size())))];
 }
 
+// One client: its own channel and one call at a time, issued from the previous call's completion
+// (gRPC's callback API), so that 50 clients need no 50 threads of their own. On this 2-core
+// machine the load generator shares the cores with the server; a thread per client spent them
+// on context switches and its threads' run-queue waits inflated every latency it measured.
+class Client {
+ public:
+  Client(int id, const std::string& server, Clock::time_point end, Clock::duration period,
+         class Pacer* pacer)
+      : i_(id), end_(end), period_(period), pacer_(pacer), stats_(kNumRpcs) {
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.use_local_subchannel_pool", 1);  // a connection per client
+    stub_ = v1::TesselService::NewStub(
+        grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args));
+  }
+
+  // Starts the client's next call, or ends the client when the run is over.
+  void Next();
+  // Schedules the next call: at once when back to back, else one period after the last start.
+  void Done(Rpc rpc, const grpc::Status& status, Clock::time_point sent);
+  const std::vector<Stats>& stats() const { return stats_; }
+  Clock::time_point due() const { return due_; }
+  void set_due(Clock::time_point due) { due_ = due; }
+
+ private:
+  template <typename Request, typename Response>
+  struct Call {
+    grpc::ClientContext context;
+    Request request;
+    Response response;
+  };
+  class Watch;
+
+  int64_t i_;
+  Clock::time_point end_, due_{};
+  Clock::duration period_;
+  class Pacer* pacer_;
+  std::unique_ptr<v1::TesselService::Stub> stub_;
+  std::vector<Stats> stats_;
+  int64_t last_job_ = 0;
+};
+
+// Starts paced clients' calls at their due times (one thread); also counts finished clients.
+class Pacer {
+ public:
+  void Schedule(Client* client) {
+    std::lock_guard lock(mu_);
+    queue_.push({client->due(), client});
+    cv_.notify_one();
+  }
+  void Finished() {
+    std::lock_guard lock(mu_);
+    ++finished_;
+    cv_.notify_one();
+  }
+  // Runs until `clients` have finished.
+  void Run(int clients) {
+    std::unique_lock lock(mu_);
+    while (finished_ < clients) {
+      if (queue_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      const auto [due, client] = queue_.top();
+      if (Clock::now() < due) {
+        cv_.wait_until(lock, due);
+        continue;
+      }
+      queue_.pop();
+      lock.unlock();
+      client->Next();
+      lock.lock();
+    }
+  }
+
+ private:
+  using Entry = std::pair<Clock::time_point, Client*>;
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const { return a.first > b.first; }
+  };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::priority_queue<Entry, std::vector<Entry>, Later> queue_;
+  int finished_ = 0;
+};
+
+// WatchJob: reads the first event, then cancels.
+class Client::Watch : public grpc::ClientReadReactor<v1::JobEvent> {
+ public:
+  Watch(Client* client, int64_t job) : client_(client), sent_(Clock::now()) {
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    request_.set_job_id(job);
+    client->stub_->async()->WatchJob(&context_, &request_, this);
+    StartRead(&event_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    got_ = ok;
+    context_.TryCancel();
+  }
+  void OnDone(const grpc::Status& status) override {
+    // Our own cancel after the first event is the expected end of a watch.
+    const bool cancelled = status.error_code() == grpc::StatusCode::CANCELLED;
+    Client* client = client_;
+    const auto sent = sent_;
+    const grpc::Status result = got_ && cancelled ? grpc::Status::OK : status;
+    delete this;
+    client->Done(kWatch, result, sent);
+  }
+
+ private:
+  Client* client_;
+  Clock::time_point sent_;
+  grpc::ClientContext context_;
+  v1::WatchJobRequest request_;
+  v1::JobEvent event_;
+  bool got_ = false;
+};
+
+void Client::Next() {
+  if (Clock::now() >= end_) {
+    pacer_->Finished();
+    return;
+  }
+  const int64_t i = i_++;
+  const Rpc rpc = kRotation[i % 10];
+  const auto sent = Clock::now();
+  // Each call owns its context and messages until its completion runs.
+  // `issue(async, context, request, response, done)` starts the call.
+  auto start = [&](auto* call, auto issue, auto after) {
+    call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    issue(stub_->async(), &call->context, &call->request, &call->response,
+          [this, call, rpc, sent, after](grpc::Status status) {
+            after(call, status);
+            delete call;
+            Done(rpc, status, sent);
+          });
+  };
+  auto nothing = [](auto*, grpc::Status&) {};
+  switch (rpc) {
+    case kLookup: {
+      auto* call = new Call<v1::LookupRequest, v1::LookupResponse>;
+      *call->request.mutable_workload() = Matmul(64 * (1 + i % 64));
+      start(
+          call, [](auto* async, auto... args) { async->Lookup(args...); }, nothing);
+      break;
+    }
+    case kSubmit: {
+      auto* call = new Call<v1::SubmitJobRequest, v1::Job>;
+      *call->request.mutable_workload() = Matmul(128 * (1 + (i / 10) % 32));
+      call->request.set_strategy("random");
+      call->request.set_budget(4);
+      call->request.set_seed(uint64_t(i));
+      start(
+          call, [](auto* async, auto... args) { async->SubmitJob(args...); },
+          [this](auto* c, grpc::Status& status) {
+            if (status.ok()) last_job_ = c->response.id();
+          });
+      break;
+    }
+    case kGetJob: {
+      auto* call = new Call<v1::GetJobRequest, v1::Job>;
+      call->request.set_job_id(std::max<int64_t>(last_job_, 1));
+      const bool none = last_job_ == 0;
+      start(
+          call, [](auto* async, auto... args) { async->GetJob(args...); },
+          [none](auto*, grpc::Status& status) {
+            if (none && status.error_code() == grpc::StatusCode::NOT_FOUND) {
+              status = grpc::Status::OK;  // nothing submitted yet
+            }
+          });
+      break;
+    }
+    case kListJobs: {
+      auto* call = new Call<v1::ListJobsRequest, v1::ListJobsResponse>;
+      call->request.set_limit(20);
+      start(
+          call, [](auto* async, auto... args) { async->ListJobs(args...); }, nothing);
+      break;
+    }
+    case kListTrials: {
+      if (last_job_ == 0) return Next();
+      auto* call = new Call<v1::ListTrialsRequest, v1::ListTrialsResponse>;
+      call->request.set_job_id(last_job_);
+      start(
+          call, [](auto* async, auto... args) { async->ListTrials(args...); }, nothing);
+      break;
+    }
+    case kWatch:
+      if (last_job_ == 0) return Next();
+      new Watch(this, last_job_);
+      break;
+    case kNumRpcs:
+      break;
+  }
+}
+
+void Client::Done(Rpc rpc, const grpc::Status& status, Clock::time_point sent) {
+  const double us = std::chrono::duration<double, std::micro>(Clock::now() - sent).count();
+  Stats& s = stats_[rpc];
+  if (status.ok()) {
+    s.latencies_us.push_back(us);
+  } else {
+    ++s.errors[CodeName(status.error_code())];
+  }
+  if (period_ == Clock::duration::zero()) return Next();
+  due_ += period_;
+  pacer_->Schedule(this);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,111 +298,32 @@ int main(int argc, char** argv) {
   double seconds = 30;
   double rate = 0;
   app.add_option("--server", server, "tessel-server HOST:PORT")->required();
-  app.add_option("--clients", clients, "client threads, one channel each")->capture_default_str();
+  app.add_option("--clients", clients,
+                 "concurrent clients, one channel and one call at a time each")
+      ->capture_default_str();
   app.add_option("--seconds", seconds, "duration")->capture_default_str();
   app.add_option("--rate", rate, "calls per second per client (0 = back to back)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  // Like the server's: gRPC's own locks otherwise feed abseil's lock-order graph on every call.
+  tessel::StopMutexDeadlockDetection();
 
-  std::vector<std::vector<Stats>> stats(clients, std::vector<Stats>(kNumRpcs));
   const auto start = Clock::now();
-  const auto end = start + std::chrono::duration<double>(seconds);
-  std::vector<std::thread> threads;
+  const auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  const auto period = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(rate > 0 ? 1.0 / rate : 0.0));
+  Pacer pacer;
+  std::vector<std::unique_ptr<Client>> all_clients;
   for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, c] {
-      grpc::ChannelArguments args;
-      args.SetInt("grpc.use_local_subchannel_pool", 1);  // a connection per client
-      auto stub = v1::TesselService::NewStub(
-          grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args));
-      int64_t last_job = 0;
-      const auto period = std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(rate > 0 ? 1.0 / rate : 0.0));
-      // Clients start spread over one period, so paced calls do not arrive in bursts.
-      auto next = Clock::now() + period * c / std::max(1, clients);
-      for (int64_t i = c; Clock::now() < end; ++i) {
-        if (rate > 0) {
-          std::this_thread::sleep_until(next);
-          next += period;
-        }
-        const Rpc rpc = kRotation[i % 10];
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-        grpc::Status status;
-        const auto sent = Clock::now();
-        switch (rpc) {
-          case kLookup: {
-            v1::LookupRequest request;
-            *request.mutable_workload() = Matmul(64 * (1 + i % 64));
-            v1::LookupResponse response;
-            status = stub->Lookup(&context, request, &response);
-            break;
-          }
-          case kSubmit: {
-            v1::SubmitJobRequest request;
-            *request.mutable_workload() = Matmul(128 * (1 + (i / 10) % 32));
-            request.set_strategy("random");
-            request.set_budget(4);
-            request.set_seed(uint64_t(i));
-            v1::Job job;
-            status = stub->SubmitJob(&context, request, &job);
-            if (status.ok()) last_job = job.id();
-            break;
-          }
-          case kGetJob: {
-            v1::GetJobRequest request;
-            request.set_job_id(std::max<int64_t>(last_job, 1));
-            v1::Job job;
-            status = stub->GetJob(&context, request, &job);
-            if (status.error_code() == grpc::StatusCode::NOT_FOUND && last_job == 0) {
-              status = grpc::Status::OK;  // nothing submitted yet
-            }
-            break;
-          }
-          case kListJobs: {
-            v1::ListJobsRequest request;
-            request.set_limit(20);
-            v1::ListJobsResponse response;
-            status = stub->ListJobs(&context, request, &response);
-            break;
-          }
-          case kListTrials: {
-            if (last_job == 0) continue;
-            v1::ListTrialsRequest request;
-            request.set_job_id(last_job);
-            v1::ListTrialsResponse response;
-            status = stub->ListTrials(&context, request, &response);
-            break;
-          }
-          case kWatch: {
-            if (last_job == 0) continue;
-            v1::WatchJobRequest request;
-            request.set_job_id(last_job);
-            auto reader = stub->WatchJob(&context, request);
-            v1::JobEvent event;
-            const bool got = reader->Read(&event);
-            context.TryCancel();
-            while (reader->Read(&event)) {
-            }
-            status = reader->Finish();
-            // Our own cancel after the first event is the expected end of a watch.
-            if (got && status.error_code() == grpc::StatusCode::CANCELLED)
-              status = grpc::Status::OK;
-            break;
-          }
-          case kNumRpcs:
-            break;
-        }
-        const double us = std::chrono::duration<double, std::micro>(Clock::now() - sent).count();
-        Stats& s = stats[c][rpc];
-        if (status.ok()) {
-          s.latencies_us.push_back(us);
-        } else {
-          ++s.errors[CodeName(status.error_code())];
-        }
-      }
-    });
+    all_clients.push_back(std::make_unique<Client>(c, server, end, period, &pacer));
   }
-  for (std::thread& t : threads) t.join();
+  for (int c = 0; c < clients; ++c) {
+    // Clients start spread over one period, so paced calls do not arrive in bursts.
+    all_clients[c]->set_due(start + period * c / std::max(1, clients));
+    pacer.Schedule(all_clients[c].get());
+  }
+  pacer.Run(clients);
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
 
   bool failed = false;
@@ -200,9 +333,10 @@ int main(int argc, char** argv) {
   for (int r = 0; r < kNumRpcs; ++r) {
     std::vector<double> all;
     std::map<std::string, int64_t> errors;
-    for (int c = 0; c < clients; ++c) {
-      all.insert(all.end(), stats[c][r].latencies_us.begin(), stats[c][r].latencies_us.end());
-      for (const auto& [code, n] : stats[c][r].errors) errors[code] += n;
+    for (const auto& client : all_clients) {
+      const Stats& s = client->stats()[r];
+      all.insert(all.end(), s.latencies_us.begin(), s.latencies_us.end());
+      for (const auto& [code, n] : s.errors) errors[code] += n;
     }
     std::sort(all.begin(), all.end());
     std::string errs = "{";
