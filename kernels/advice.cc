@@ -61,16 +61,8 @@ void Suggest(Bottleneck& b, std::string text, std::string param, std::string val
   b.changes.emplace_back(std::move(param), std::move(value));
 }
 
-// "larger P (now V)" when a larger value of P keeps the config valid (the change: the first).
-void Larger(const Space& space, const Config& config, const Param& p, std::string_view now,
-            Bottleneck& b) {
-  const int next = NextValid(space, config, p, now);
-  if (next >= 0) {
-    Suggest(b, fmt::format("larger {} (now {})", p.name, now), p.name, p.values[size_t(next)]);
-  }
-}
-
-// "P=V" for the next value of P that keeps the config valid, when there is one.
+// "P=V" for the next value of P (a larger one: values are listed in ascending order where their
+// order means anything) that keeps the config valid, when there is one.
 void Next(const Space& space, const Config& config, const Param& p, std::string_view now,
           Bottleneck& b) {
   const int next = NextValid(space, config, p, now);
@@ -119,10 +111,10 @@ Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::S
           Suggest(b, p.name + "=1", p.name, "1");
         }
       } else if (SizesTransfers(p.name)) {
-        Larger(space, config, p, *now, b);
+        Next(space, config, p, *now, b);
       }
     } else if (tensor || latency) {
-      if (p.name == "shards") Larger(space, config, p, *now, b);
+      if (p.name == "shards") Next(space, config, p, *now, b);
     } else if (ChoosesEngine(p.name)) {
       // A compute engine other than TensorE: another value of a param that places work.
       for (const std::string& v : p.values) {

@@ -19,11 +19,11 @@ namespace tessel::kernels {
 struct Bottleneck {
   std::string bound;                                    // SimResult::bound
   std::vector<std::pair<std::string, double>> busiest;  // engine, busy fraction; busiest first
-  std::vector<std::string> try_next;                    // e.g. "larger block_k (now 1)", "bufs=3"
+  std::vector<std::string> try_next;                    // e.g. "block_k=2", "bufs=3"
   // Per try_next entry, the config change it names (param, value); an empty param for one that
   // is not a config change (a dtype).
   std::vector<std::pair<std::string, std::string>> changes;
-  // "dma-bound (dma 92%, tensor 43%): try larger block_k (now 1) or bufs=3".
+  // "dma-bound (dma 92%, tensor 43%): try block_k=2 or bufs=3".
   std::string Summary() const;
 };
 

@@ -33,10 +33,8 @@ TEST(AdviceTest, DmaBoundSuggestsLargerTransfersBuffersAndResidencyBelowTheirMax
   const Bottleneck b =
       FindBottleneck(TestSpace(), kConfig, Bound("dma", sim::EngineKind::kDma, 0.95));
   // tile_n is at its largest value: not suggested.
-  EXPECT_EQ(b.try_next,
-            (std::vector<std::string>{"larger block_k (now 1)", "bufs=3", "kv_resident=1"}));
-  EXPECT_EQ(b.Summary(),
-            "dma-bound (dma 95%, tensor 40%): try larger block_k (now 1), bufs=3, kv_resident=1");
+  EXPECT_EQ(b.try_next, (std::vector<std::string>{"block_k=2", "bufs=3", "kv_resident=1"}));
+  EXPECT_EQ(b.Summary(), "dma-bound (dma 95%, tensor 40%): try block_k=2, bufs=3, kv_resident=1");
 }
 
 TEST(AdviceTest, AComputeEngineBoundSuggestsMovingWorkToAnotherEngine) {
@@ -48,7 +46,7 @@ TEST(AdviceTest, AComputeEngineBoundSuggestsMovingWorkToAnotherEngine) {
 TEST(AdviceTest, TensorAndLatencyBoundsSuggestShardsOnlyWhereMoreExist) {
   Bottleneck b =
       FindBottleneck(TestSpace(), kConfig, Bound("tensor", sim::EngineKind::kTensor, 0.9));
-  EXPECT_EQ(b.try_next[0], "larger shards (now 1)");
+  EXPECT_EQ(b.try_next[0], "shards=2");
   Config two = kConfig;
   two.Set("shards", "2");
   two.Set("bufs", "3");
@@ -72,8 +70,8 @@ Space RejectingSpace() {
 TEST(AdviceTest, NoSuggestionNamesAChangeTheSpaceRejects) {
   Bottleneck b =
       FindBottleneck(RejectingSpace(), kConfig, Bound("dma", sim::EngineKind::kDma, 0.95));
-  // block_k=2 is still valid, so "larger" stays; bufs=3 and kv_resident=1 are rejected.
-  EXPECT_EQ(b.try_next, (std::vector<std::string>{"larger block_k (now 1)"}));
+  // block_k=2 is still valid, so it stays; bufs=3 and kv_resident=1 are rejected.
+  EXPECT_EQ(b.try_next, (std::vector<std::string>{"block_k=2"}));
   Config two = kConfig;
   two.Set("block_k", "2");
   b = FindBottleneck(RejectingSpace(), two, Bound("dma", sim::EngineKind::kDma, 0.95));
@@ -82,7 +80,7 @@ TEST(AdviceTest, NoSuggestionNamesAChangeTheSpaceRejects) {
   b = FindBottleneck(RejectingSpace(), kConfig, Bound("vector", sim::EngineKind::kVector, 0.9));
   EXPECT_EQ(b.try_next, (std::vector<std::string>{"evict=split"}));
   b = FindBottleneck(RejectingSpace(), kConfig, Bound("latency", sim::EngineKind::kDma, 0.5));
-  EXPECT_EQ(b.try_next, (std::vector<std::string>{"larger shards (now 1)"}));
+  EXPECT_EQ(b.try_next, (std::vector<std::string>{"shards=2"}));
 }
 
 TEST(AdviceTest, ATensorBoundSuggestsADTypeOnlyWhereTheTargetRunsItFaster) {
@@ -117,7 +115,7 @@ TEST(AdviceTest, KeepFasterChangesKeepsOnlyChangesThatSimulateFaster) {
   ASSERT_TRUE(now.ok()) << now.status();
 
   Bottleneck b;
-  b.try_next = {"block_m=1", "larger block_m (now 2)", "dtype=fp8"};
+  b.try_next = {"block_m=1", "block_m=4", "dtype=fp8"};
   b.changes = {{"block_m", "1"}, {"block_m", "4"}, {"", ""}};
   KeepFasterChanges(b, matmul, problem, snc2, config, now->time_ns);
   ASSERT_EQ(b.try_next.size(), 2u) << b.Summary();
