@@ -69,7 +69,9 @@ class Scheduler::Impl {
       if (absl::Status s = jobs_.Recover(effects.jobs); !s.ok()) return s;
       auto credentials = store_->QuarantinedCredentials();
       if (!credentials.ok()) return credentials.status();
-      quarantined_credentials_ = *std::move(credentials);
+      quarantined_credentials_.clear();
+      for (const auto& [credential, why] : *credentials)
+        quarantined_credentials_.insert(credential);
     }
     Apply(std::move(effects));
     // Workers register again after a restart: rows not heard from in a day are history.
@@ -482,7 +484,7 @@ class Scheduler::Impl {
       if (std::string credential = leases_.CredentialOf(worker_id); !credential.empty()) {
         spdlog::warn("worker {}'s named token {} (fingerprint) registers no new worker", worker_id,
                      credential);
-        quarantined_credentials_.emplace(std::move(credential), why);
+        quarantined_credentials_.insert(std::move(credential));
       }
       for (const LeaseTable::Expired& e : leases_.Quarantine(worker_id, why)) {
         jobs_.LoseTrial(e.lease.job_id, e.trial_id, worker_id, e.why, effects.jobs);
@@ -640,8 +642,9 @@ class Scheduler::Impl {
   std::set<std::string> building_ ABSL_GUARDED_BY(submit_mu_);
   JobManager jobs_ ABSL_GUARDED_BY(mu_);
   LeaseTable leases_ ABSL_GUARDED_BY(mu_);
-  // Credentials of quarantined workers (server/auth.h) -> why; loaded from the store at Start.
-  std::map<std::string, std::string> quarantined_credentials_ ABSL_GUARDED_BY(mu_);
+  // Credentials of quarantined workers (server/auth.h), loaded from the store at Start (which
+  // keeps why, shown by `tessel workers`).
+  std::set<std::string> quarantined_credentials_ ABSL_GUARDED_BY(mu_);
   std::thread housekeeping_;
 };
 
