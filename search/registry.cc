@@ -1,3 +1,6 @@
+#include <algorithm>
+
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "search/random.h"
 #include "search/strategies.h"
@@ -20,12 +23,19 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name,
     if (!options.ok()) return options.status();
     return std::make_unique<AutoStrategy>(space, seed, *std::move(options));
   }
-  return absl::InvalidArgumentError(
-      StrCat("unknown strategy '", name, "'; known strategies: ", StrJoin(StrategyNames(), ", ")));
+  TESSEL_RETURN_IF_ERROR(CheckStrategyName(name));
+  return absl::InternalError(StrCat("strategy '", name, "' is listed but not made"));
 }
 
 std::vector<std::string> StrategyNames() {
   return {"anneal", "auto", "exhaustive", "ga", "genetic", "ils", "model", "random"};
+}
+
+absl::Status CheckStrategyName(std::string_view name) {
+  const std::vector<std::string> names = StrategyNames();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat("unknown strategy '", Shown(name), "'; known strategies: ", StrJoin(names, ", ")));
 }
 
 }  // namespace tessel::search

@@ -63,6 +63,9 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name,
                                                        const kernels::Space& space, uint64_t seed);
 // Names MakeStrategy accepts, sorted.
 std::vector<std::string> StrategyNames();
+// OK when `name` is one of StrategyNames(); InvalidArgument naming them otherwise (the name shown
+// escaped and cut: it may come from a client).
+absl::Status CheckStrategyName(std::string_view name);
 
 }  // namespace tessel::search
 

@@ -106,11 +106,7 @@ absl::StatusOr<Submission> PrepareSubmission(const v1::SubmitJobRequest& request
   auto resolved = kernels::Resolve(request.workload());
   if (!resolved.ok()) return resolved.status();
   std::string strategy = request.strategy().empty() ? kDefaultStrategy : request.strategy();
-  auto names = search::StrategyNames();
-  if (std::find(names.begin(), names.end(), strategy) == names.end()) {
-    return absl::InvalidArgumentError(StrCat("unknown strategy '", tessel::Shown(strategy),
-                                             "'; known strategies: ", StrJoin(names, ", ")));
-  }
+  TESSEL_RETURN_IF_ERROR(search::CheckStrategyName(strategy));
   // The effort preset fills the budget and the no-improvement stop where the request left them 0.
   const search::EffortPreset* preset = nullptr;
   if (!request.effort().empty()) {

@@ -153,14 +153,7 @@ absl::StatusOr<v1::SubmitJobRequest> TuneCommand::Request(const Workload& worklo
         "--no-wait needs --server: an embedded job stops when this command exits");
   }
   const std::string strategy = strategy_ == "auto" ? "" : strategy_;
-  if (!strategy.empty()) {
-    std::vector<std::string> names = search::StrategyNames();
-    if (std::find(names.begin(), names.end(), strategy) == names.end()) {
-      return absl::InvalidArgumentError(StrCat("unknown strategy '", strategy,
-                                               "' (known strategies: ", StrJoin(names, ", "),
-                                               ", auto)"));
-    }
-  }
+  if (!strategy.empty()) TESSEL_RETURN_IF_ERROR(search::CheckStrategyName(strategy));
   if (search::FindEffortPreset(effort_) == nullptr) {
     return absl::InvalidArgumentError(
         StrCat("unknown --effort '", effort_, "' (presets: ", search::EffortPresetNames(), ")"));

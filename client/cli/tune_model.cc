@@ -361,14 +361,7 @@ absl::Status TuneModelCommand::Run(int& exit_code) {
     return absl::InvalidArgumentError(
         "--round-trials must be at least 2 (a round re-measures the default config)");
   }
-  if (!strategy_.empty() && strategy_ != "auto") {
-    const std::vector<std::string> names = search::StrategyNames();
-    if (std::find(names.begin(), names.end(), strategy_) == names.end()) {
-      return absl::InvalidArgumentError(StrCat("unknown strategy '", strategy_,
-                                               "' (known strategies: ", StrJoin(names, ", "),
-                                               ", auto)"));
-    }
-  }
+  if (!strategy_.empty()) TESSEL_RETURN_IF_ERROR(search::CheckStrategyName(strategy_));
   std::vector<std::string> targets;
   for (std::string_view t : StrSplit(targets_, ',')) {
     if (t.empty()) return absl::InvalidArgumentError("--target: an empty name in the list");
