@@ -37,7 +37,7 @@ class CancelCommand final : public Command {
 
  private:
   void AddOptions(CLI::App& command) override {
-    command.add_option("job", job_, "job id")->required()->check(CLI::PositiveNumber);
+    command.add_option("job", job_, "job id")->required()->check(PositiveInteger());
     AddServerOptions(command, backend_);
   }
 

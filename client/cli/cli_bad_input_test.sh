@@ -76,9 +76,10 @@ expect_error "--dtype: int7 not in" simulate matmul --shape M=512,N=512,K=512 --
 expect_error "matmul has no parameter 'tile_q'" \
   explain matmul --shape M=512,N=512,K=512 --config tile_q=128
 expect_error "unknown kernel" explain nosuch --shape M=1 --json
-expect_error "job: Value 0 not in range" trials 0 --db missing.db
+expect_error "job: must be a positive integer, got '0'" trials 0 --db missing.db
+expect_error "job: must be a positive integer, got 'abc'" watch abc --db missing.db
 expect_error "no tessel database" trials 3 --db missing.db
-expect_error "--top: Value -2 not in range" trials 3 --top -2 --db missing.db
+expect_error "--top: must be a positive integer, got '-2'" trials 3 --top -2 --db missing.db
 expect_error "--trace-limit: Value -1 not in range 0 to 2147483648" \
   simulate matmul --shape M=512,N=512,K=512 --trace t.json --trace-limit -1
 expect_error "unknown command 'frobnicate'" frobnicate

@@ -28,6 +28,10 @@ struct ServerArgs {
   std::string DbPath() const { return db.empty() ? kDefaultDb : db; }
 };
 
+// Checks an integer option or positional that must be positive ("INT:POSITIVE" in --help), with
+// a message a user can read (CLI::PositiveNumber's prints the range of a double).
+const CLI::Validator& PositiveInteger();
+
 // Adds an integer option that must be positive, its default shown in --help.
 void AddPositiveOption(CLI::App& command, const std::string& name, int& value,
                        const std::string& help);

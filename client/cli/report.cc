@@ -51,7 +51,7 @@ class ReportCommand final : public Command {
 
  private:
   void AddOptions(CLI::App& command) override {
-    command.add_option("job", job_, "job id")->required()->check(CLI::PositiveNumber);
+    command.add_option("job", job_, "job id")->required()->check(PositiveInteger());
     command.add_option("--html", html_, "the HTML file to write")->required();
     AddServerOptions(command, backend_);
   }

@@ -98,9 +98,9 @@ class TrialsCommand final : public Command {
   }
 
   void AddOptions(CLI::App& command) override {
-    command.add_option("job", job_, "job id")->required()->check(CLI::PositiveNumber);
+    command.add_option("job", job_, "job id")->required()->check(PositiveInteger());
     command.add_option("--top", top_, "only the K fastest OK trials, fastest first")
-        ->check(CLI::PositiveNumber);
+        ->check(PositiveInteger());
     command.add_option("--status", status_,
                        StrCat("only trials with this status (any case): ", StatusNames()));
     AddServerOptions(command, backend_);

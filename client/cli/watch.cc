@@ -39,7 +39,7 @@ class WatchCommand final : public Command {
 
  private:
   void AddOptions(CLI::App& command) override {
-    command.add_option("job", job_, "job id")->required()->check(CLI::PositiveNumber);
+    command.add_option("job", job_, "job id")->required()->check(PositiveInteger());
     command.add_option("--workers", workers_,
                        "embedded worker threads with --db (default: hardware threads)");
     command.add_flag("-q,--quiet", quiet_, "no progress on stderr");
