@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "schema/cli_checks.h"
 #include "schema/logging.h"
 #include "schema/process.h"
 #include "server/server.h"
@@ -29,33 +30,33 @@ int main(int argc, char** argv) {
   app.add_option("--lease-ms", options.lease_ms,
                  "re-queue a leased trial not reported within this time")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tessel::PositiveInteger());
   app.add_option("--heartbeat-ms", options.heartbeat_interval_ms, "worker heartbeat interval")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tessel::PositiveInteger());
   app.add_option("--repeats", options.repeats,
                  "measured runs per trial, median kept (default: 1 without noise, 5 with)")
-      ->check(CLI::PositiveNumber);
+      ->check(tessel::PositiveInteger());
   app.add_option("--warmup", options.warmup,
                  "discarded runs per trial (default: 0 without noise, 1 with)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tessel::NonNegativeNumber());
   app.add_option("--noise", options.noise_sigma, "simulated run-to-run noise (relative sigma)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(tessel::NonNegativeNumber());
   app.add_option("--promote-top", options.promote_top,
                  "with noise, this many top candidates race on re-measures, not charged to the "
                  "budget; the lowest 10%-trimmed mean is published (0 = off)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(tessel::NonNegativeNumber());
   app.add_option("--promote-repeats", options.promote_repeats,
                  "runs per candidate in each round of the race")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tessel::PositiveInteger());
   app.add_option("--promote-rounds", options.promote_rounds,
                  "most rounds of the race; after each, a candidate whose 95% interval lies above "
                  "the leader's leaves")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(tessel::PositiveInteger());
   app.add_option("--verify", options.verify,
                  "verification policy for ordinary trials: always, never or sample:P "
                  "(a job's published best is always verified)")
@@ -75,7 +76,7 @@ int main(int argc, char** argv) {
                  "on SIGTERM, wait up to this long for leased trials to be reported before "
                  "exiting (a second signal exits at once)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(tessel::NonNegativeNumber());
   std::string port_file;
   app.add_option("--port-file", port_file,
                  "write the bound port to this file once listening (useful with port 0)");

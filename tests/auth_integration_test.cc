@@ -377,5 +377,15 @@ TEST_F(AuthTest, WithoutATokenFileTheServerListensOnlyOnLoopbackUnlessInsecure) 
               HasSubstr("no authentication (--insecure)"));
 }
 
+// gRPC takes a port above 65535 modulo 65536 (99999 would serve on 34463): the server refuses it.
+TEST_F(AuthTest, AListenPortAbove65535IsRefusedNotWrappedAround) {
+  RunResult refused = testing::Run(
+      {kServerBin, "--listen", "127.0.0.1:99999", "--db", dir_ + "/p.db"}, dir_, seconds(30));
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err,
+              HasSubstr("--listen '127.0.0.1:99999': expected HOST:PORT with a port 0-65535"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/p.db")) << "refused before opening the store";
+}
+
 }  // namespace
 }  // namespace tessel

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "schema/cli_checks.h"
 #include "schema/credentials.h"
 #include "schema/logging.h"
 #include "schema/process.h"
@@ -33,13 +34,13 @@ int RealMain(int argc, char** argv) {
   bool verbose = false;
   app.add_option("--server", server, "tessel server address, HOST:PORT")->required();
   app.add_option("--threads", threads, "trials measured at once (default: hardware threads)")
-      ->check(CLI::PositiveNumber);
+      ->check(tessel::PositiveInteger());
   app.add_option("--targets", targets,
                  "comma-separated targets this worker offers (default: all built-in)");
   app.add_option("--name", name, "name shown by `tessel workers` (default: host:pid)");
   app.add_option("--unreachable-timeout", timeout_s,
                  "seconds without an answer from the server before giving up")
-      ->check(CLI::PositiveNumber);
+      ->check(tessel::PositiveInteger());
   int nice = tessel::worker::AgentOptions{}.measure_nice;
   app.add_option("--nice", nice,
                  "CPU priority (nice) of the measuring threads, so a server on the same machine "

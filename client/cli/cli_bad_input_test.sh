@@ -80,6 +80,8 @@ expect_error "job: must be a positive integer, got '0'" trials 0 --db missing.db
 expect_error "job: must be a positive integer, got 'abc'" watch abc --db missing.db
 expect_error "no tessel database" trials 3 --db missing.db
 expect_error "--top: must be a positive integer, got '-2'" trials 3 --top -2 --db missing.db
+expect_error "--noise: must be a non-negative number, got 'nan'" \
+  tune matmul --shape M=64,N=64,K=64 --noise nan --db missing.db
 expect_error "--trace-limit: Value -1 not in range 0 to 2147483648" \
   simulate matmul --shape M=512,N=512,K=512 --trace t.json --trace-limit -1
 expect_error "unknown command 'frobnicate'" frobnicate

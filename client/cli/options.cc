@@ -1,29 +1,14 @@
 #include "client/cli/options.h"
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "schema/credentials.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "sim/target.h"
 
 namespace tessel::cli {
-
-const CLI::Validator& PositiveInteger() {
-  static const CLI::Validator* const validator = new CLI::Validator(
-      [](std::string& text) -> std::string {
-        int64_t value = 0;
-        if (!absl::SimpleAtoi(text, &value) || value <= 0) {
-          return StrCat("must be a positive integer, got '", Shown(text), "'");
-        }
-        return "";
-      },
-      "POSITIVE");
-  return *validator;
-}
 
 void AddPositiveOption(CLI::App& command, const std::string& name, int& value,
                        const std::string& help) {

@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "client/cli/common.h"
+#include "schema/cli_checks.h"
 
 namespace tessel::cli {
 
@@ -27,10 +28,6 @@ struct ServerArgs {
   // The embedded server's database file: --db, or kDefaultDb.
   std::string DbPath() const { return db.empty() ? kDefaultDb : db; }
 };
-
-// Checks an integer option or positional that must be positive ("INT:POSITIVE" in --help), with
-// a message a user can read (CLI::PositiveNumber's prints the range of a double).
-const CLI::Validator& PositiveInteger();
 
 // Adds an integer option that must be positive, its default shown in --help.
 void AddPositiveOption(CLI::App& command, const std::string& name, int& value,

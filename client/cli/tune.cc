@@ -12,6 +12,7 @@
 #include "client/cli/job_report.h"
 #include "client/cli/options.h"
 #include "fmt/format.h"
+#include "schema/cli_checks.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "search/stopping.h"
@@ -102,10 +103,10 @@ void TuneCommand::AddOptions(CLI::App& command) {
       .add_option("--patience", patience_,
                   "stop after this many trials in a row without a faster result (default: the "
                   "effort's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tessel::NonNegativeNumber());
   command
       .add_option("--target-ns", target_ns_, "stop once a config is at least this fast (0 = never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tessel::NonNegativeNumber());
   command.add_flag("--cold-start", cold_start_,
                    "do not warm-start from earlier jobs of this kernel and dtype");
   command
@@ -133,12 +134,12 @@ void TuneCommand::AddOptions(CLI::App& command) {
   command
       .add_option("--noise", backend_.noise,
                   "embedded: simulated run-to-run noise (relative sigma; a server has --noise)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tessel::NonNegativeNumber());
   command
       .add_option("--promote-top", backend_.promote_top,
                   "embedded, with noise: this many top candidates race on re-measures and the "
                   "lowest trimmed mean is published (default 12; 0 = off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tessel::NonNegativeNumber());
   command.footer(EffortFooter());
 }
 
