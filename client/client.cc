@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
                                                         const ClientOptions& options) {
   if (address.empty())
     return absl::InvalidArgumentError("empty server address; expected HOST:PORT");
+  TESSEL_RETURN_IF_ERROR(CheckGrpcAddress(address, "server address"));
   TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                           ChannelCredentials({.ca_file = options.tls_ca_file,
                                               .cert_file = options.tls_cert_file,

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
 
@@ -82,6 +83,24 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::s
     return absl::InvalidArgumentError(StrCat(what, " '", path, "' cannot be read or is empty"));
   }
   return content.str();
+}
+
+absl::Status CheckGrpcAddress(std::string_view address, std::string_view flag) {
+  static constexpr std::string_view kSchemes[] = {
+      "unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:", "vsock:", "xds:"};
+  for (std::string_view scheme : kSchemes) {
+    if (address.starts_with(scheme)) return absl::OkStatus();
+  }
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(absl::string_view(address.data() + colon + 1, address.size() - colon - 1),
+                        &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        StrCat(flag, " '", Shown(address, 100), "': expected HOST:PORT with a port 0-65535"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(

@@ -101,5 +101,19 @@ TEST(BearerTest, RoundTripsAndRejectsOtherSchemesAndMalformedTokens) {
   EXPECT_FALSE(ParseBearer("abc").has_value());
 }
 
+TEST(AddressTest, APortMustBe0To65535AndSchemesAreLeftToGrpc) {
+  for (const char* good : {"127.0.0.1:0", "localhost:50051", "[::1]:65535", "my-host.example:443",
+                           "unix:/tmp/tessel.sock", "dns:///localhost:50051", "ipv4:127.0.0.1:1"}) {
+    EXPECT_TRUE(CheckGrpcAddress(good, "--server").ok()) << good;
+  }
+  for (const char* bad : {"127.0.0.1:99999", "127.0.0.1:65536", "localhost", "localhost:", ":80",
+                          "127.0.0.1:-1", "127.0.0.1:80x", "[::1]"}) {
+    const absl::Status status = CheckGrpcAddress(bad, "--listen");
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(status.message(), HasSubstr("--listen '"));
+    EXPECT_THAT(status.message(), HasSubstr("a port 0-65535"));
+  }
+}
+
 }  // namespace
 }  // namespace tessel

@@ -12,7 +12,6 @@
 #include <string>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "schema/credentials.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
@@ -57,20 +56,6 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
-}
-
-// OK when `listen` is HOST:PORT with a port 0-65535, or a unix: socket address. (gRPC itself takes
-// a larger port modulo 65536: --listen 127.0.0.1:99999 would serve on 34463.)
-absl::Status CheckListenAddress(const std::string& listen) {
-  if (listen.starts_with("unix:") || listen.starts_with("unix-abstract:")) return absl::OkStatus();
-  const size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        StrCat("--listen '", Shown(listen, 100), "': expected HOST:PORT with a port 0-65535"));
-  }
-  return absl::OkStatus();
 }
 
 // Who may call what; refuses to open a network port to everyone by accident.
@@ -150,7 +135,7 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
-  if (!options.listen.empty()) TESSEL_RETURN_IF_ERROR(CheckListenAddress(options.listen));
+  if (!options.listen.empty()) TESSEL_RETURN_IF_ERROR(CheckGrpcAddress(options.listen, "--listen"));
   auto impl = std::make_unique<Impl>();
   TESSEL_ASSIGN_OR_RETURN(impl->auth, MakeAuthorizer(options));
   TESSEL_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,

@@ -92,7 +92,8 @@ int RealMain(int argc, char** argv) {
   absl::StatusOr<std::optional<std::string>> token = tessel::ClientToken(token_file);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       tessel::ChannelCredentials(tls);
-  for (const absl::Status& status : {token.status(), credentials.status()}) {
+  for (const absl::Status& status :
+       {tessel::CheckGrpcAddress(server, "--server"), token.status(), credentials.status()}) {
     if (!status.ok()) {
       std::fprintf(stderr, "tessel-worker: error: %s\n", std::string(status.message()).c_str());
       return 2;
