@@ -115,6 +115,11 @@ Bottleneck FindBottleneck(const Space& space, const Config& config, const sim::S
       }
     } else if (tensor || latency) {
       if (p.name == "shards") Next(space, config, p, *now, b);
+      // TensorE: larger tiles make longer matmuls, each paying its fixed cost once, and a K=256
+      // contraction runs fp8 at double rate where the target has the double-row mode.
+      if (tensor && SizesTransfers(p.name) && !KeepsResident(p.name)) {
+        Next(space, config, p, *now, b);
+      }
     } else if (ChoosesEngine(p.name)) {
       // A compute engine other than TensorE: another value of a param that places work.
       for (const std::string& v : p.values) {

@@ -31,7 +31,8 @@ struct Bottleneck {
 // from the space's params by role, never from a kernel's name: for a DMA bound, params that make
 // transfers larger (tile_/block_/chunk/rows_per_partition...), keep operands resident or add
 // buffers, where the config is below their largest value; for a compute engine, params that move
-// work to another engine (evict, *_engine); for TensorE, more shards or a faster dtype; for
+// work to another engine (evict, *_engine); for TensorE, more shards, larger tiles (longer
+// matmuls; fp8's double-row mode needs a K=256 contraction) or a faster dtype; for
 // latency, more buffers, pipelining or shards. A suggestion names only a change (with the rest of
 // `config` kept) that the space accepts (Space::Validate): more buffers that would not fit are
 // not suggested. For TensorE, `faster_dtypes` (FasterDTypes) gives the dtype to suggest: its

@@ -46,7 +46,8 @@ TEST(AdviceTest, AComputeEngineBoundSuggestsMovingWorkToAnotherEngine) {
 TEST(AdviceTest, TensorAndLatencyBoundsSuggestShardsOnlyWhereMoreExist) {
   Bottleneck b =
       FindBottleneck(TestSpace(), kConfig, Bound("tensor", sim::EngineKind::kTensor, 0.9));
-  EXPECT_EQ(b.try_next[0], "shards=2");
+  // TensorE: larger tiles (block_k; tile_n is at its largest) and more shards, in param order.
+  EXPECT_EQ(b.try_next, (std::vector<std::string>{"block_k=2", "shards=2"}));
   Config two = kConfig;
   two.Set("shards", "2");
   two.Set("bufs", "3");
