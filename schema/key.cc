@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
@@ -14,14 +15,23 @@
 namespace tessel {
 namespace {
 
+// "name=value,name=value". Appended piece by piece: keys and configs are formatted on every
+// lookup and job view, and a format string parsed per pair cost more than the appends.
 template <typename Items>
 std::string JoinPairs(const Items& items) {
-  fmt::memory_buffer out;  // then one allocation for the result
+  std::string out;
   for (const auto& [name, value] : items) {
-    if (out.size() > 0) out.push_back(',');
-    fmt::format_to(std::back_inserter(out), "{}={}", name, value);
+    if (!out.empty()) out += ',';
+    out += name;
+    out += '=';
+    if constexpr (std::is_integral_v<std::decay_t<decltype(value)>>) {
+      const fmt::format_int digits(value);
+      out.append(digits.data(), digits.size());
+    } else {
+      out += value;
+    }
   }
-  return fmt::to_string(out);
+  return out;
 }
 
 bool IsIdentifier(std::string_view s) {
