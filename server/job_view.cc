@@ -70,16 +70,16 @@ v1::Job JobView(const JobRecord& record, const JobProgress& progress) {
   return view;
 }
 
-JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialRecord>& trials,
+JobProgress ProgressFromTrials(const JobRecord& record, std::span<const TrialSummary> trials,
                                const BestRecord* published) {
   JobProgress progress;
   std::set<std::string> verified;  // configs that passed a verification
-  for (const TrialRecord& t : trials) {
+  for (const TrialSummary& t : trials) {
     if (t.status == TrialStatus::kOk && t.verified) verified.insert(t.config);
   }
-  const TrialRecord* best = nullptr;
-  const TrialRecord* best_verified = nullptr;
-  for (const TrialRecord& t : trials) {
+  const TrialSummary* best = nullptr;
+  const TrialSummary* best_verified = nullptr;
+  for (const TrialSummary& t : trials) {
     if (t.is_verify) continue;
     CountResult(t.status, progress.counts);
     if (t.status != TrialStatus::kOk) continue;
@@ -89,7 +89,7 @@ JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialR
     }
     if (t.is_default) progress.default_result = MeasuredConfig{t.config, *t.time_ns, t.id, 0, 0};
   }
-  const TrialRecord* shown =
+  const TrialSummary* shown =
       record.state == JobState::kCompleted && best_verified ? best_verified : best;
   if (shown) progress.best = MeasuredConfig{shown->config, *shown->time_ns, shown->id, 0, 0};
   if (record.state == JobState::kCompleted && published != nullptr) {
@@ -102,14 +102,17 @@ JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialR
 absl::StatusOr<v1::Job> StoredJobView(Store& store, int64_t job_id) {
   auto record = store.GetJob(job_id);
   if (!record.ok()) return record.status();
-  auto trials = store.TrialsForJob(job_id);
-  if (!trials.ok()) return trials.status();
   const int64_t ids[] = {job_id};
+  auto trials = store.TrialSummariesForJobs(ids);
+  if (!trials.ok()) return trials.status();
   auto published = store.BestsPublishedBy(ids);
   if (!published.ok()) return published.status();
   auto it = published->find(job_id);
-  return JobView(*record, ProgressFromTrials(*record, *trials,
-                                             it == published->end() ? nullptr : &it->second));
+  auto mine = trials->find(job_id);
+  return JobView(
+      *record, ProgressFromTrials(
+                   *record, mine == trials->end() ? std::span<const TrialSummary>() : mine->second,
+                   it == published->end() ? nullptr : &it->second));
 }
 
 }  // namespace tessel::server

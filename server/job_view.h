@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,7 @@ v1::Job JobView(const JobRecord& record, const JobProgress& progress);
 // best is its fastest verified config, as published; otherwise its fastest OK config.
 // A completed job that `published` a best (Store::BestsPublishedBy) shows that one, as its live
 // view did: the promoted winner with its interval, not the fastest search result.
-JobProgress ProgressFromTrials(const JobRecord& record, const std::vector<TrialRecord>& trials,
+JobProgress ProgressFromTrials(const JobRecord& record, std::span<const TrialSummary> trials,
                                const BestRecord* published = nullptr);
 
 // The view of a job as stored: from its record and trials. NotFound when absent.

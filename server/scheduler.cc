@@ -213,11 +213,11 @@ class Scheduler::Impl {
       }
     }
     if (!stored.empty()) {
-      auto trials = store_->TrialsForJobs(stored);
+      auto trials = store_->TrialSummariesForJobs(stored);
       if (!trials.ok()) return trials.status();
       auto published = store_->BestsPublishedBy(stored);
       if (!published.ok()) return published.status();
-      static const std::vector<TrialRecord> kNone;
+      static const std::vector<TrialSummary> kNone;
       for (size_t i = 0; i < records->size(); ++i) {
         if (views[i]) continue;
         auto it = trials->find((*records)[i].id);

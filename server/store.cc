@@ -534,6 +534,20 @@ absl::StatusOr<TrialRecord> TrialFromRow(const Statement& row) {
   return trial;
 }
 
+// The columns TrialSummariesForJobs selects, in order.
+absl::StatusOr<TrialSummary> TrialSummaryFromRow(const Statement& row) {
+  TrialSummary trial;
+  trial.id = row.Int(0);
+  trial.job_id = row.Int(1);
+  trial.config = row.Text(2);
+  TESSEL_ASSIGN_OR_RETURN(trial.status, StoredTrialStatus(row.Text(3)));
+  if (!row.IsNull(4)) trial.time_ns = row.Double(4);
+  trial.verified = row.Int(5) != 0;
+  trial.is_default = row.Int(6) != 0;
+  trial.is_verify = row.Int(7) != 0;
+  return trial;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<TrialRecord>> Store::TrialsForJob(int64_t job_id) {
@@ -556,21 +570,22 @@ absl::StatusOr<std::vector<TrialRecord>> Store::TrialsForJobPage(int64_t job_id,
       TrialFromRow);
 }
 
-absl::StatusOr<std::map<int64_t, std::vector<TrialRecord>>> Store::TrialsForJobs(
+absl::StatusOr<std::map<int64_t, std::vector<TrialSummary>>> Store::TrialSummariesForJobs(
     std::span<const int64_t> job_ids) {
-  using ByJob = std::map<int64_t, std::vector<TrialRecord>>;
+  using ByJob = std::map<int64_t, std::vector<TrialSummary>>;
   if (job_ids.empty()) return ByJob{};
   return impl_->Read<ByJob>([&](Database& db) -> absl::StatusOr<ByJob> {
     // The ids as one JSON array parameter (json_each), so one prepared statement serves any count.
-    static const std::string kSql = std::string(kTrialSelect) +
-                                    "WHERE job_id IN (SELECT value FROM json_each(?)) "
-                                    "ORDER BY job_id, id";
+    static const std::string kSql =
+        "SELECT id, job_id, config, status, time_ns, verified, is_default, is_verify FROM trials "
+        "WHERE job_id IN (SELECT value FROM json_each(?)) ORDER BY job_id, id";
     TESSEL_ASSIGN_OR_RETURN(Statement select, db.Prepare(kSql));
     select.BindText(StrCat("[", StrJoin(job_ids, ","), "]"));
-    absl::StatusOr<std::vector<TrialRecord>> rows = AllRows<TrialRecord>(select, TrialFromRow);
+    absl::StatusOr<std::vector<TrialSummary>> rows =
+        AllRows<TrialSummary>(select, TrialSummaryFromRow);
     if (!rows.ok()) return rows.status();
     ByJob out;
-    for (TrialRecord& trial : *rows) out[trial.job_id].push_back(std::move(trial));
+    for (TrialSummary& trial : *rows) out[trial.job_id].push_back(std::move(trial));
     return out;
   });
 }

@@ -86,6 +86,19 @@ struct TrialRecord {
   std::string arm;
 };
 
+// What a job's progress is folded from (job_view.h): a trial without its samples, statistics,
+// message, worker and arm, which a job list does not show and which cost most of a row's read.
+struct TrialSummary {
+  int64_t id = 0;
+  int64_t job_id = 0;
+  std::string config;
+  TrialStatus status = TrialStatus::kOk;
+  std::optional<double> time_ns;  // set iff status == kOk
+  bool verified = false;
+  bool is_default = false;
+  bool is_verify = false;
+};
+
 struct BestRecord {
   int64_t id = 0;
   WorkloadRecord workload;
@@ -198,12 +211,12 @@ class Store {
   // One page of them: ids above `after_id`, at most `limit`.
   absl::StatusOr<std::vector<TrialRecord>> TrialsForJobPage(int64_t job_id, int64_t after_id,
                                                             int limit);
-  // The trials of every job in `job_ids`, in one query: job id -> its trials by id ascending
-  // (jobs without trials are absent).
   // The best each of `job_ids` published (its latest, if it published more than once); jobs that
   // published nothing are absent.
   absl::StatusOr<std::map<int64_t, BestRecord>> BestsPublishedBy(std::span<const int64_t> job_ids);
-  absl::StatusOr<std::map<int64_t, std::vector<TrialRecord>>> TrialsForJobs(
+  // The trials of every job in `job_ids` as summaries, in one query: job id -> its trials by id
+  // ascending (jobs without trials are absent).
+  absl::StatusOr<std::map<int64_t, std::vector<TrialSummary>>> TrialSummariesForJobs(
       std::span<const int64_t> job_ids);
   // Largest trial id in the store, 0 when none.
   absl::StatusOr<int64_t> MaxTrialId();

@@ -302,7 +302,7 @@ TEST_F(StoreTest, ListJobsIsNewestFirstAndHonoursTheLimit) {
   EXPECT_THAT(*store->ListJobs(0), SizeIs(5));
 }
 
-TEST_F(StoreTest, TrialsForJobsReadsTheListedJobsTrialsGroupedByJob) {
+TEST_F(StoreTest, TrialSummariesForJobsReadsTheListedJobsTrialsGroupedByJob) {
   std::unique_ptr<Store> store = OpenStore();
   ASSERT_NE(store, nullptr);
   const int64_t a = *store->CreateJob(MatmulJob());
@@ -314,20 +314,27 @@ TEST_F(StoreTest, TrialsForJobsReadsTheListedJobsTrialsGroupedByJob) {
   ASSERT_TRUE(store->InsertTrials(trials).ok());
 
   const std::vector<int64_t> listed = {b, a, empty};  // not c
-  auto got = store->TrialsForJobs(listed);
+  auto got = store->TrialSummariesForJobs(listed);
   ASSERT_TRUE(got.ok()) << got.status();
   auto ids = [&](int64_t job) {
     std::vector<int64_t> out;
-    for (const TrialRecord& t : got->at(job)) out.push_back(t.id);
+    for (const TrialSummary& t : got->at(job)) out.push_back(t.id);
     return out;
   };
   EXPECT_THAT(ids(a), ElementsAre(3, 5));
   EXPECT_THAT(ids(b), ElementsAre(1, 2));
   EXPECT_FALSE(got->contains(c));
   EXPECT_FALSE(got->contains(empty));
-  // Same rows as the one-job read.
-  EXPECT_EQ(got->at(a).front().samples_ns, store->TrialsForJob(a)->front().samples_ns);
-  EXPECT_TRUE(store->TrialsForJobs({})->empty());
+  // The same fields as the one-job read.
+  const TrialRecord full = store->TrialsForJob(a)->front();
+  const TrialSummary& summary = got->at(a).front();
+  EXPECT_EQ(summary.config, full.config);
+  EXPECT_EQ(summary.status, full.status);
+  EXPECT_EQ(summary.time_ns, full.time_ns);
+  EXPECT_EQ(summary.verified, full.verified);
+  EXPECT_EQ(summary.is_default, full.is_default);
+  EXPECT_EQ(summary.is_verify, full.is_verify);
+  EXPECT_TRUE(store->TrialSummariesForJobs({})->empty());
 }
 
 TEST_F(StoreTest, UpdateJobStateSetsFinishedMsOnlyForFinalStates) {
