@@ -85,12 +85,7 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::s
   return content.str();
 }
 
-absl::Status CheckGrpcAddress(std::string_view address, std::string_view flag) {
-  static constexpr std::string_view kSchemes[] = {
-      "unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:", "vsock:", "xds:"};
-  for (std::string_view scheme : kSchemes) {
-    if (address.starts_with(scheme)) return absl::OkStatus();
-  }
+absl::StatusOr<HostPort> ParseHostPort(std::string_view address, std::string_view flag) {
   const size_t colon = address.rfind(':');
   int port = -1;
   if (colon == std::string_view::npos || colon == 0 ||
@@ -100,7 +95,20 @@ absl::Status CheckGrpcAddress(std::string_view address, std::string_view flag) {
     return absl::InvalidArgumentError(
         StrCat(flag, " '", Shown(address, 100), "': expected HOST:PORT with a port 0-65535"));
   }
-  return absl::OkStatus();
+  std::string_view host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return HostPort{std::string(host), port};
+}
+
+absl::Status CheckGrpcAddress(std::string_view address, std::string_view flag) {
+  static constexpr std::string_view kSchemes[] = {
+      "unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:", "vsock:", "xds:"};
+  for (std::string_view scheme : kSchemes) {
+    if (address.starts_with(scheme)) return absl::OkStatus();
+  }
+  return ParseHostPort(address, flag).status();
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(

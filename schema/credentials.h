@@ -57,10 +57,19 @@ struct ClientTlsFiles {
   std::string key_file;
 };
 
-// OK when `address` (given as `flag`, e.g. "--server") is HOST:PORT with a port 0-65535, or names
-// a gRPC scheme (unix:, dns:, ipv4:, ipv6:, vsock:, xds:), which gRPC parses itself. gRPC takes a
-// bare port above 65535 modulo 65536 (127.0.0.1:99999 is port 34463), so it is checked here, by the
-// server's --listen and the clients' --server alike.
+// HOST:PORT split, the brackets of an IPv6 host removed ("[::1]:80" -> "::1", 80).
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+// Parses `address` (given as `flag`, e.g. "--http") as HOST:PORT with a port 0-65535;
+// InvalidArgument naming the flag otherwise.
+absl::StatusOr<HostPort> ParseHostPort(std::string_view address, std::string_view flag);
+
+// OK when `address` (given as `flag`, e.g. "--server") is HOST:PORT (ParseHostPort), or names a
+// gRPC scheme (unix:, dns:, ipv4:, ipv6:, vsock:, xds:), which gRPC parses itself. gRPC takes a
+// bare port above 65535 modulo 65536 (127.0.0.1:99999 is port 34463), so it is checked here, by
+// the server's --listen and the clients' --server alike.
 absl::Status CheckGrpcAddress(std::string_view address, std::string_view flag);
 
 // How a client reaches a server: with `tls.ca_file`, TLS verified against those roots (and the

@@ -101,6 +101,19 @@ TEST(BearerTest, RoundTripsAndRejectsOtherSchemesAndMalformedTokens) {
   EXPECT_FALSE(ParseBearer("abc").has_value());
 }
 
+TEST(AddressTest, HostPortSplitsAndDropsTheBracketsOfAnIpv6Host) {
+  absl::StatusOr<HostPort> v4 = ParseHostPort("127.0.0.1:8080", "--http");
+  ASSERT_TRUE(v4.ok()) << v4.status();
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 8080);
+  absl::StatusOr<HostPort> v6 = ParseHostPort("[::1]:0", "--http");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 0);
+  EXPECT_THAT(ParseHostPort("localhost:65536", "--http").status().message(),
+              HasSubstr("--http 'localhost:65536': expected HOST:PORT with a port 0-65535"));
+}
+
 TEST(AddressTest, APortMustBe0To65535AndSchemesAreLeftToGrpc) {
   for (const char* good : {"127.0.0.1:0", "localhost:50051", "[::1]:65535", "my-host.example:443",
                            "unix:/tmp/tessel.sock", "dns:///localhost:50051", "ipv4:127.0.0.1:1"}) {

@@ -11,6 +11,8 @@
 #include <thread>
 #include <utility>
 
+#include "schema/credentials.h"
+#include "schema/status_macros.h"
 #include "schema/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -111,24 +113,9 @@ class HttpServer::Impl {
   explicit Impl(HttpHandler handler) : handler_(std::move(handler)), acceptor_(io_) {}
 
   absl::Status Listen(const std::string& address) {
-    const size_t colon = address.rfind(':');
-    if (colon == std::string::npos || colon == 0) {
-      return absl::InvalidArgumentError(
-          StrCat("--http '", Shown(address, 100), "' is not HOST:PORT"));
-    }
-    std::string host = address.substr(0, colon);
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    int port = 0;
-    try {
-      size_t used = 0;
-      port = std::stoi(address.substr(colon + 1), &used);
-      if (used != address.size() - colon - 1 || port < 0 || port > 65535) throw std::exception();
-    } catch (...) {
-      return absl::InvalidArgumentError(
-          StrCat("--http '", Shown(address, 100), "': the port must be 0-65535"));
-    }
+    TESSEL_ASSIGN_OR_RETURN(const HostPort parsed, ParseHostPort(address, "--http"));
+    const std::string& host = parsed.host;
+    const int port = parsed.port;
     beast::error_code ec;
     tcp::resolver resolver(io_);
     auto results = resolver.resolve(host, std::to_string(port), ec);
