@@ -95,37 +95,45 @@ std::vector<Param> Params(const Problem& problem, const sim::Target& target) {
   };
 }
 
-// out[j] = sum over x of a[x] * b[j * d + x] in double, for j < n, each sum in x order. Eight
-// rows at a time in four two-double vectors (eight independent sums side by side, the same
-// operations in the same order per sum, so the same bits as one row at a time).
-void ReferenceDots(const float* a, const float* b, int64_t n, int64_t d, double* out) {
+// out0[j] and out1[j] = sum over x of a0[x] (a1[x]) * b[j * d + x] in double, for j < n, each
+// sum in x order. Two query rows and eight key rows at a time in eight two-double vectors: each
+// key row loaded serves both queries, and every sum has the same operations in the same order
+// as one row at a time, so the same bits.
+void ReferenceDots2(const float* a0, const float* a1, const float* b, int64_t n, int64_t d,
+                    double* out0, double* out1) {
   using Double2 = double __attribute__((vector_size(16)));
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     // Named accumulators, not an array: at -O2 an array's loop is not unrolled into registers.
-    Double2 acc0 = {}, acc1 = {}, acc2 = {}, acc3 = {};
+    Double2 a00 = {}, a01 = {}, a02 = {}, a03 = {}, a10 = {}, a11 = {}, a12 = {}, a13 = {};
     const float* r = b + j * d;
     for (int64_t x = 0; x < d; ++x) {
-      const double ax = a[x];
-      acc0 += ax * Double2{r[x], r[d + x]};
-      acc1 += ax * Double2{r[2 * d + x], r[3 * d + x]};
-      acc2 += ax * Double2{r[4 * d + x], r[5 * d + x]};
-      acc3 += ax * Double2{r[6 * d + x], r[7 * d + x]};
+      const double x0 = a0[x], x1 = a1[x];
+      const Double2 k0{r[x], r[d + x]}, k1{r[2 * d + x], r[3 * d + x]};
+      const Double2 k2{r[4 * d + x], r[5 * d + x]}, k3{r[6 * d + x], r[7 * d + x]};
+      a00 += x0 * k0, a01 += x0 * k1, a02 += x0 * k2, a03 += x0 * k3;
+      a10 += x1 * k0, a11 += x1 * k1, a12 += x1 * k2, a13 += x1 * k3;
     }
-    const Double2 acc[4] = {acc0, acc1, acc2, acc3};
-    std::memcpy(out + j, acc, sizeof(acc));
+    const Double2 acc0[4] = {a00, a01, a02, a03}, acc1[4] = {a10, a11, a12, a13};
+    std::memcpy(out0 + j, acc0, sizeof(acc0));
+    std::memcpy(out1 + j, acc1, sizeof(acc1));
   }
   for (; j < n; ++j) {
-    double acc = 0;
-    for (int64_t x = 0; x < d; ++x) acc += double(a[x]) * b[j * d + x];
-    out[j] = acc;
+    double acc0 = 0, acc1 = 0;
+    for (int64_t x = 0; x < d; ++x) {
+      acc0 += double(a0[x]) * b[j * d + x];
+      acc1 += double(a1[x]) * b[j * d + x];
+    }
+    out0[j] = acc0, out1[j] = acc1;
   }
 }
 
-// out[x] = sum over j of p[j] * v[j * d + x] in double, for x < d, each sum in j order. Eight
-// columns x at a time in four two-double vectors (element-wise, the same operations in the same
-// order, so the same bits as one column at a time).
-void ReferencePv(const double* p, const float* v, int64_t n, int64_t d, double* out) {
+// out0[x] = sum over j < n0 of p0[j] * v[j * d + x] and out1[x] likewise over j < n1 (n0 <= n1)
+// in double, for x < d, each sum in j order. Eight columns x of both rows at a time in eight
+// two-double vectors (each V row loaded serves both; element-wise, the same operations in the
+// same order, so the same bits as one row and one column at a time).
+void ReferencePv2(const double* p0, int64_t n0, const double* p1, int64_t n1, const float* v,
+                  int64_t d, double* out0, double* out1) {
   using Double2 = double __attribute__((vector_size(16)));
   using Float2 = float __attribute__((vector_size(8)));
   auto load = [](const float* at) {
@@ -135,21 +143,28 @@ void ReferencePv(const double* p, const float* v, int64_t n, int64_t d, double* 
   };
   int64_t x = 0;
   for (; x + 8 <= d; x += 8) {
-    Double2 acc0 = {}, acc1 = {}, acc2 = {}, acc3 = {};
-    for (int64_t j = 0; j < n; ++j) {
+    Double2 a00 = {}, a01 = {}, a02 = {}, a03 = {}, a10 = {}, a11 = {}, a12 = {}, a13 = {};
+    int64_t j = 0;
+    for (; j < n0; ++j) {
       const float* row = v + j * d + x;
-      acc0 += p[j] * load(row);
-      acc1 += p[j] * load(row + 2);
-      acc2 += p[j] * load(row + 4);
-      acc3 += p[j] * load(row + 6);
+      const Double2 v0 = load(row), v1 = load(row + 2), v2 = load(row + 4), v3 = load(row + 6);
+      a00 += p0[j] * v0, a01 += p0[j] * v1, a02 += p0[j] * v2, a03 += p0[j] * v3;
+      a10 += p1[j] * v0, a11 += p1[j] * v1, a12 += p1[j] * v2, a13 += p1[j] * v3;
     }
-    const Double2 acc[4] = {acc0, acc1, acc2, acc3};
-    std::memcpy(out + x, acc, sizeof(acc));
+    for (; j < n1; ++j) {
+      const float* row = v + j * d + x;
+      a10 += p1[j] * load(row), a11 += p1[j] * load(row + 2);
+      a12 += p1[j] * load(row + 4), a13 += p1[j] * load(row + 6);
+    }
+    const Double2 acc0[4] = {a00, a01, a02, a03}, acc1[4] = {a10, a11, a12, a13};
+    std::memcpy(out0 + x, acc0, sizeof(acc0));
+    std::memcpy(out1 + x, acc1, sizeof(acc1));
   }
   for (; x < d; ++x) {
-    double acc = 0;
-    for (int64_t j = 0; j < n; ++j) acc += p[j] * v[j * d + x];
-    out[x] = acc;
+    double acc0 = 0, acc1 = 0;
+    for (int64_t j = 0; j < n0; ++j) acc0 += p0[j] * v[j * d + x];
+    for (int64_t j = 0; j < n1; ++j) acc1 += p1[j] * v[j * d + x];
+    out0[x] = acc0, out1[x] = acc1;
   }
 }
 
@@ -180,27 +195,32 @@ absl::Status RunReduced(const Plan& full, const Config& config, const sim::Targe
   // the scores' bf16 rounding) relative to max |V|, plus the output rounding.
   const double p_eps = plan.dtype == DType::kFp32 ? 1e-5 : plan.dtype == DType::kFp8 ? 0.08 : 0.012;
   const double out_eps = plan.dtype == DType::kFp32 ? 1e-6 : std::ldexp(1.0, -8);
-  std::vector<double> s(plan.sk), ref(plan.d);
+  std::vector<double> s0(plan.sk), s1(plan.sk), ref0(plan.d), ref1(plan.d);
+  // p = exp(s - max) over the first `visible` scores of a row, in place; returns their sum.
+  auto probabilities = [&](std::vector<double>& s, int64_t visible) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < visible; ++j) {
+      s[j] *= plan.scale;
+      mx = std::max(mx, s[j]);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < visible; ++j) {
+      s[j] = std::exp(s[j] - mx);
+      sum += s[j];
+    }
+    return sum;
+  };
   for (int64_t h = 0; h < plan.bh; ++h) {
     double v_max = 0;
     for (int64_t j = 0; j < plan.sk * plan.d; ++j) {
       v_max = std::max(v_max, double(std::abs(v[h * plan.sk * plan.d + j])));
     }
-    for (int64_t i = 0; i < plan.sq; ++i) {
-      const int64_t visible = plan.causal ? std::min(plan.sk, i + plan.offset() + 1) : plan.sk;
-      double mx = -std::numeric_limits<double>::infinity();
-      ReferenceDots(&q[(h * plan.sq + i) * plan.d], &k[h * plan.sk * plan.d], visible, plan.d,
-                    s.data());
-      for (int64_t j = 0; j < visible; ++j) {
-        s[j] *= plan.scale;
-        mx = std::max(mx, s[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < visible; ++j) {
-        s[j] = std::exp(s[j] - mx);  // p
-        sum += s[j];
-      }
-      ReferencePv(s.data(), &v[h * plan.sk * plan.d], visible, plan.d, ref.data());
+    const float* kh = &k[h * plan.sk * plan.d];
+    const float* vh = &v[h * plan.sk * plan.d];
+    auto visible = [&](int64_t i) {
+      return plan.causal ? std::min(plan.sk, i + plan.offset() + 1) : plan.sk;
+    };
+    auto check = [&](int64_t i, const std::vector<double>& ref, double sum) {
       for (int64_t x = 0; x < plan.d; ++x) {
         const double want = ref[x] / sum;
         const double got = o[(h * plan.sq + i) * plan.d + x];
@@ -209,6 +229,21 @@ absl::Status RunReduced(const Plan& full, const Config& config, const sim::Targe
           return WrongAnswer("attention", StrCat("O[", h, ",", i, ",", x, "]"), reduced.ToString(),
                              got, want, tol);
         }
+      }
+      return absl::OkStatus();
+    };
+    // Two query rows at a time (the last one alone is paired with itself); a row sees no more
+    // keys than the next one, so the pair's scores go as far as the second row's.
+    for (int64_t i = 0; i < plan.sq; i += 2) {
+      const int64_t i1 = std::min(i + 1, plan.sq - 1);
+      const int64_t n0 = visible(i), n1 = visible(i1);
+      ReferenceDots2(&q[(h * plan.sq + i) * plan.d], &q[(h * plan.sq + i1) * plan.d], kh, n1,
+                     plan.d, s0.data(), s1.data());
+      const double sum0 = probabilities(s0, n0), sum1 = probabilities(s1, n1);
+      ReferencePv2(s0.data(), n0, s1.data(), n1, vh, plan.d, ref0.data(), ref1.data());
+      if (absl::Status status = check(i, ref0, sum0); !status.ok()) return status;
+      if (i1 != i) {
+        if (absl::Status status = check(i1, ref1, sum1); !status.ok()) return status;
       }
     }
   }

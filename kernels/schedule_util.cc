@@ -86,29 +86,6 @@ std::vector<std::string> ShardValues(const sim::Target& target) {
   return shards;
 }
 
-float RoundTo(float x, int mantissa_bits, int min_exp, float max_value) {
-  if (x == 0 || !std::isfinite(x)) return x;
-  int exp = 0;
-  std::frexp(x, &exp);  // x = f * 2^exp, 0.5 <= |f| < 1
-  exp = std::max(exp - 1, min_exp);
-  const double quantum = std::ldexp(1.0, exp - mantissa_bits);
-  double rounded = std::nearbyint(double(x) / quantum) * quantum;
-  return float(std::clamp(rounded, -double(max_value), double(max_value)));
-}
-
-float RoundToDType(float x, sim::DType dtype) {
-  switch (dtype) {
-    case sim::DType::kBf16:
-      return RoundTo(x, 7, -126, std::numeric_limits<float>::max());
-    case sim::DType::kFp8:
-      return RoundTo(x, 3, -6, sim::kFp8MaxFinite);  // e4m3, saturating
-    case sim::DType::kFp16:
-      return RoundTo(x, 10, -14, 65504.0f);
-    default:
-      return x;
-  }
-}
-
 int64_t ReducedDim(int64_t dim, int64_t tile, int64_t keep) {
   if (dim <= keep * tile) return dim;
   int64_t tail = dim % tile;

@@ -4,8 +4,12 @@
 #ifndef TESSEL_KERNELS_SCHEDULE_UTIL_H_
 #define TESSEL_KERNELS_SCHEDULE_UTIL_H_
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,12 +66,42 @@ absl::Status CheckMatmulTile(const sim::Target& target, sim::DType dtype,
 // "1", "2", "4", ... up to the target's cores per chip.
 std::vector<std::string> ShardValues(const sim::Target& target);
 
-// Rounds to the nearest value with `mantissa_bits` explicit mantissa bits (ties to even), the
-// smallest normal exponent `min_exp` (gradual underflow below) and saturation at `max_value`.
-float RoundTo(float x, int mantissa_bits, int min_exp, float max_value);
+// Rounds to the nearest value with `mantissa_bits` (< 23) explicit mantissa bits (ties to even),
+// the smallest normal exponent `min_exp` (>= -126; gradual underflow below) and saturation at
+// `max_value`. Inline, on the float's bits: the CPU runs of Verify round every element they
+// store (schedule_util_test compares it with the arithmetic definition).
+inline float RoundTo(float x, int mantissa_bits, int min_exp, float max_value) {
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  const int biased = int((bits >> 23) & 0xFF);
+  if (biased == 0xFF || (bits & 0x7FFFFFFFu) == 0) return x;  // inf, NaN, +-0
+  float rounded;
+  if (biased != 0 && biased - 127 >= min_exp) {
+    // A normal number keeps its exponent's quantum: drop the low 23 - mantissa_bits bits, ties
+    // to even (a carry moves into the exponent, which is the rounding up to the next binade).
+    const int drop = 23 - mantissa_bits;
+    bits += (uint32_t{1} << (drop - 1)) - 1 + ((bits >> drop) & 1);
+    rounded = std::bit_cast<float>(bits & ~((uint32_t{1} << drop) - 1));
+  } else {
+    // Below the smallest normal exponent the quantum is fixed (both steps are exact).
+    const float quantum = std::ldexp(1.0f, min_exp - mantissa_bits);
+    rounded = std::nearbyint(x / quantum) * quantum;
+  }
+  return std::clamp(rounded, -max_value, max_value);
+}
 // `x` as stored in `dtype` (fp32: unchanged; bf16, fp16, fp8 e4m3: rounded; fp8 saturates at
 // sim::kFp8MaxFinite).
-float RoundToDType(float x, sim::DType dtype);
+inline float RoundToDType(float x, sim::DType dtype) {
+  switch (dtype) {
+    case sim::DType::kBf16:
+      return RoundTo(x, 7, -126, std::numeric_limits<float>::max());
+    case sim::DType::kFp8:
+      return RoundTo(x, 3, -6, sim::kFp8MaxFinite);  // e4m3, saturating
+    case sim::DType::kFp16:
+      return RoundTo(x, 10, -14, 65504.0f);
+    default:
+      return x;
+  }
+}
 
 // Bytes of one output element of a matmul-family kernel: fp32 for fp32 inputs, else bf16.
 inline int OutputBytes(sim::DType dtype) { return dtype == sim::DType::kFp32 ? 4 : 2; }
