@@ -4,11 +4,17 @@
 //   search_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //
 // The space: 8 params, 4 x 4 x 4 x 4 x 3 x 3 x 2 x 4 = 36,864 points, about 60% valid.
+//
+// Also BM_PriorRanking: auto's first proposal on a kernel's space at its large example shape on
+// snc3, which samples valid points and ranks them by the kernel's analytic estimate before
+// anything is measured (once per workload; in a short tune it is the largest cost).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 
+#include "kernels/kernel.h"
 #include "search/strategy.h"
+#include "sim/target.h"
 
 namespace tessel::search {
 namespace {
@@ -77,6 +83,31 @@ BENCHMARK_CAPTURE(BM_Job, model, "model")->Arg(1)->Arg(8)->Unit(benchmark::kMill
 BENCHMARK_CAPTURE(BM_Job, ils, "ils")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, genetic, "genetic")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Job, random, "random")->Arg(1)->Unit(benchmark::kMillisecond);
+
+// Auto's first Propose on a kernel's real space: the prior ranking (the space has no identity
+// here, so nothing is shared between iterations).
+void BM_PriorRanking(benchmark::State& state, const char* kernel_name, const char* dims) {
+  const kernels::Kernel& kernel = *kernels::FindKernel(kernel_name);
+  const kernels::Problem problem{*Dims::Parse(dims), "bf16"};
+  const sim::Target target = *sim::LoadTarget("snc3");
+  const kernels::Space space = *kernel.SpaceFor(problem, target);
+  uint64_t seed = 1;
+  for (auto _ : state) {
+    auto strategy = *MakeStrategy("auto", space, seed++);
+    std::vector<Config> first = strategy->Propose(1);
+    benchmark::DoNotOptimize(first);
+  }
+}
+BENCHMARK_CAPTURE(BM_PriorRanking, matmul, "matmul", "M=4096,N=4096,K=4096")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PriorRanking, attention, "attention",
+                  "batch=1,heads=16,seq_q=4096,seq_k=4096,head_dim=128,causal=1")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PriorRanking, bmm, "bmm", "B=8,M=2048,N=2048,K=1024")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PriorRanking, conv2d, "conv2d",
+                  "N=8,C=256,H=56,W=56,K=256,R=3,S=3,stride=1,padding=1")
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tessel::search
