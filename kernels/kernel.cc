@@ -12,16 +12,37 @@ Space::Space(std::vector<Param> params, Check check)
     : params_(std::move(params)), check_(std::move(check)) {
   size_ = 1;
   for (const Param& p : params_) size_ *= std::max<uint64_t>(1, p.values.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].values.empty()) decoded_in_space_ = false;
+    for (size_t j = 0; j < i; ++j) {
+      if (params_[j].name == params_[i].name) decoded_in_space_ = false;
+    }
+  }
 }
 
 Config Space::Decode(uint64_t index) const {
-  Config config;
-  for (const Param& p : params_) {
-    uint64_t radix = std::max<uint64_t>(1, p.values.size());
-    config.Set(p.name, p.values.empty() ? "" : p.values[index % radix]);
+  auto value = [&](const Param& p) {
+    const uint64_t radix = std::max<uint64_t>(1, p.values.size());
+    std::string v = p.values.empty() ? "" : p.values[index % radix];
     index /= radix;
+    return v;
+  };
+  if (!decoded_in_space_) {  // a repeated name keeps its first place and its last value
+    Config config;
+    for (const Param& p : params_) config.Set(p.name, value(p));
+    return config;
   }
-  return config;
+  std::vector<std::pair<std::string, std::string>> items;
+  items.reserve(params_.size());
+  for (const Param& p : params_) items.emplace_back(p.name, value(p));
+  return Config::FromItems(std::move(items));
+}
+
+absl::Status Space::ValidateAt(uint64_t index) const {
+  const Config config = Decode(index);
+  if (!decoded_in_space_) return Validate(config);
+  // Every param once, with one of its values: only the kernel's rules are left to check.
+  return check_ ? check_(config) : absl::OkStatus();
 }
 
 std::optional<uint64_t> Space::Encode(const Config& config) const {

@@ -53,6 +53,9 @@ class Space {
   std::optional<uint64_t> Encode(const Config& config) const;
   // OK when valid; InvalidArgument with a human-readable reason (the violated rule) otherwise.
   absl::Status Validate(const Config& config) const;
+  // Validate(Decode(index)), without re-checking what decoding guarantees (each param once, with
+  // one of its values).
+  absl::Status ValidateAt(uint64_t index) const;
 
   // Who built the space for what (the workload and the versions), so that what searches derive
   // from the space alone can be shared by the searches of one workload; empty (the default):
@@ -74,6 +77,8 @@ class Space {
   Estimate estimate_;
   std::string identity_;
   uint64_t size_ = 1;
+  // Distinct param names, each with values: a decoded config is then in the space as decoded.
+  bool decoded_in_space_ = true;
 };
 
 class Kernel {

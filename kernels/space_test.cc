@@ -43,6 +43,31 @@ TEST(SpaceTest, ValidateReportsUnknownValuesAndTheCheckReason) {
               HasSubstr("unknown parameter 'c'"));
 }
 
+// ValidateAt skips the membership checks that decoding guarantees; it must answer as
+// Validate(Decode(i)) everywhere, also for spaces where decoding does not guarantee them (a
+// repeated name, a param without values).
+TEST(SpaceTest, ValidateAtAnswersAsValidateOfTheDecodedConfig) {
+  const Space::Check a3_needs_x = [](const Config& c) -> absl::Status {
+    if (c.Get("a") == "3" && c.Get("b") == "y") return absl::InvalidArgumentError("a=3 needs b=x");
+    return absl::OkStatus();
+  };
+  const Space spaces[] = {
+      TwoParams(),
+      Space({{"a", {"1", "2", "3"}, ""}, {"b", {"x", "y"}, ""}, {"a", {"3", "4"}, ""}}, a3_needs_x),
+      Space({{"a", {"1", "3"}, ""}, {"b", {}, ""}}, a3_needs_x),
+      Space({{"a", {"1", "3"}, ""}, {"b", {"x", "y"}, ""}}, nullptr),
+  };
+  int invalid = 0;
+  for (const Space& space : spaces) {
+    for (uint64_t i = 0; i < space.Size(); ++i) {
+      const absl::Status want = space.Validate(space.Decode(i));
+      EXPECT_EQ(space.ValidateAt(i), want) << space.Decode(i).ToString();
+      invalid += !want.ok();
+    }
+  }
+  EXPECT_GT(invalid, 3);  // the check, the repeated name and the empty param each refuse some
+}
+
 TEST(RegistryTest, FindsMatmul) {
   ASSERT_NE(FindKernel("matmul"), nullptr);
   EXPECT_EQ(FindKernel("matmul")->name(), "matmul");

@@ -63,6 +63,14 @@ class Config {
   // repeated name. Values are not checked here (the kernel does that).
   static absl::StatusOr<Config> Parse(std::string_view text);
 
+  // The config of `items` as they are, in their order. REQUIRES: distinct names (as a kernel
+  // space's params are); no search, unlike Set.
+  static Config FromItems(std::vector<std::pair<std::string, std::string>> items) {
+    Config config;
+    config.items_ = std::move(items);
+    return config;
+  }
+
   void Set(std::string_view name, std::string value);
   void SetInt(std::string_view name, int64_t value) { Set(name, std::to_string(value)); }
   // Returns the value of `name`, or nullopt when absent.

@@ -116,7 +116,7 @@ SearchSpace::SearchSpace(const kernels::Space& space) : space_(space) {
 bool SearchSpace::Valid(uint64_t index) const {
   if (index >= size_) return false;
   auto [it, inserted] = valid_memo_.try_emplace(index, false);
-  if (inserted) it->second = space_.Validate(space_.Decode(index)).ok();
+  if (inserted) it->second = space_.ValidateAt(index).ok();
   return it->second;
 }
 

@@ -24,7 +24,7 @@ ValidCount CountValid(const kernels::Space& space, uint64_t enumerate_limit, int
   ValidCount count;
   const uint64_t size = space.Size();
   if (size <= enumerate_limit) {
-    for (uint64_t i = 0; i < size; ++i) count.valid += space.Validate(space.Decode(i)).ok();
+    for (uint64_t i = 0; i < size; ++i) count.valid += space.ValidateAt(i).ok();
     count.checked = size;
     return count;
   }
@@ -32,7 +32,7 @@ ValidCount CountValid(const kernels::Space& space, uint64_t enumerate_limit, int
   count.estimated = true;
   std::mt19937_64 rng(1);
   uint64_t hits = 0;
-  for (int i = 0; i < samples; ++i) hits += space.Validate(space.Decode(rng() % size)).ok();
+  for (int i = 0; i < samples; ++i) hits += space.ValidateAt(rng() % size).ok();
   count.checked = uint64_t(samples);
   count.valid = uint64_t(std::llround(double(hits) / double(samples) * double(size)));
   return count;
