@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <utility>
 
 #include "kernels/attention_schedule.h"
@@ -174,7 +175,7 @@ class CpuEmitter {
     }
   }
 
-  void RowMaxStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+  void RowMaxStep(int base, std::span<const KvTile> tiles, int64_t qsz) {
     for (int64_t r = 0; r < qsz; ++r) {
       float mx = kNegInf;
       for (size_t t = 0; t < tiles.size(); ++t) {
@@ -199,7 +200,7 @@ class CpuEmitter {
   }
 
   void Exp(int i, const KvTile& tile, int64_t qsz) { ExpTiles(i, &tile, 1, qsz); }
-  void ExpStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+  void ExpStep(int base, std::span<const KvTile> tiles, int64_t qsz) {
     ExpTiles(base, tiles.data(), tiles.size(), qsz);
   }
 
@@ -212,7 +213,7 @@ class CpuEmitter {
   }
 
   void TransposeP(int, const KvTile&, int64_t) {}
-  void TransposePStep(int, const std::vector<KvTile>&, int64_t) {}
+  void TransposePStep(int, std::span<const KvTile>, int64_t) {}
 
   // P of `n` tiles from slot `base` on, with one running row sum (into tile_sum_[base]) in the
   // order one instruction accumulates it.

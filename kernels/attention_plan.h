@@ -24,6 +24,8 @@ using sim::Op;
 
 inline constexpr int kQueueK = 0, kQueueV = 1, kQueueQ = 2, kQueueP = 3, kQueueStore = 4;
 inline constexpr int kStagingBufs = 2;
+// The largest q_group (query tiles whose steps interleave) a config may ask for.
+inline constexpr int kMaxQGroup = 8;
 // Per-tile bookkeeping slots: two phases (step parity) of at most kv_block <= 16 tiles.
 inline constexpr int kSlots = 32;
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/attention_plan.h"
@@ -45,11 +46,14 @@ void Generate(const Plan& p, Emitter& e) {
     int members = 0;
     std::vector<int64_t> i0, qsz;
   };
+  // Every step's key tiles, member after member, in one array: a step holds where its members'
+  // tiles start (so steps copy without allocating).
+  std::vector<KvTile> pool;
   struct Step {
     size_t group = 0;
     int64_t kb = 0;
-    std::vector<std::vector<KvTile>> tiles;  // per member (may be empty)
-    bool first = false, last = false;        // the group's first / last step
+    std::array<uint32_t, kMaxQGroup + 1> at{};  // member g's tiles: pool[at[g], at[g + 1])
+    bool first = false, last = false;           // the group's first / last step
     // softmax=two_pass: 1 = the max pass (scores, row max), 2 = the exp pass (scores, exp, P^T,
     // PV); 0 = online softmax (all of it). exp_first: the group's first step of pass 2.
     int pass = 0;
@@ -69,9 +73,10 @@ void Generate(const Plan& p, Emitter& e) {
     }
     const size_t first_step = steps.size();
     for (int64_t kb = 0; kb < p.kv_blocks; ++kb) {
-      Step st{groups.size(), kb, std::vector<std::vector<KvTile>>(grp.members)};
+      Step st{groups.size(), kb};
       bool any = false;
       for (int g = 0; g < grp.members; ++g) {
+        st.at[size_t(g)] = uint32_t(pool.size());
         for (int64_t t = kb * p.kv_block; t < std::min(kv_tiles, (kb + 1) * p.kv_block); ++t) {
           KvTile tile{t, t * p.kv_tile, std::min(p.kv_tile, p.sk - t * p.kv_tile), false};
           if (p.causal) {
@@ -86,11 +91,12 @@ void Generate(const Plan& p, Emitter& e) {
             if (p.skip) tile.size = std::min(tile.size, last_row_sees - tile.j0 + 1);
             tile.masked = tile.j0 + tile.size - 1 > first_row_sees;
           }
-          st.tiles[g].push_back(tile);
+          pool.push_back(tile);
           any = true;
         }
       }
-      if (any) steps.push_back(std::move(st));
+      st.at[size_t(grp.members)] = uint32_t(pool.size());
+      if (any) steps.push_back(st);
     }
     // Every query sees key 0, so every group has at least one step.
     steps[first_step].first = true;
@@ -133,6 +139,11 @@ void Generate(const Plan& p, Emitter& e) {
     }
     steps = std::move(order);
   }
+  // Member g's key tiles in step st.
+  auto tiles = [&pool](const Step& st, int g) {
+    return std::span<const KvTile>(pool.data() + st.at[size_t(g)],
+                                   st.at[size_t(g) + 1] - st.at[size_t(g)]);
+  };
   std::vector<char> needed(size_t(p.kv_block), 0);  // key tiles a step reads (not resident)
   // Per member slot (group parity x q_group + member): its first step's mid and back not yet
   // emitted in this head.
@@ -159,9 +170,10 @@ void Generate(const Plan& p, Emitter& e) {
         const Step& st = steps[k];
         const Group& grp = groups[st.group];
         for (int g = 0; g < grp.members; ++g) {
-          if (st.tiles[g].empty()) continue;
+          const std::span<const KvTile> ts = tiles(st, g);
+          if (ts.empty()) continue;
           e.Select(member(st.group, g));
-          body(member(st.group, g), grp.qsz[g], grp.i0[g], st.tiles[g]);
+          body(member(st.group, g), grp.qsz[g], grp.i0[g], ts);
         }
       };
       // Per-tile state lives in one of two phases (step parity): with pipeline=2 the next
@@ -170,7 +182,7 @@ void Generate(const Plan& p, Emitter& e) {
       // softmax_ops=step: one max and one exp over a member's whole step when all its tiles
       // are read from the same memory (mask=select evicts a masked tile for the mask, so with
       // softmax_src=psum a step holding one keeps per-tile instructions).
-      auto step_wide = [&](const std::vector<KvTile>& ts) {
+      auto step_wide = [&](std::span<const KvTile> ts) {
         if (!p.step_ops || ts.size() < 2) return false;
         if (p.src_sbuf || p.mask_matmul) return true;
         return std::none_of(ts.begin(), ts.end(), [](const KvTile& t) { return t.masked; });
@@ -191,8 +203,8 @@ void Generate(const Plan& p, Emitter& e) {
         }
         if (!p.resident) {
           std::fill(needed.begin(), needed.end(), 0);
-          for (const std::vector<KvTile>& ts : st.tiles) {
-            for (const KvTile& t : ts) needed[t.index - st.kb * p.kv_block] = 1;
+          for (int g = 0; g < groups[st.group].members; ++g) {
+            for (const KvTile& t : tiles(st, g)) needed[t.index - st.kb * p.kv_block] = 1;
           }
           for (int64_t x = 0; x < p.kv_block; ++x) {
             const int64_t t = st.kb * p.kv_block + x;
@@ -202,12 +214,12 @@ void Generate(const Plan& p, Emitter& e) {
         if (st.exp_first) {
           // The exp pass's bias from the final max, before its first scores (which read it
           // with exp_layout=st).
-          each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>&) {
+          each(k, [&](int, int64_t qsz, int64_t, std::span<const KvTile>) {
             e.FinalMax(qsz);
             e.CombineStats(int(k % 2), false, qsz);
           });
         }
-        each(k, [&](int, int64_t qsz, int64_t i0, const std::vector<KvTile>& ts) {
+        each(k, [&](int, int64_t qsz, int64_t i0, std::span<const KvTile> ts) {
           const bool max = st.pass != 2;
           for (size_t i = 0; i < ts.size(); ++i) {
             e.Scores(slot(k, i), ts[i], i0, qsz);
@@ -227,11 +239,11 @@ void Generate(const Plan& p, Emitter& e) {
         e.SetPass(pass);
         if (pass == 1) return;
         if (pass == 0) {
-          each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>&) {
+          each(k, [&](int, int64_t qsz, int64_t, std::span<const KvTile>) {
             e.CombineStats(phase, true, qsz);
           });
         }
-        each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
+        each(k, [&](int m, int64_t qsz, int64_t, std::span<const KvTile> ts) {
           if (step_wide(ts)) {
             e.ExpStep(slot(k, 0), ts, qsz);
           } else {
@@ -247,7 +259,7 @@ void Generate(const Plan& p, Emitter& e) {
       auto transpose = [&](size_t k) {
         if (steps[k].pass == 1) return;
         e.SetPass(steps[k].pass);
-        each(k, [&](int, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
+        each(k, [&](int, int64_t qsz, int64_t, std::span<const KvTile> ts) {
           if (step_wide(ts)) {
             e.TransposePStep(slot(k, 0), ts, qsz);
           } else {
@@ -262,7 +274,7 @@ void Generate(const Plan& p, Emitter& e) {
         const int pass = steps[k].pass;
         if (pass == 1) return;
         e.SetPass(pass);
-        each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>& ts) {
+        each(k, [&](int m, int64_t qsz, int64_t, std::span<const KvTile> ts) {
           for (size_t i = 0; i < ts.size(); ++i) {
             for (int64_t c0 = 0; c0 < ts[i].size; c0 += 128) {
               const int64_t csz = std::min<int64_t>(128, ts[i].size - c0);
@@ -273,7 +285,7 @@ void Generate(const Plan& p, Emitter& e) {
           if (pass == 2) first_back[m] = 0;
         });
         if (pass == 0) {
-          each(k, [&](int m, int64_t qsz, int64_t, const std::vector<KvTile>&) {
+          each(k, [&](int m, int64_t qsz, int64_t, std::span<const KvTile>) {
             e.Rescale(phase, first_back[m], Fault() != AttentionFault::kSkipRescale, qsz);
             first_back[m] = 0;
           });

@@ -368,7 +368,7 @@ class SimEmitter {
   }
 
   // One max over all the step's tiles (adjacent banks, or SBUF when they were evicted).
-  void RowMaxStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+  void RowMaxStep(int base, std::span<const KvTile> tiles, int64_t qsz) {
     int64_t total = 0;
     std::vector<int32_t>& deps = ScratchDeps();
     for (size_t t = 0; t < tiles.size(); ++t) {
@@ -390,7 +390,7 @@ class SimEmitter {
 
   // One exp activation over all the step's tiles, accumulating one row sum (or one Vector
   // reduction of the step's P).
-  void ExpStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+  void ExpStep(int base, std::span<const KvTile> tiles, int64_t qsz) {
     int64_t total = 0;
     std::vector<int32_t>& deps = ScratchDeps();
     deps.assign({ids_.neg, max_[base]});
@@ -487,7 +487,7 @@ class SimEmitter {
 
   // P^T of a whole step: one transposing DMA of the step's adjacent P buffers, or per-tile
   // TensorE transposes (p_transpose splits count steps).
-  void TransposePStep(int base, const std::vector<KvTile>& tiles, int64_t qsz) {
+  void TransposePStep(int base, std::span<const KvTile> tiles, int64_t qsz) {
     if (st_) {
       for (size_t t = 0; t < tiles.size(); ++t) pt_ready_[base + t] = p_ready_[base + t];
       return;
