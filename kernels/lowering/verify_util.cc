@@ -1,6 +1,8 @@
 #include "kernels/lowering/verify_util.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -44,6 +46,50 @@ absl::Status WrongAnswer(std::string_view kernel, std::string_view where, std::s
                                     tolerance, ")"));
 }
 
+namespace {
+
+// ref[j] = sum over kk of a[kk] * b[kk * n + j] and abs[j] = sum of the products' magnitudes, in
+// double, for j < n, each sum in kk order. Four columns at a time in two-double vectors held in
+// registers across the whole K (the same operations in the same order per column as one column
+// at a time, so the same bits); |p| clears the sign bit, as std::abs does.
+void ReferenceRow(const float* a, const float* b, int64_t k, int64_t n, double* ref, double* abs) {
+  using Double2 = double __attribute__((vector_size(16)));
+  using Bits2 = uint64_t __attribute__((vector_size(16)));
+  const Bits2 magnitude = {~(uint64_t{1} << 63), ~(uint64_t{1} << 63)};
+  auto fabs2 = [&](Double2 p) {
+    Bits2 bits;
+    std::memcpy(&bits, &p, sizeof(p));
+    bits &= magnitude;
+    std::memcpy(&p, &bits, sizeof(p));
+    return p;
+  };
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    Double2 r0 = {}, r1 = {}, s0 = {}, s1 = {};
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const double av = a[kk];
+      const float* bp = b + kk * n + j;
+      const Double2 p0 = av * Double2{bp[0], bp[1]}, p1 = av * Double2{bp[2], bp[3]};
+      r0 += p0, r1 += p1;
+      s0 += fabs2(p0), s1 += fabs2(p1);
+    }
+    const Double2 rs[2] = {r0, r1}, ss[2] = {s0, s1};
+    std::memcpy(ref + j, rs, sizeof(rs));
+    std::memcpy(abs + j, ss, sizeof(ss));
+  }
+  for (; j < n; ++j) {
+    double r = 0, s = 0;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const double prod = double(a[kk]) * b[kk * n + j];
+      r += prod;
+      s += std::abs(prod);
+    }
+    ref[j] = r, abs[j] = s;
+  }
+}
+
+}  // namespace
+
 absl::Status CheckGemm(const GemmResult& r) {
   const std::vector<float>& a = *r.a;
   const std::vector<float>& b = *r.b;
@@ -55,16 +101,7 @@ absl::Status CheckGemm(const GemmResult& r) {
     const float* ab = &a[batch * r.m * r.k];
     const float* bb = &b[batch * r.k * r.n];
     for (int64_t i = 0; i < r.m; ++i) {
-      std::fill(ref_row.begin(), ref_row.end(), 0.0);
-      std::fill(abs_row.begin(), abs_row.end(), 0.0);
-      for (int64_t kk = 0; kk < r.k; ++kk) {
-        const double av = ab[i * r.k + kk];
-        for (int64_t j = 0; j < r.n; ++j) {
-          const double prod = av * bb[kk * r.n + j];
-          ref_row[j] += prod;
-          abs_row[j] += std::abs(prod);
-        }
-      }
+      ReferenceRow(ab + i * r.k, bb, r.k, r.n, ref_row.data(), abs_row.data());
       for (int64_t j = 0; j < r.n; ++j) {
         const double got = c[(batch * r.m + i) * r.n + j];
         const double tol = out_eps * std::abs(ref_row[j]) +
