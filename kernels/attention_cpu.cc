@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/attention_schedule.h"
+#include "kernels/lowering/verify_util.h"
 
 namespace tessel::kernels::attention_internal {
 namespace {
@@ -17,11 +18,6 @@ float RoundBf16(float x) { return RoundToDType(x, DType::kBf16); }
 // Four floats side by side (GCC/Clang vector extension): element-wise IEEE operations, each
 // element computed as its scalar form would be.
 using Float4 = float __attribute__((vector_size(16)));
-Float4 Load4(const float* p) {
-  Float4 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
 void Store4(float* p, Float4 v) { std::memcpy(p, &v, sizeof(v)); }
 
 // out[c] = sum over x of a[x] * b[c * d + x], for c < n, each sum in x order (fp32 PSUM
@@ -240,24 +236,8 @@ class CpuEmitter {
     if (start) std::fill(o_psum_.begin(), o_psum_.end(), 0.0f);
     const float* v = &v_[(h_ * p_.sk + tile.j0 + c0) * p_.d];
     for (int64_t r = 0; r < qsz; ++r) {
-      // Each o[x] adds its products in c order; eight columns x at a time in two vectors (the
-      // same multiply and add per element in the same order, so the same bits).
-      float* o = &o_psum_[r * p_.d];
-      const float* pv = &pm_[i][r * p_.kv_tile + c0];
-      int64_t x = 0;
-      for (; x + 8 <= p_.d; x += 8) {
-        Float4 lo = Load4(o + x), hi = Load4(o + x + 4);
-        for (int64_t c = 0; c < csz; ++c) {
-          const float* row = v + c * p_.d + x;
-          lo += pv[c] * Load4(row);
-          hi += pv[c] * Load4(row + 4);
-        }
-        Store4(o + x, lo);
-        Store4(o + x + 4, hi);
-      }
-      for (; x < p_.d; ++x) {
-        for (int64_t c = 0; c < csz; ++c) o[x] += pv[c] * v[c * p_.d + x];
-      }
+      AccumulateRowTimesMatrix(&pm_[i][r * p_.kv_tile + c0], v, csz, p_.d, p_.d,
+                               &o_psum_[r * p_.d]);
     }
   }
 

@@ -1,7 +1,6 @@
 #include "kernels/lowering/gemm_plan.h"
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -107,36 +106,9 @@ void CpuGemm::Matmul(int slot, bool start, int64_t batch, int64_t m0, int64_t ro
   if (start) std::fill(acc.begin(), acc.end(), 0.0f);
   const float* a = &a_[batch * m_ * k_];
   const float* b = &b_[batch * k_ * n_];
-  // Each row[j] adds its products in K order (fp32 PSUM accumulation). Eight columns at a time
-  // in two four-float vectors held in registers across the tile's K, instead of a pass over the
-  // row in memory per K step: the same multiply and add per element in the same order, so the
-  // same bits.
-  using Float4 = float __attribute__((vector_size(16)));
-  auto load4 = [](const float* p) {
-    Float4 v;
-    std::memcpy(&v, p, sizeof(v));
-    return v;
-  };
   for (int64_t i = 0; i < rows; ++i) {
-    float* row = &acc[i * stride_];
-    const float* arow = &a[(m0 + i) * k_ + k0];
-    const float* bcol = &b[k0 * n_ + n0];
-    int64_t j = 0;
-    for (; j + 8 <= cols; j += 8) {
-      Float4 lo = load4(row + j), hi = load4(row + j + 4);
-      for (int64_t kk = 0; kk < depth; ++kk) {
-        const float* bp = bcol + kk * n_ + j;
-        lo += arow[kk] * load4(bp);
-        hi += arow[kk] * load4(bp + 4);
-      }
-      std::memcpy(row + j, &lo, sizeof(lo));
-      std::memcpy(row + j + 4, &hi, sizeof(hi));
-    }
-    for (; j < cols; ++j) {
-      float sum = row[j];
-      for (int64_t kk = 0; kk < depth; ++kk) sum += arow[kk] * bcol[kk * n_ + j];
-      row[j] = sum;
-    }
+    AccumulateRowTimesMatrix(&a[(m0 + i) * k_ + k0], &b[k0 * n_ + n0], depth, cols, n_,
+                             &acc[i * stride_]);
   }
 }
 

@@ -46,6 +46,32 @@ absl::Status WrongAnswer(std::string_view kernel, std::string_view where, std::s
                                     tolerance, ")"));
 }
 
+void AccumulateRowTimesMatrix(const float* a, const float* b, int64_t depth, int64_t cols,
+                              int64_t ldb, float* out) {
+  using Float4 = float __attribute__((vector_size(16)));
+  auto load4 = [](const float* p) {
+    Float4 v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8) {
+    Float4 lo = load4(out + j), hi = load4(out + j + 4);
+    for (int64_t k = 0; k < depth; ++k) {
+      const float* bp = b + k * ldb + j;
+      lo += a[k] * load4(bp);
+      hi += a[k] * load4(bp + 4);
+    }
+    std::memcpy(out + j, &lo, sizeof(lo));
+    std::memcpy(out + j + 4, &hi, sizeof(hi));
+  }
+  for (; j < cols; ++j) {
+    float sum = out[j];
+    for (int64_t k = 0; k < depth; ++k) sum += a[k] * b[k * ldb + j];
+    out[j] = sum;
+  }
+}
+
 namespace {
 
 // ref[j] = sum over kk of a[kk] * b[kk * n + j] and abs[j] = sum of the products' magnitudes, in

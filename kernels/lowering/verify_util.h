@@ -43,6 +43,13 @@ inline bool Within(double got, double want, double tolerance) {
 absl::Status WrongAnswer(std::string_view kernel, std::string_view where, std::string_view reduced,
                          double got, double want, double tolerance);
 
+// The CPU runs' fp32 accumulation of a vector times a matrix: out[j] += sum over k < depth of
+// a[k] * b[k * ldb + j], for j < cols, each sum in k order (a PSUM row accumulating along the
+// contraction). Eight columns at a time in registers across the whole depth: the same multiply
+// and add per element in the same order as one column at a time, so the same bits.
+void AccumulateRowTimesMatrix(const float* a, const float* b, int64_t depth, int64_t cols,
+                              int64_t ldb, float* out);
+
 // A batch of GEMMs C[b] = A[b] x B[b] (A[b] M x K, B[b] K x N, C[b] M x N, all row-major and
 // batches contiguous) as the CPU run of a schedule produced it.
 struct GemmResult {
