@@ -126,13 +126,13 @@ void Generate(const Plan& p, Emitter& e) {
       return n;
     };
     size_t n = half(0);
-    for (size_t x = 0; x < n; ++x) order.push_back(std::move(steps[x]));
+    for (size_t x = 0; x < n; ++x) order.push_back(steps[x]);
     while (at < steps.size()) {
       const size_t next = at + 2 * n;  // the next group's first step
       const size_t n_next = next < steps.size() ? half(next) : 0;
       for (size_t x = 0; x < std::max(n, n_next); ++x) {
-        if (x < n) order.push_back(std::move(steps[at + n + x]));
-        if (x < n_next) order.push_back(std::move(steps[next + x]));
+        if (x < n) order.push_back(steps[at + n + x]);
+        if (x < n_next) order.push_back(steps[next + x]);
       }
       at = next;
       n = n_next;
