@@ -143,7 +143,9 @@ int Run(int argc, char** argv) {
   absl::StatusOr<sim::SimResult> r = kernels::Evaluate(*kernel, problem, best, *target);
   if (program.ok() && r.ok()) {
     size_t instructions = 0;
-    for (const sim::CoreProgram& core : program->cores) instructions += core.instructions.size();
+    for (size_t c = 0; c < program->cores.size(); ++c) {
+      instructions += program->Source(c).instructions.size();
+    }
     std::printf(
         "best program: %zu instructions on %zu cores, bound %s; busy tensor %.2f vector "
         "%.2f scalar %.2f gpsimd %.2f\n",

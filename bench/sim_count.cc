@@ -4,7 +4,8 @@
 //   valgrind --tool=callgrind --callgrind-out-file=/dev/null ./bench/sim_count [--exact]
 //
 // `--kernel K --shape DIMS --dtype T --target T` name another workload (the same seeded sample of
-// its space); `--default` evaluates the kernel's default config `--count` times instead.
+// its space); `--default` evaluates the kernel's default config `--count` times instead, and
+// `--config C` the config C (unnamed params at their defaults).
 //
 // Run it with `--count 0` too and subtract, to leave out start-up. Prints the sum of the simulated
 // times so the work cannot be optimised away (and so two builds can be checked to agree).
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   bool each = false;
   int repeat = 1;
   bool use_default = false;
+  std::string config_text;
   bench::WorkloadOptions workload;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -46,12 +48,14 @@ int main(int argc, char** argv) {
       each = true;
     } else if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--config" && i + 1 < argc) {
+      config_text = argv[++i];
     } else if (arg == "--count" && i + 1 < argc) {
       count = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: sim_count [--kernel K] [--shape DIMS] [--dtype T] [--target T] "
-                   "[--exact] [--default] [--count N] [--each] [--repeat N]\n");
+                   "[--exact] [--default] [--config C] [--count N] [--each] [--repeat N]\n");
       return 2;
     }
   }
@@ -65,9 +69,22 @@ int main(int argc, char** argv) {
   const sim::Target& target = w->target;
   // With --repeat, the configs are evaluated in turn, `repeat` rounds of all of them (as a
   // worker meets them: the previous evaluation was another config's), each keeping its fastest.
-  const std::vector<Config> configs =
-      use_default ? std::vector<Config>(size_t(std::max(0, count)), kernel.Default(problem, target))
-                  : bench::ValidConfigs(w->space, count);
+  std::vector<Config> configs;
+  if (use_default || !config_text.empty()) {
+    Config one = kernel.Default(problem, target);
+    if (!config_text.empty()) {
+      absl::StatusOr<Config> given = Config::Parse(config_text);
+      if (!given.ok()) {
+        std::fprintf(stderr, "sim_count: --config: %s\n",
+                     std::string(given.status().message()).c_str());
+        return 2;
+      }
+      for (const auto& [name, value] : given->items()) one.Set(name, value);
+    }
+    configs.assign(size_t(std::max(0, count)), one);
+  } else {
+    configs = bench::ValidConfigs(w->space, count);
+  }
   std::vector<double> fastest_us(configs.size(), 0);
   double total_ns = 0;
   for (int k = 0; k < repeat; ++k) {

@@ -36,7 +36,7 @@ class SimEmitter {
   // picked in the same turn as they were for core - 1 (compact lowering). Which buffer of a
   // rotation comes first does not matter: a core starts with all of them free, so another start
   // only renames them. The counters then move on as if the core had been emitted.
-  bool CopyCore(int core) {
+  bool CopyCore(int) {
     if constexpr (kSim) {
       if (g_lowering != AttentionLowering::kCompact) return false;
       const Counters now = Count(), moduli = Moduli();
@@ -46,8 +46,7 @@ class SimEmitter {
       const std::array<int64_t*, 7> counters = CounterRefs();
       for (size_t k = 0; k < now.size(); ++k) *counters[k] += now[k] - core_start_[k];
       core_start_ = now;
-      program_->cores.resize(size_t(core) + 1);
-      program_->cores[size_t(core)] = program_->cores[size_t(core) - 1];
+      program_->RepeatPrevious();
       return true;
     }
     return false;

@@ -328,10 +328,9 @@ class SimEmitter {
       : p_(plan), target_(target), program_(program), gemm_(GemmShapeOf(plan)) {}
 
   // Core `core` runs the same program as core - 1 (Generate checked their shares).
-  bool CopyCore(int core) {
+  bool CopyCore(int) {
     if (g_lowering != BmmLowering::kCompact) return false;
-    program_->cores.resize(size_t(core) + 1);
-    program_->cores[size_t(core)] = program_->cores[size_t(core) - 1];
+    program_->RepeatPrevious();
     return true;
   }
 

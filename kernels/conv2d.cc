@@ -460,11 +460,10 @@ class SimEmitter {
   SimEmitter(const sim::Target& target, ProgramT* program) : target_(target), program_(program) {}
 
   // Core `core` runs the same program as core - 1 (Generate checked their shares).
-  bool CopyCore(int core) {
+  bool CopyCore(int) {
     if constexpr (kSim) {
       if (g_lowering != Conv2dLowering::kCompact) return false;
-      program_->cores.resize(size_t(core) + 1);
-      program_->cores[size_t(core)] = program_->cores[size_t(core) - 1];
+      program_->RepeatPrevious();
       return true;
     }
     return false;

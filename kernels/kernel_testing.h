@@ -218,9 +218,10 @@ inline void ExpectLoweringsAgree(const Kernel& kernel, const sim::Target& target
     ASSERT_TRUE(UnrollsTo(*compact_program, *flat_program)) << what;
     const std::vector<sim::CoreProgram>& cores = compact_program->cores;
     for (size_t core = 0; core < cores.size(); ++core) {
-      counts->compressed +=
-          cores[core].instructions.size() < flat_program->cores[core].instructions.size();
-      counts->copied += core > 0 && cores[core] == cores[core - 1];
+      counts->compressed += compact_program->Source(core).instructions.size() <
+                            flat_program->cores[core].instructions.size();
+      counts->copied +=
+          cores[core].repeats_previous || (core > 0 && cores[core] == cores[core - 1]);
     }
     absl::StatusOr<sim::SimResult> fast = sim::Simulate(target, *compact_program, {});
     absl::StatusOr<sim::SimResult> exact = sim::Simulate(target, *compact_program, {.exact = true});

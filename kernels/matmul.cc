@@ -529,10 +529,7 @@ class SimEmitter {
       : p_(plan), target_(target), program_(program) {}
 
   // Core `core` runs the same program as core - 1.
-  void CopyCore(int core) {
-    program_->cores.resize(core + 1);
-    program_->cores[core] = program_->cores[core - 1];
-  }
+  void CopyCore(int) { program_->RepeatPrevious(); }
 
   void BeginCore(int core) {
     sim::CoreProgram* c = &program_->Core(size_t(core));

@@ -63,10 +63,10 @@ TEST_P(FastPathTest, FastPathExactAndFlatAgreeOnACorpus) {
     // The compact program unrolls to exactly the flat one.
     ASSERT_TRUE(test_support::UnrollsTo(*compact, *flat)) << what;
     for (size_t core = 0; core < flat->cores.size(); ++core) {
-      compressed +=
-          compact->cores[core].instructions.size() < flat->cores[core].instructions.size();
-      anchored += std::ranges::any_of(compact->cores[core].deps, [](int32_t d) { return d < 0; });
-      const auto& forms = compact->cores[core].anchor_forms;
+      const sim::CoreProgram& runs = compact->Source(core);
+      compressed += runs.instructions.size() < flat->cores[core].instructions.size();
+      anchored += std::ranges::any_of(runs.deps, [](int32_t d) { return d < 0; });
+      const auto& forms = runs.anchor_forms;
       strided += std::ranges::any_of(forms, [](const sim::AnchorForm& f) { return f.stride > 0; });
       outer += std::ranges::any_of(forms, [](const sim::AnchorForm& f) { return f.up > 0; });
     }

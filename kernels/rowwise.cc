@@ -85,10 +85,9 @@ void SimSink::BeginCore(int core, std::vector<sim::Allocation> allocations) {
   read_back_ = false;
 }
 
-bool SimSink::CopyCore(int core) {
+bool SimSink::CopyCore(int) {
   if (g_lowering != RowLowering::kCompact) return false;
-  program_->cores.resize(core + 1);
-  program_->cores[core] = program_->cores[core - 1];
+  program_->RepeatPrevious();
   return true;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cstdio>
 
 #include "schema/status_macros.h"
@@ -325,7 +326,8 @@ bool SameBytes(const std::vector<T>& a, const std::vector<T>& b) {
 }  // namespace
 
 bool CoreProgram::operator==(const CoreProgram& other) const {
-  return SameBytes(instructions, other.instructions) && SameBytes(deps, other.deps) &&
+  return repeats_previous == other.repeats_previous &&
+         SameBytes(instructions, other.instructions) && SameBytes(deps, other.deps) &&
          SameBytes(anchor_forms, other.anchor_forms) && allocations == other.allocations &&
          segments == other.segments;
 }
@@ -334,10 +336,17 @@ CoreProgram& Program::Core(size_t index) {
   if (cores.size() <= index) cores.resize(index + 1);
   CoreProgram& core = cores[index];
   if (index > 0) {
-    core.instructions.reserve(cores[index - 1].instructions.size());
-    core.deps.reserve(cores[index - 1].deps.size());
+    const CoreProgram& previous = Source(index - 1);
+    core.instructions.reserve(previous.instructions.size());
+    core.deps.reserve(previous.deps.size());
   }
   return core;
+}
+
+void Program::RepeatPrevious() {
+  assert(!cores.empty());
+  // Not through resize: a default-constructed core takes the thread's recycled buffers.
+  cores.emplace_back(CoreProgram::RepeatTag{});
 }
 
 CoreProgram::CoreProgram() {
@@ -501,7 +510,13 @@ void FlattenRange(const CoreProgram& in, size_t first, size_t last, std::vector<
 absl::StatusOr<Program> Flatten(const Program& program, int64_t max_per_core) {
   Program out;
   out.name = program.name;
-  for (const CoreProgram& core : program.cores) {
+  for (size_t c = 0; c < program.cores.size(); ++c) {
+    const CoreProgram& core = program.cores[c];
+    if (core.repeats_previous) {  // the flat form holds its own copy
+      if (c == 0) return absl::InvalidArgumentError("the first core repeats no core");
+      out.cores.push_back(out.cores.back());
+      continue;
+    }
     if (!core.compact()) {
       out.cores.push_back(core);
       continue;
@@ -555,8 +570,19 @@ absl::Status ValidateProgram(const Target& target, const Program& program,
   }
   for (size_t c = 0; c < program.cores.size(); ++c) {
     const CoreProgram& core = program.cores[c];
-    // A copy of a valid core is valid (sharded kernels often run the same program on every core).
-    if (c > 0 && core == program.cores[c - 1]) {
+    // A repeat or a copy of a valid core is valid (sharded kernels often run the same program on
+    // every core).
+    if (core.repeats_previous) {
+      if (c == 0 || !core.instructions.empty() || !core.deps.empty() ||
+          !core.anchor_forms.empty() || !core.allocations.empty() || !core.segments.empty()) {
+        return absl::InvalidArgumentError(
+            StrCat("core ", c, " repeats the previous core's program but ",
+                   c == 0 ? "is the first core" : "has instructions of its own"));
+      }
+      (*copies)[c] = true;
+      continue;
+    }
+    if (c > 0 && core == program.Source(c - 1)) {
       (*copies)[c] = true;
       continue;
     }

@@ -159,6 +159,14 @@ struct CoreProgram {
   // Empty. Takes over the largest instruction and dependency buffers (their capacity) that this
   // thread's RecycleProgram kept, if any.
   CoreProgram();
+  // A core that repeats the previous one (below); takes no buffers.
+  struct RepeatTag {};
+  explicit CoreProgram(RepeatTag) : repeats_previous(true) {}
+
+  // Set on a core that runs the program of the core before it (Program::RepeatPrevious); its own
+  // lists are then empty. Sharded kernels often run one program on every core: saying so costs
+  // nothing, where a copy cost a tenth of a matmul evaluation (copying, then comparing).
+  bool repeats_previous = false;
 
   std::vector<Instruction> instructions;
   std::vector<int32_t> deps;  // flattened; instruction i's are deps[dep_begin, dep_begin+dep_count)
@@ -217,6 +225,13 @@ struct Program {
   // dependencies as the core before it has (a program's cores are alike), so a large program's
   // later cores do not grow their buffers step by step.
   CoreProgram& Core(size_t index);
+  // Appends a core that runs the program of the last one (REQUIRES: a core before it).
+  void RepeatPrevious();
+  // The core whose lists core `index` runs: itself, or the one it repeats (through any chain).
+  const CoreProgram& Source(size_t index) const {
+    while (index > 0 && cores[index].repeats_previous) --index;
+    return cores[index];
+  }
 };
 
 // Keeps `program`'s large core buffers (its instructions and deps, 32 MiB or more), emptied, for
@@ -227,7 +242,8 @@ struct Program {
 // most 8 buffers of each kind and 256 MiB.
 void RecycleProgram(Program&& program);
 
-// The flat form of `program` (compact cores unrolled, deps made absolute); flat cores are copied.
+// The flat form of `program` (compact cores unrolled, deps made absolute); flat cores are copied,
+// and so is the core a repeat (CoreProgram::repeats_previous) repeats.
 // With `max_per_core`, a compact core's first that many instructions only (a prefix is
 // self-contained: deps point back). InvalidArgument when a dependency points before the start of
 // its core or the result would not fit 2^31 instructions.

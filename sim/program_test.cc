@@ -38,6 +38,28 @@ TEST(ProgramTest, ACoreHoldsAtMostTwoToThe21InstructionsAndSuchAProgramIsRefused
       << valid.message();
 }
 
+// A repeat (CoreProgram::repeats_previous) must follow a core and hold nothing of its own.
+TEST(ProgramTest, ARepeatOfNoCoreOrWithInstructionsOfItsOwnIsRefused) {
+  absl::StatusOr<Target> target = LoadTarget("snc2");
+  ASSERT_TRUE(target.ok());
+  Program first;
+  first.cores.emplace_back(CoreProgram::RepeatTag{});
+  absl::Status valid = ValidateProgram(*target, first);
+  EXPECT_EQ(valid.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(valid.message().find("is the first core"), std::string_view::npos) << valid.message();
+  EXPECT_FALSE(Flatten(first).ok());
+
+  Program own;
+  own.cores.emplace_back().Add(MakeDma(Op::kDmaLoad, 128, 1024, 0), {});
+  own.RepeatPrevious();
+  EXPECT_TRUE(ValidateProgram(*target, own).ok());
+  own.cores[1].Add(MakeDma(Op::kDmaLoad, 128, 1024, 0), {});
+  valid = ValidateProgram(*target, own);
+  EXPECT_EQ(valid.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(valid.message().find("has instructions of its own"), std::string_view::npos)
+      << valid.message();
+}
+
 // Cores and instructions compare as bytes (program.h): a change to any one field, a dependency or
 // an anchor form makes two cores differ, and SameOperation ignores only the dependency range.
 TEST(ProgramTest, CoresThatDifferInAnyFieldDependencyOrAnchorFormAreNotEqual) {

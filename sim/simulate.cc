@@ -282,7 +282,7 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   int64_t core_flops[kNumDTypes] = {};
   int64_t core_hbm_bytes = 0;
   for (int c = 0; c < num_cores; ++c) {
-    const CoreProgram& core = program.cores[c];
+    const CoreProgram& core = program.Source(c);
     if (c > 0 && copies[c]) {  // the previous core's program (ValidateProgram), so its load
       mult[c] = mult[c - 1];
       dma_kind_bytes[c] = dma_kind_bytes[c - 1];
@@ -337,7 +337,7 @@ absl::StatusOr<SimResult> Simulate(const Target& target, const Program& program,
   int64_t core_busy[kNumEngines] = {};  // compute busy ticks of the last simulated core
   std::vector<Cost>& costs = scratch.costs;
   for (int c = 0; c < num_cores; ++c) {
-    const CoreProgram& core = program.cores[c];
+    const CoreProgram& core = program.Source(c);
     // A core with the same program as the previous one has the same shares of the DMA engines
     // and of the chip's HBM (both follow its bytes), so the same schedule: reuse it.
     if (c > 0 && trace == nullptr && copies[c]) {

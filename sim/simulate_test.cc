@@ -237,6 +237,53 @@ TEST(DmaTest, IdenticalCoresMatchSeparatelySimulatedOnes) {
   EXPECT_EQ(a->engines[int(EngineKind::kDma)].instructions, 3 * 32);
 }
 
+// A core that repeats the previous one (Program::RepeatPrevious, no lists of its own) simulates,
+// traces and flattens as a copy of it does.
+TEST(DmaTest, RepeatedCoresMatchCopiedOnes) {
+  Target t = Load("snc3");
+  Program copies = OneCore();
+  CoreProgram& c = copies.cores[0];
+  for (int i = 0; i < 16; ++i) {
+    const int32_t load = c.Add(MakeDma(Op::kDmaLoad, 128, 8192, i % 2), {});
+    const int32_t mm = c.Add(MakeMatmul(DType::kBf16, 128, 128, 512), {load});
+    c.Add(MakeDma(Op::kDmaStore, 128, 1024, 2), {mm});
+  }
+  Program repeats = copies;
+  const CoreProgram core = c;  // c dangles once cores grows
+  copies.cores.push_back(core);
+  copies.cores.push_back(core);
+  repeats.RepeatPrevious();
+  repeats.RepeatPrevious();
+  ASSERT_TRUE(repeats.cores[2].repeats_previous && repeats.cores[2].instructions.empty());
+  EXPECT_EQ(&repeats.Source(2), &repeats.cores[0]);
+  std::vector<TraceEvent> copy_events, repeat_events;
+  absl::StatusOr<SimResult> a = Simulate(t, copies, {}, &copy_events);
+  absl::StatusOr<SimResult> b = Simulate(t, repeats, {}, &repeat_events);
+  absl::StatusOr<SimResult> untraced = Simulate(t, repeats);
+  ASSERT_TRUE(a.ok() && b.ok() && untraced.ok());
+  for (const SimResult* r : {&*b, &*untraced}) {
+    EXPECT_EQ(a->ticks, r->ticks);
+    EXPECT_EQ(a->hbm_bytes, r->hbm_bytes);
+    EXPECT_EQ(a->sbuf_peak_bytes, r->sbuf_peak_bytes);
+    for (int e = 0; e < kNumEngines; ++e) {
+      EXPECT_EQ(a->engines[e].busy_ticks, r->engines[e].busy_ticks) << "engine " << e;
+      EXPECT_EQ(a->engines[e].instructions, r->engines[e].instructions) << "engine " << e;
+    }
+  }
+  EXPECT_EQ(b->engines[int(EngineKind::kTensor)].instructions, 3 * 16);
+  ASSERT_EQ(copy_events.size(), repeat_events.size());
+  for (size_t i = 0; i < copy_events.size(); ++i) {
+    EXPECT_EQ(copy_events[i].core, repeat_events[i].core);
+    EXPECT_EQ(copy_events[i].index, repeat_events[i].index);
+    EXPECT_EQ(copy_events[i].end_tick, repeat_events[i].end_tick);
+  }
+  absl::StatusOr<Program> flat_copies = Flatten(copies);
+  absl::StatusOr<Program> flat_repeats = Flatten(repeats);
+  ASSERT_TRUE(flat_copies.ok() && flat_repeats.ok());
+  ASSERT_EQ(flat_repeats->cores.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_TRUE(flat_repeats->cores[k] == flat_copies->cores[k]);
+}
+
 TEST(SimulateTest, SixteenBackToBackMatmulsAreTensorBound) {
   Target t = Load("snc2");
   Program p = OneCore();

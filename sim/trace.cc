@@ -167,7 +167,7 @@ absl::Status WriteTraceFile(const Target& target, const Program& program, const 
   bool truncated = false;
   nlohmann::json instructions = nlohmann::json::array();
   for (size_t c = 0; c < num_cores; ++c) {
-    const int64_t total = program.cores[c].FlatSize();
+    const int64_t total = program.Source(c).FlatSize();
     instructions.push_back(total);
     truncated |= total > limit;
     WriteMetadata(out, "process_name", int(c), 0, StrCat("core ", c), -1);
