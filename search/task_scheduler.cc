@@ -60,9 +60,14 @@ double TaskScheduler::Gradient(size_t i) const {
     recent = std::isfinite(before) ? (now - before) / double(back) : -now / double(back);
   }
   // What more rounds could gain: optimistically all of it down to the floor at the rate so far,
-  // or down to beta times the time the fastest similar task's speed would give.
+  // or down to beta times the time the fastest similar task's speed would give. The rate so far
+  // is discounted by the rounds since the best last improved (s): each round that found nothing
+  // is evidence that the task has stalled, and Ansor's term alone, decaying as 1 / t only, kept
+  // giving a stalled task far from a loose floor round after round (decode attention, 3x its
+  // roofline, took 8-12 of 31-62 rounds of the Llama decode layer while the matmuls it starved
+  // had basins still to find). 1 / (s + 1) leaves a task that is still improving as Ansor has it.
   const double floor = std::min(floors_[i], now);
-  const double optimistic = -(now - floor) / double(t);
+  const double optimistic = -(now - floor) / double(t) / double(RoundsSinceImprovement(i) + 1);
   // The similar tasks' best speed. Ansor measures work in FLOPs; where the floors are known it is
   // measured here in floor time (the roofline's), so a memory-bound shape (a decode matmul, M=8)
   // is not held to the FLOP rate of a compute-bound one and fed rounds it cannot use.
@@ -117,6 +122,13 @@ std::optional<size_t> TaskScheduler::Next() {
     }
   }
   return best;
+}
+
+int64_t TaskScheduler::RoundsSinceImprovement(size_t task) const {
+  const std::vector<double>& g = history_[task];
+  int64_t since = 0;
+  for (size_t j = g.size(); j-- > 1 && !(g[j] < g[j - 1]);) ++since;
+  return since;
 }
 
 void TaskScheduler::Record(size_t task, double best_ns) {

@@ -9,16 +9,18 @@
 //                       + (1 - alpha) min(-g_i(t_i) / t_i, beta C_i / max_k V_k - g_i(t_i)) ]
 //     the first term what the last dt rounds gained, the second an optimistic and a similarity
 //     bound on what more rounds can gain (C_i the task's FLOPs, V_k = C_k / g_k the speed reached
-//     by the tasks k of the same kernel). Where a task's floor L_i is known (the simulator's
-//     roofline: no config is faster), both bounds stop there: g_i - L_i replaces g_i in the
-//     optimistic term and the similarity target is at least L_i; and work is measured in floor
-//     time instead of FLOPs (C = L, so V_k = L_k / g_k is the fraction of its roofline a similar
-//     task reached): a memory-bound shape is not held to a compute-bound one's FLOP rate. Ansor
-//     has no such floor; with none (0) the rule is Ansor's. The similar tasks k counted are those
-//     that have had at least as many rounds as task i: a speed reached in more rounds than i has
-//     had is a promise i has not yet been given the rounds to keep, a speed reached in fewer is
-//     one i has failed to follow (Ansor counts every similar task, and a task that cannot reach
-//     its neighbours' speed then takes rounds without end).
+//     by the tasks k of the same kernel). The optimistic term is divided by s_i + 1, s_i the rounds
+//     since the task's best last improved: a task that has stalled is not promised its average
+//     rate (Ansor's -g_i / t_i decays as 1 / t_i only); one still improving is as in Ansor. Where a
+//     task's floor L_i is known (the simulator's roofline: no config is faster), both bounds stop
+//     there: g_i - L_i replaces g_i in the optimistic term and the similarity target is at least
+//     L_i; and work is measured in floor time instead of FLOPs (C = L, so V_k = L_k / g_k is the
+//     fraction of its roofline a similar task reached): a memory-bound shape is not held to a
+//     compute-bound one's FLOP rate. Ansor has no such floor; with none (0) the rule is Ansor's.
+//     The similar tasks k counted are those that have had at least as many rounds as task i: a
+//     speed reached in more rounds than i has had is a promise i has not yet been given the rounds
+//     to keep, a speed reached in fewer is one i has failed to follow (Ansor counts every similar
+//     task, and a task that cannot reach its neighbours' speed then takes rounds without end).
 // Under both rules a task whose search is exhausted (its strategy has nothing left to propose)
 // gets no more rounds, as TVM's implementation of Ansor marks such tasks dead. Every task first
 // gets one round; then, with probability
@@ -71,6 +73,8 @@ class TaskScheduler {
  private:
   // df/dt_i of the gradient rule (more negative: more to gain).
   double Gradient(size_t task) const;
+  // How many of the task's last rounds left its best where it was (0: the last one improved it).
+  int64_t RoundsSinceImprovement(size_t task) const;
 
   TaskRule rule_;
   std::vector<TaskInfo> tasks_;

@@ -117,6 +117,32 @@ TEST(TaskSchedulerTest, ALaggingTaskIsNotPromisedItsNeighboursSpeedForever) {
   EXPECT_GE(to_second, 15);
 }
 
+// A task stalled far from a loose floor (the decode layer's attention, ~3x its roofline
+// whatever its config) is not promised its average rate forever: each round that finds nothing
+// divides what it is expected to gain, and the rounds go to a task that still improves, though
+// its gap to its own floor is smaller. (With Ansor's -(g - floor) / t alone the stalled task's
+// claim decays as 1 / t only and it takes four rounds in five here.)
+TEST(TaskSchedulerTest, AStalledTasksPromiseFades) {
+  const std::vector<TaskInfo> tasks = {{.weight = 1, .flops = 1e9, .group = "attention"},
+                                       {.weight = 1, .flops = 1e9, .group = "matmul"}};
+  TaskScheduler scheduler(TaskRule::kGradient, tasks, 13);
+  scheduler.SetFloor(0, 100);
+  scheduler.SetFloor(1, 40);
+  double second = 100;
+  scheduler.Record(*scheduler.Next(), 300);  // stuck at 300 from its first round
+  scheduler.Record(*scheduler.Next(), second);
+  int to_second = 0;
+  for (int r = 0; r < 40; ++r) {
+    const size_t i = *scheduler.Next();
+    if (i == 1) {
+      ++to_second;
+      second = std::max(40.0, second - 1);
+    }
+    scheduler.Record(i, i == 0 ? 300 : second);
+  }
+  EXPECT_GE(to_second, 24);  // 28 of the 40 rounds with the discount, 8 without it
+}
+
 // A task whose search has nothing left gets no more rounds under either rule, however much the
 // rule expects from it; with every task exhausted there is no next round.
 TEST(TaskSchedulerTest, AnExhaustedTaskGetsNoMoreRounds) {
