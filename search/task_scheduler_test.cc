@@ -31,6 +31,29 @@ double Simulate(TaskRule rule, const std::vector<TaskInfo>& tasks, const std::ve
   return scheduler.Objective();
 }
 
+// Two tasks, one stuck and one that improves whenever it gets a round.
+struct StuckAndImproving {
+  double stuck;    // task 0's best, whatever its rounds
+  double start;    // task 1's best before the rounds below
+  double step;     // how much each of its rounds improves it ...
+  double floor;    // ... down to this
+  int from_round;  // and only from this round on (earlier ones leave it as it is)
+};
+// Gives 40 rounds; returns how many went to task 1.
+int RoundsToTheImprovingTask(TaskScheduler& scheduler, const StuckAndImproving& tasks) {
+  double second = tasks.start;
+  int to_second = 0;
+  for (int r = 0; r < 40; ++r) {
+    const size_t i = *scheduler.Next();
+    if (i == 1 && r >= tasks.from_round) {
+      ++to_second;
+      second = std::max(tasks.floor, second - tasks.step);
+    }
+    scheduler.Record(i, i == 0 ? tasks.stuck : second);
+  }
+  return to_second;
+}
+
 TEST(TaskSchedulerTest, ParsesItsRuleNames) {
   EXPECT_EQ(*ParseTaskRule("gradient"), TaskRule::kGradient);
   EXPECT_EQ(*ParseTaskRule("round-robin"), TaskRule::kRoundRobin);
@@ -104,17 +127,9 @@ TEST(TaskSchedulerTest, ALaggingTaskIsNotPromisedItsNeighboursSpeedForever) {
   TaskScheduler scheduler(TaskRule::kGradient, tasks, 11);
   scheduler.SetFloor(0, 3);
   scheduler.SetFloor(1, 40);
-  double second = 80;
-  int to_second = 0;
-  for (int r = 0; r < 40; ++r) {
-    const size_t i = *scheduler.Next();
-    if (i == 1 && r > 1) {
-      ++to_second;
-      second = std::max(40.0, second - 0.5);
-    }
-    scheduler.Record(i, i == 0 ? 20 : second);
-  }
-  EXPECT_GE(to_second, 15);
+  EXPECT_GE(RoundsToTheImprovingTask(
+                scheduler, {.stuck = 20, .start = 80, .step = 0.5, .floor = 40, .from_round = 2}),
+            15);
 }
 
 // A task stalled far from a loose floor (the decode layer's attention, ~3x its roofline
@@ -128,19 +143,12 @@ TEST(TaskSchedulerTest, AStalledTasksPromiseFades) {
   TaskScheduler scheduler(TaskRule::kGradient, tasks, 13);
   scheduler.SetFloor(0, 100);
   scheduler.SetFloor(1, 40);
-  double second = 100;
   scheduler.Record(*scheduler.Next(), 300);  // stuck at 300 from its first round
-  scheduler.Record(*scheduler.Next(), second);
-  int to_second = 0;
-  for (int r = 0; r < 40; ++r) {
-    const size_t i = *scheduler.Next();
-    if (i == 1) {
-      ++to_second;
-      second = std::max(40.0, second - 1);
-    }
-    scheduler.Record(i, i == 0 ? 300 : second);
-  }
-  EXPECT_GE(to_second, 24);  // 28 of the 40 rounds with the discount, 8 without it
+  scheduler.Record(*scheduler.Next(), 100);
+  // 28 of the 40 rounds go to the improving task with the discount, 8 without it.
+  EXPECT_GE(RoundsToTheImprovingTask(
+                scheduler, {.stuck = 300, .start = 100, .step = 1, .floor = 40, .from_round = 0}),
+            24);
 }
 
 // A task whose search has nothing left gets no more rounds under either rule, however much the

@@ -201,10 +201,10 @@ TEST(DmaTest, ShardedCoresShareTheChipHbm) {
 // Cores with the same program get one simulated schedule (they have equal shares of the DMA
 // engines and of the chip's HBM) and the previous core's counted load; the result equals
 // simulating and counting each core on its own.
-TEST(DmaTest, IdenticalCoresMatchSeparatelySimulatedOnes) {
-  Target t = Load("snc3");
-  Program same = OneCore();
-  CoreProgram& c = same.cores[0];
+// One core of 16 chains load -> matmul -> PSUM eviction -> store, the loads on two queues.
+Program SixteenTileChains() {
+  Program p = OneCore();
+  CoreProgram& c = p.cores[0];
   for (int i = 0; i < 16; ++i) {
     const int32_t load = c.Add(MakeDma(Op::kDmaLoad, 128, 8192, i % 2), {});
     const int32_t mm = c.Add(MakeMatmul(DType::kBf16, 128, 128, 512), {load});
@@ -212,7 +212,13 @@ TEST(DmaTest, IdenticalCoresMatchSeparatelySimulatedOnes) {
         c.Add(MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, 512, 128, Mem::kPsum), {mm});
     c.Add(MakeDma(Op::kDmaStore, 128, 1024, 2), {copy});
   }
-  const CoreProgram core = c;  // c dangles once cores grows
+  return p;
+}
+
+TEST(DmaTest, IdenticalCoresMatchSeparatelySimulatedOnes) {
+  Target t = Load("snc3");
+  Program same = SixteenTileChains();
+  const CoreProgram core = same.cores[0];
   same.cores.push_back(core);
   same.cores.push_back(core);
   // The same schedule written differently (an extra empty allocation on the middle core), so
@@ -241,15 +247,9 @@ TEST(DmaTest, IdenticalCoresMatchSeparatelySimulatedOnes) {
 // traces and flattens as a copy of it does.
 TEST(DmaTest, RepeatedCoresMatchCopiedOnes) {
   Target t = Load("snc3");
-  Program copies = OneCore();
-  CoreProgram& c = copies.cores[0];
-  for (int i = 0; i < 16; ++i) {
-    const int32_t load = c.Add(MakeDma(Op::kDmaLoad, 128, 8192, i % 2), {});
-    const int32_t mm = c.Add(MakeMatmul(DType::kBf16, 128, 128, 512), {load});
-    c.Add(MakeDma(Op::kDmaStore, 128, 1024, 2), {mm});
-  }
+  Program copies = SixteenTileChains();
   Program repeats = copies;
-  const CoreProgram core = c;  // c dangles once cores grows
+  const CoreProgram core = copies.cores[0];
   copies.cores.push_back(core);
   copies.cores.push_back(core);
   repeats.RepeatPrevious();
