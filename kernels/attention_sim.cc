@@ -128,7 +128,7 @@ class SimEmitter {
     members_.assign(2 * p_.q_group, Member{});
     o_reader_.assign(p_.q_group, -1);
     current_ = 0;
-    Load(members_[0]);
+    m_ = &members_[0];
   }
 
   // Emits heads [lo, hi) of the current core (head(h) emits head h). The compact lowering emits
@@ -164,10 +164,8 @@ class SimEmitter {
 
   // Makes query tile `g` of the current group the one later calls refer to.
   void Select(int g) {
-    if (g == current_) return;
-    Save(members_[current_]);
-    Load(members_[g]);
     current_ = g;
+    m_ = &members_[size_t(g)];
   }
 
   void LoadKv(int64_t t, int64_t, int64_t tsz) {
@@ -205,22 +203,23 @@ class SimEmitter {
     if (p_.qk_dma) {
       sim::Instruction q = sim::MakeDma(Op::kDmaLoad, int(p_.d), qsz * p_.in_bytes, kQueueQ);
       q.transpose = true;
-      q_ready_ = Add(q, {war});
+      m_->q_ready = Add(q, {war});
     } else {
       const int32_t load =
           Add(sim::MakeDma(Op::kDmaLoad, int(qsz), p_.d * p_.in_bytes, kQueueQ), {war});
       const int32_t tr = Transpose(int(qsz), int(p_.d), {load, tr_reader_});
-      tr_reader_ = q_ready_ = EvictTransposed(int(p_.d), int(qsz), tr, war);
+      tr_reader_ = m_->q_ready = EvictTransposed(int(p_.d), int(qsz), tr, war);
     }
-    if (p_.max_fp8) q8_ready_ = ToFp8(int(qsz), q_ready_, war);
-    q_buf_ = buf;
+    if (p_.max_fp8) m_->q8_ready = ToFp8(int(qsz), m_->q_ready, war);
+    m_->q_buf = buf;
     // Running max and sum start at -inf and 0.
     // (With two_pass and O in PSUM, the member's previous output is no longer in SBUF.)
-    const int32_t o_war = p_.two_pass && !p_.pv_v ? -1 : oacc_;
-    stats_ = Add(sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, 2, int(qsz)), {stats_, o_war});
-    ids_.m = ids_.l = stats_;
-    ids_.sum_last = -1, ids_.sums = 0;
-    ids_.max_last = -1, ids_.maxes = 0;
+    const int32_t o_war = p_.two_pass && !p_.pv_v ? -1 : m_->oacc;
+    m_->stats =
+        Add(sim::MakeEngineOp(Op::kMemset, EngineKind::kVector, 2, int(qsz)), {m_->stats, o_war});
+    m_->ids.m = m_->ids.l = m_->stats;
+    m_->ids.sum_last = -1, m_->ids.sums = 0;
+    m_->ids.max_last = -1, m_->ids.maxes = 0;
   }
 
   // The pass the following calls belong to (softmax=two_pass: 1 max, 2 exp; 0 online).
@@ -234,7 +233,7 @@ class SimEmitter {
     // read them all (softmax_ops=step).
     if (i % p_.kv_block == 0) s_base_ = int(s_count_++ % (p_.s_slots / p_.kv_block) * p_.kv_block);
     const int slot = s_base_ + int(i % p_.kv_block);
-    slot_[i] = slot;
+    m_->slot[i] = slot;
     const int buf = kv_buf_of_tile_[tile.index];
     const int64_t chunks = CeilDiv(tile.size, 128);
     if (st_) {
@@ -245,14 +244,14 @@ class SimEmitter {
       for (int64_t c = 0; c < chunks; ++c) {
         const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
         Add(sim::MakeMatmul(p_.dtype, int(p_.d), csz, int(qsz)),
-            {q_ready_, k_ready_[buf], s_reader_[slot]});
+            {m_->q_ready, k_ready_[buf], s_reader_[slot]});
         last = Add(sim::MakeMatmul(DType::kBf16, int(qsz), csz, int(qsz)),
-                   {ids_.m_diag, ident_ready_});
+                   {m_->ids.m_diag, ident_ready_});
       }
-      s_ready_[i] = ids_.m_diag_reader = last;
+      m_->s_ready[i] = m_->ids.m_diag_reader = last;
     } else if (!p_.qk_k) {
       sim::Instruction mm = sim::MakeMatmul(QkDType(), int(p_.d), int(qsz), int(tile.size));
-      s_ready_[i] = Add(mm, {QReady(), KReady(buf), s_reader_[slot]});
+      m_->s_ready[i] = Add(mm, {QReady(), KReady(buf), s_reader_[slot]});
     } else {
       // S^T chunks with K^T stationary, evicted, then transposed back into the score bank.
       int32_t last = -1;
@@ -269,12 +268,12 @@ class SimEmitter {
         last = Transpose(csz, int(qsz), {ev, s_reader_[slot]});
       }
       st_reader_ = last;
-      s_ready_[i] = last;
+      m_->s_ready[i] = last;
     }
-    q_reader_[q_buf_] = s_ready_[i];
-    kv_reader_[buf] = std::max(kv_reader_[buf], s_ready_[i]);
-    src_[i] = Mem::kPsum;
-    src_bf16_[i] = false;
+    q_reader_[m_->q_buf] = m_->s_ready[i];
+    kv_reader_[buf] = std::max(kv_reader_[buf], m_->s_ready[i]);
+    m_->src[i] = Mem::kPsum;
+    m_->src_bf16[i] = false;
   }
 
   void Prepare(int i, const KvTile& tile, int64_t i0, int64_t qsz) {
@@ -289,33 +288,34 @@ class SimEmitter {
       if (!st_) {
         sim::Instruction mm =
             sim::MakeMatmul(DType::kBf16, int(qsz), int(qsz), int(tile.size - first));
-        s_ready_[i] = Add(mm, {mask_ready_});
+        m_->s_ready[i] = Add(mm, {mask_ready_});
       } else {
         for (int64_t c = first / 128; c < chunks; ++c) {
           const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
-          s_ready_[i] = Add(sim::MakeMatmul(DType::kBf16, csz, csz, int(qsz)), {mask_ready_});
+          m_->s_ready[i] = Add(sim::MakeMatmul(DType::kBf16, csz, csz, int(qsz)), {mask_ready_});
         }
       }
     }
     if (!p_.src_sbuf && (!tile.masked || p_.mask_matmul)) return;
-    int32_t ev = Evict(parts, free, s_ready_[i], -1);
-    src_[i] = Mem::kSbuf;
-    src_bf16_[i] = p_.src_sbuf && p_.dtype != DType::kFp32;
+    int32_t ev = Evict(parts, free, m_->s_ready[i], -1);
+    m_->src[i] = Mem::kSbuf;
+    m_->src_bf16[i] = p_.src_sbuf && p_.dtype != DType::kFp32;
     if (tile.masked && !p_.mask_matmul) {
       // affine_select on GpSimd writes -inf above the diagonal.
       ev = Add(sim::MakeEngineOp(Op::kIota, EngineKind::kGpSimd, free, parts), {ev});
     }
-    s_reader_[slot_[i]] = ev;
-    s_ready_[i] = ev;
+    s_reader_[m_->slot[i]] = ev;
+    m_->s_ready[i] = ev;
   }
 
   void RowMax(int i, const KvTile& tile, int64_t qsz) {
     sim::Instruction max = sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(tile.size),
-                                             int(qsz), src_[i]);
-    max.dtype = src_bf16_[i] ? DType::kBf16 : DType::kFp32;
+                                             int(qsz), m_->src[i]);
+    max.dtype = m_->src_bf16[i] ? DType::kBf16 : DType::kFp32;
     max.add_op = true;
-    max_[i] = Add(max, {s_ready_[i]});
-    if (src_[i] == Mem::kPsum) s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], max_[i]);
+    m_->max[i] = Add(max, {m_->s_ready[i]});
+    if (m_->src[i] == Mem::kPsum)
+      s_reader_[m_->slot[i]] = std::max(s_reader_[m_->slot[i]], m_->max[i]);
   }
 
   // The new running max of the step (right after its row maxima). With `deferred` (the two-pass
@@ -323,25 +323,28 @@ class SimEmitter {
   // all at once.
   void CombineMax(int, int base, int n, bool deferred, int64_t qsz) {
     if (deferred) {
-      for (int i = base; i < base + n; ++i) ids_.max_last = std::max(ids_.max_last, max_[i]);
-      ids_.maxes += n;
+      for (int i = base; i < base + n; ++i)
+        m_->ids.max_last = std::max(m_->ids.max_last, m_->max[i]);
+      m_->ids.maxes += n;
       return;
     }
     std::vector<int32_t>& deps = ScratchDeps();
-    deps.assign(max_.begin() + base, max_.begin() + base + n);
-    deps.push_back(ids_.m);
-    deps.push_back(ids_.m_reader);
-    ids_.m = Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n + 1, int(qsz)), deps);
-    stats_ = std::max(stats_, ids_.m);
+    deps.assign(m_->max.begin() + base, m_->max.begin() + base + n);
+    deps.push_back(m_->ids.m);
+    deps.push_back(m_->ids.m_reader);
+    m_->ids.m =
+        Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, n + 1, int(qsz)), deps);
+    m_->stats = std::max(m_->stats, m_->ids.m);
   }
 
   // The deferred maxima's reduction (two_pass: at the start of the exp pass).
   void FinalMax(int64_t qsz) {
-    if (ids_.maxes == 0) return;
-    ids_.m = Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.maxes, int(qsz)),
-                 {ids_.max_last, ids_.m, ids_.m_reader});
-    stats_ = std::max(stats_, ids_.m);
-    ids_.max_last = -1, ids_.maxes = 0;
+    if (m_->ids.maxes == 0) return;
+    m_->ids.m =
+        Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, m_->ids.maxes, int(qsz)),
+            {m_->ids.max_last, m_->ids.m, m_->ids.m_reader});
+    m_->stats = std::max(m_->stats, m_->ids.m);
+    m_->ids.max_last = -1, m_->ids.maxes = 0;
   }
 
   // The running max's scaled negation (the exp bias) and, with `alpha` (online softmax),
@@ -350,20 +353,20 @@ class SimEmitter {
     if (p_.st) {
       // exp_layout=st: diag(-m) in bf16 (the identity times -m per partition), the moving
       // operand that adds -m to the scores; the exp itself then needs no bias.
-      ids_.m_diag = Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), int(qsz), int(qsz)),
-                        {ids_.m, ids_.m_diag_reader, ident_ready_});
-      ids_.m_reader = ids_.neg = ids_.m_diag;
-      stats_ = std::max(stats_, ids_.m_diag);
+      m_->ids.m_diag = Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), int(qsz), int(qsz)),
+                           {m_->ids.m, m_->ids.m_diag_reader, ident_ready_});
+      m_->ids.m_reader = m_->ids.neg = m_->ids.m_diag;
+      m_->stats = std::max(m_->stats, m_->ids.m_diag);
       return;
     }
     const int32_t neg = Add(sim::MakeEngineOp(Op::kTensorScalar, StatsEngine(), 1, int(qsz)),
-                            {ids_.m, ids_.neg_reader});
-    ids_.m_reader = ids_.neg = neg;
-    stats_ = std::max(stats_, neg);
+                            {m_->ids.m, m_->ids.neg_reader});
+    m_->ids.m_reader = m_->ids.neg = neg;
+    m_->stats = std::max(m_->stats, neg);
     if (!alpha) return;
-    alpha_[phase] = Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)),
-                        {neg, ids_.alpha_reader[phase]});
-    stats_ = std::max(stats_, alpha_[phase]);
+    m_->alpha[phase] = Add(sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, 1, int(qsz)),
+                           {neg, m_->ids.alpha_reader[phase]});
+    m_->stats = std::max(m_->stats, m_->alpha[phase]);
   }
 
   // One max over all the step's tiles (adjacent banks, or SBUF when they were evicted).
@@ -372,17 +375,17 @@ class SimEmitter {
     std::vector<int32_t>& deps = ScratchDeps();
     for (size_t t = 0; t < tiles.size(); ++t) {
       total += tiles[t].size;
-      deps.push_back(s_ready_[base + t]);
+      deps.push_back(m_->s_ready[base + t]);
     }
-    sim::Instruction max =
-        sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(total), int(qsz), src_[base]);
-    max.dtype = src_bf16_[base] ? DType::kBf16 : DType::kFp32;
+    sim::Instruction max = sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(total),
+                                             int(qsz), m_->src[base]);
+    max.dtype = m_->src_bf16[base] ? DType::kBf16 : DType::kFp32;
     max.add_op = true;
-    max_[base] = Add(max, deps);
+    m_->max[base] = Add(max, deps);
     for (size_t t = 0; t < tiles.size(); ++t) {
-      max_[base + t] = max_[base];
-      if (src_[base] == Mem::kPsum) {
-        s_reader_[slot_[base + t]] = std::max(s_reader_[slot_[base + t]], max_[base]);
+      m_->max[base + t] = m_->max[base];
+      if (m_->src[base] == Mem::kPsum) {
+        s_reader_[m_->slot[base + t]] = std::max(s_reader_[m_->slot[base + t]], m_->max[base]);
       }
     }
   }
@@ -392,20 +395,20 @@ class SimEmitter {
   void ExpStep(int base, std::span<const KvTile> tiles, int64_t qsz) {
     int64_t total = 0;
     std::vector<int32_t>& deps = ScratchDeps();
-    deps.assign({ids_.neg, max_[base]});
+    deps.assign({m_->ids.neg, m_->max[base]});
     for (size_t t = 0; t < tiles.size(); ++t) {
       const int i = base + int(t);
       if (t == 0) p_base_ = int(p_count_++ % (p_.p_slots / p_.kv_block) * p_.kv_block);
-      p_buf_[i] = p_base_ + int(t);
+      m_->p_buf[i] = p_base_ + int(t);
       total += ScoreFree(tiles[t], qsz);
-      deps.push_back(s_ready_[i]);
-      deps.push_back(p_reader_[p_buf_[i]]);
+      deps.push_back(m_->s_ready[i]);
+      deps.push_back(p_reader_[m_->p_buf[i]]);
     }
     sim::Instruction exp = sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(total),
-                                             ScoreParts(tiles[0], qsz), src_[base], Mem::kSbuf);
-    exp.dtype = src_bf16_[base] ? DType::kBf16 : DType::kFp32;
+                                             ScoreParts(tiles[0], qsz), m_->src[base], Mem::kSbuf);
+    exp.dtype = m_->src_bf16[base] ? DType::kBf16 : DType::kFp32;
     const int32_t id = Add(exp, deps);
-    ids_.neg_reader = std::max(ids_.neg_reader, id);
+    m_->ids.neg_reader = std::max(m_->ids.neg_reader, id);
     int32_t sum = id;
     if (p_.sum_vector) {
       sim::Instruction red =
@@ -416,30 +419,30 @@ class SimEmitter {
     }
     for (size_t t = 0; t < tiles.size(); ++t) {
       const int i = base + int(t);
-      p_ready_[i] = id;
-      sum_[i] = sum;
-      s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], id);
+      m_->p_ready[i] = id;
+      m_->sum[i] = sum;
+      s_reader_[m_->slot[i]] = std::max(s_reader_[m_->slot[i]], id);
     }
   }
 
   void Exp(int i, const KvTile& tile, int64_t qsz) {
     if (i % p_.kv_block == 0) p_base_ = int(p_count_++ % (p_.p_slots / p_.kv_block) * p_.kv_block);
     const int buf = p_base_ + int(i % p_.kv_block);
-    p_buf_[i] = buf;
+    m_->p_buf[i] = buf;
     sim::Instruction exp =
         sim::MakeEngineOp(Op::kActivation, EngineKind::kScalar, int(ScoreFree(tile, qsz)),
-                          ScoreParts(tile, qsz), src_[i], Mem::kSbuf);
-    exp.dtype = src_bf16_[i] ? DType::kBf16 : DType::kFp32;
-    p_ready_[i] = Add(exp, {s_ready_[i], ids_.neg, p_reader_[buf], max_[i]});
-    ids_.neg_reader = std::max(ids_.neg_reader, p_ready_[i]);
-    s_reader_[slot_[i]] = std::max(s_reader_[slot_[i]], p_ready_[i]);
-    sum_[i] = p_ready_[i];
+                          ScoreParts(tile, qsz), m_->src[i], Mem::kSbuf);
+    exp.dtype = m_->src_bf16[i] ? DType::kBf16 : DType::kFp32;
+    m_->p_ready[i] = Add(exp, {m_->s_ready[i], m_->ids.neg, p_reader_[buf], m_->max[i]});
+    m_->ids.neg_reader = std::max(m_->ids.neg_reader, m_->p_ready[i]);
+    s_reader_[m_->slot[i]] = std::max(s_reader_[m_->slot[i]], m_->p_ready[i]);
+    m_->sum[i] = m_->p_ready[i];
     if (p_.sum_vector) {
       sim::Instruction sum =
           sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, int(tile.size), int(qsz));
       sum.dtype = p_.dtype == DType::kFp32 ? DType::kFp32 : DType::kBf16;
       sum.add_op = true;
-      sum_[i] = Add(sum, {p_ready_[i]});
+      m_->sum[i] = Add(sum, {m_->p_ready[i]});
     }
   }
 
@@ -449,14 +452,15 @@ class SimEmitter {
     if (!rescale) {
       // Two-pass softmax: each exp's row sums stay in their own column of the stats tile; Finish
       // adds them all with one reduction (so no per-step op waits for ScalarE's exp).
-      for (int i = base; i < base + n; ++i) ids_.sum_last = std::max(ids_.sum_last, sum_[i]);
-      ids_.sums += n;
+      for (int i = base; i < base + n; ++i)
+        m_->ids.sum_last = std::max(m_->ids.sum_last, m_->sum[i]);
+      m_->ids.sums += n;
       return;
     }
     std::vector<int32_t>& deps = ScratchDeps();
-    deps.assign(sum_.begin() + base, sum_.begin() + base + n);
-    deps.push_back(alpha_[phase]);
-    deps.push_back(ids_.l);
+    deps.assign(m_->sum.begin() + base, m_->sum.begin() + base + n);
+    deps.push_back(m_->alpha[phase]);
+    deps.push_back(m_->ids.l);
     // l = l * alpha + sum of the tiles' row sums: one fused op (Vector scalar_tensor_tensor, or
     // a Scalar activation with per-partition scale and bias) after summing several tiles' sums.
     int32_t partial = -1;
@@ -467,14 +471,14 @@ class SimEmitter {
     sim::Instruction update = sim::MakeEngineOp(op, StatsEngine(), 1, int(qsz));
     update.dtype = DType::kFp32;
     deps.push_back(partial);
-    ids_.l = Add(update, deps);
-    ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], ids_.l);
-    stats_ = std::max(stats_, ids_.l);
+    m_->ids.l = Add(update, deps);
+    m_->ids.alpha_reader[phase] = std::max(m_->ids.alpha_reader[phase], m_->ids.l);
+    m_->stats = std::max(m_->stats, m_->ids.l);
   }
 
   void TransposeP(int i, const KvTile& tile, int64_t qsz) {
     if (st_) {  // exp wrote P^T
-      pt_ready_[i] = p_ready_[i];
+      m_->pt_ready[i] = m_->p_ready[i];
       return;
     }
     if (pt_count_++ % p_.p_dma_den < p_.p_dma_num) {
@@ -488,7 +492,7 @@ class SimEmitter {
   // TensorE transposes (p_transpose splits count steps).
   void TransposePStep(int base, std::span<const KvTile> tiles, int64_t qsz) {
     if (st_) {
-      for (size_t t = 0; t < tiles.size(); ++t) pt_ready_[base + t] = p_ready_[base + t];
+      for (size_t t = 0; t < tiles.size(); ++t) m_->pt_ready[base + t] = m_->p_ready[base + t];
       return;
     }
     if (pt_count_++ % p_.p_dma_den < p_.p_dma_num) {
@@ -506,9 +510,10 @@ class SimEmitter {
     sim::Instruction mm = p_.pv_v ? sim::MakeMatmul(p_.dtype, int(csz), int(p_.d), int(qsz))
                                   : sim::MakeMatmul(p_.dtype, int(csz), int(qsz), int(p_.v_cols()));
     // The member's output bank is shared with the same member of the other group in flight.
-    last_pv_ = Add(mm, {pt_ready_[i], v_ready_[buf], start ? o_reader_[OBank()] : -1, ones_ready_});
-    p_reader_[p_buf_[i]] = std::max(p_reader_[p_buf_[i]], last_pv_);
-    kv_reader_[buf] = std::max(kv_reader_[buf], last_pv_);
+    m_->last_pv =
+        Add(mm, {m_->pt_ready[i], v_ready_[buf], start ? o_reader_[OBank()] : -1, ones_ready_});
+    p_reader_[m_->p_buf[i]] = std::max(p_reader_[m_->p_buf[i]], m_->last_pv);
+    kv_reader_[buf] = std::max(kv_reader_[buf], m_->last_pv);
   }
 
   void Rescale(int phase, bool first, bool, int64_t qsz) {
@@ -518,7 +523,7 @@ class SimEmitter {
       sim::Instruction copy = sim::MakeEngineOp(Op::kTensorCopy, EngineKind::kVector, o_free,
                                                 o_part, Mem::kPsum, Mem::kSbuf);
       copy.dtype = DType::kFp32;
-      oacc_ = o_reader_[OBank()] = Add(copy, {last_pv_, oacc_});
+      m_->oacc = o_reader_[OBank()] = Add(copy, {m_->last_pv, m_->oacc});
       return;
     }
     if (!p_.pv_v) {
@@ -527,45 +532,47 @@ class SimEmitter {
                                                  o_part, Mem::kPsum, Mem::kSbuf);
       fused.in1 = Mem::kSbuf;
       fused.dtype = DType::kFp32;
-      oacc_ = o_reader_[OBank()] = Add(fused, {last_pv_, alpha_[phase], oacc_});
-      ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], oacc_);
+      m_->oacc = o_reader_[OBank()] = Add(fused, {m_->last_pv, m_->alpha[phase], m_->oacc});
+      m_->ids.alpha_reader[phase] = std::max(m_->ids.alpha_reader[phase], m_->oacc);
       return;
     }
     int32_t scaled;
     {
-      const int32_t bcast = Broadcast(int(qsz), alpha_[phase]);
-      ids_.alpha_reader[phase] = std::max(ids_.alpha_reader[phase], bcast);
+      const int32_t bcast = Broadcast(int(qsz), m_->alpha[phase]);
+      m_->ids.alpha_reader[phase] = std::max(m_->ids.alpha_reader[phase], bcast);
       sim::Instruction mul = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free,
                                                o_part, Mem::kPsum, Mem::kSbuf);
       mul.in1 = Mem::kSbuf;
       mul.dtype = DType::kFp32;
-      scaled = tr_reader_ = Add(mul, {bcast, oacc_});
+      scaled = tr_reader_ = Add(mul, {bcast, m_->oacc});
     }
     sim::Instruction add = sim::MakeEngineOp(Op::kTensorTensor, EngineKind::kVector, o_free, o_part,
                                              Mem::kPsum, Mem::kSbuf);
     add.in1 = Mem::kSbuf;
     add.dtype = DType::kFp32;
-    oacc_ = o_reader_[OBank()] = Add(add, {last_pv_, scaled});
+    m_->oacc = o_reader_[OBank()] = Add(add, {m_->last_pv, scaled});
   }
 
   // O / l into the staging buffer and the store. With softmax=two_pass, O is still in its PSUM
   // bank: ScalarE scales it from there (O layout), or it is evicted first (O^T layout, whose
   // broadcast of 1/l is in PSUM too).
   void Finish(int64_t, int64_t qsz) {
-    if (ids_.sums > 0) {
-      ids_.l = Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, ids_.sums, int(qsz)),
-                   {ids_.sum_last, ids_.l});
+    if (m_->ids.sums > 0) {
+      m_->ids.l =
+          Add(sim::MakeEngineOp(Op::kTensorReduce, EngineKind::kVector, m_->ids.sums, int(qsz)),
+              {m_->ids.sum_last, m_->ids.l});
     }
     // (exp_layout=st: l is the output bank's last column.)
     const int32_t inv =
         p_.st ? Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz), Mem::kPsum,
                                       Mem::kSbuf),
-                    {last_pv_})
-              : Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)), {ids_.l});
+                    {m_->last_pv})
+              : Add(sim::MakeEngineOp(Op::kReciprocal, EngineKind::kVector, 1, int(qsz)),
+                    {m_->ids.l});
     const int stage = int(stage_count_++ % kStagingBufs);
     int32_t out;
     if (p_.two_pass && p_.pv_v) {
-      oacc_ = o_reader_[OBank()] = Evict(int(p_.d), int(qsz), last_pv_, oacc_);
+      m_->oacc = o_reader_[OBank()] = Evict(int(p_.d), int(qsz), m_->last_pv, m_->oacc);
     }
     if (!p_.pv_v) {
       sim::Instruction mul =
@@ -573,9 +580,9 @@ class SimEmitter {
       mul.dtype = DType::kFp32;
       if (p_.two_pass) {
         mul.in0 = Mem::kPsum;
-        out = o_reader_[OBank()] = Add(mul, {inv, last_pv_, oacc_, stage_reader_[stage]});
+        out = o_reader_[OBank()] = Add(mul, {inv, m_->last_pv, m_->oacc, stage_reader_[stage]});
       } else {
-        out = Add(mul, {inv, oacc_, stage_reader_[stage]});
+        out = Add(mul, {inv, m_->oacc, stage_reader_[stage]});
       }
       sim::Instruction store =
           sim::MakeDma(Op::kDmaStore, int(qsz), p_.d * p_.out_bytes, kQueueStore);
@@ -586,15 +593,15 @@ class SimEmitter {
                                                int(p_.d), Mem::kPsum, Mem::kSbuf);
       mul.in1 = Mem::kSbuf;
       mul.dtype = DType::kFp32;
-      out = tr_reader_ = Add(mul, {bcast, oacc_, stage_reader_[stage]});
+      out = tr_reader_ = Add(mul, {bcast, m_->oacc, stage_reader_[stage]});
       // O^T tiles: a transposing store writes O row-major.
       sim::Instruction store =
           sim::MakeDma(Op::kDmaStore, int(p_.d), qsz * p_.out_bytes, kQueueStore);
       store.transpose = true;
       stage_reader_[stage] = Add(store, {out});
     }
-    oacc_ = out;
-    stats_ = std::max(stats_, inv);
+    m_->oacc = out;
+    m_->stats = std::max(m_->stats, inv);
   }
 
  private:
@@ -673,12 +680,11 @@ class SimEmitter {
   };
 
   // Calls handle(int32_t&) for every handle of the state a head's emission depends on and
-  // value(int64_t) for everything else, in a fixed order (the current member saved first). A
+  // value(int64_t) for everything else, in a fixed order (every member's, the current one's too). A
   // rotation's buffers are visited from the next one its counter picks, and buffer numbers are
   // given relative to it: a rotation in another turn is the same state.
   template <typename HandleF, typename ValueF>
   void VisitState(HandleF&& handle, ValueF&& value) {
-    Save(members_[current_]);
     const std::array<sim::Rotation, kRings> rot = Rotations();
     const Counters counts = Count(), moduli = Moduli();
     value(current_);
@@ -742,7 +748,6 @@ class SimEmitter {
     rot[kKv].Turn(std::span<int32_t>(k8_size_), steps[kKv]);
     for (size_t c = 0; int64_t * counter : CounterRefs())
       *counter += skip.CounterSteps(*counter, c++);
-    Load(members_[current_]);
   }
 
   // Appends an instruction: through the stream writer (a simulator program; handles are flat
@@ -772,7 +777,7 @@ class SimEmitter {
 
   // The max pass's QK^T operands with max_dtype=fp8: the fp8 copies.
   DType QkDType() const { return fp8_ ? DType::kFp8 : p_.dtype; }
-  int32_t QReady() const { return fp8_ ? q8_ready_ : q_ready_; }
+  int32_t QReady() const { return fp8_ ? m_->q8_ready : m_->q_ready; }
   int32_t KReady(int buf) {
     if (!fp8_) return k_ready_[buf];
     if (k8_ready_[buf] < 0) k8_ready_[buf] = ToFp8(k8_size_[buf], k_ready_[buf], k8_war_[buf]);
@@ -805,27 +810,27 @@ class SimEmitter {
   void DmaTransposeP(int base, int n, int64_t total, int64_t qsz) {
     std::vector<int32_t>& deps = ScratchDeps();
     for (int i = base; i < base + n; ++i) {
-      deps.push_back(p_ready_[i]);
-      deps.push_back(p_reader_[p_buf_[i]]);
+      deps.push_back(m_->p_ready[i]);
+      deps.push_back(p_reader_[m_->p_buf[i]]);
     }
     sim::Instruction tr = sim::MakeDma(Op::kDmaCopy, int(qsz), total * p_.in_bytes, kQueueP);
     tr.transpose = true;
     const int32_t id = Add(tr, deps);
-    for (int i = base; i < base + n; ++i) pt_ready_[i] = p_reader_[p_buf_[i]] = id;
+    for (int i = base; i < base + n; ++i) m_->pt_ready[i] = p_reader_[m_->p_buf[i]] = id;
   }
 
   // P^T of one tile through TensorE (128-key chunks into the P^T bank), then one eviction.
   void TensorTransposeP(int i, const KvTile& tile, int64_t qsz) {
     const int64_t chunks = CeilDiv(tile.size, 128);
     const int kvp = int(std::min<int64_t>(128, tile.size));
-    const int buf = p_buf_[i];
+    const int buf = m_->p_buf[i];
     int32_t last = -1;
     for (int64_t c = 0; c < chunks; ++c) {
       const int csz = int(std::min<int64_t>(128, tile.size - c * 128));
-      last = Transpose(int(qsz), csz, {p_ready_[i], pt_reader_});
+      last = Transpose(int(qsz), csz, {m_->p_ready[i], pt_reader_});
     }
-    pt_ready_[i] = pt_reader_ = EvictTransposed(kvp, int(chunks * qsz), last, p_reader_[buf]);
-    p_reader_[buf] = pt_ready_[i];
+    m_->pt_ready[i] = pt_reader_ = EvictTransposed(kvp, int(chunks * qsz), last, p_reader_[buf]);
+    p_reader_[buf] = m_->pt_ready[i];
   }
 
   EngineKind StatsEngine() const {
@@ -879,7 +884,8 @@ class SimEmitter {
     int32_t m_diag = -1, m_diag_reader = -1;
     std::array<int32_t, 2> alpha_reader{-1, -1};
   };
-  // The per-query-tile state of a group member.
+  // The per-query-tile state of a group member; the emitter works on the selected one in place
+  // (m_). Per tile of the two softmax steps in flight (phase x kv_block + tile): slot to src_bf16.
   struct Member {
     int32_t q_ready = -1, q8_ready = -1, stats = -1, oacc = -1, last_pv = -1;
     std::array<int32_t, 2> alpha{-1, -1};
@@ -890,34 +896,14 @@ class SimEmitter {
     std::array<Mem, kSlots> src{};
     std::array<bool, kSlots> src_bf16{};
   };
-  // Save and Load copy the per-tile arrays' live part only: slots [0, 2 x kv_block) (the rest
-  // is never written, so it keeps its initial value in the member and in the emitter alike).
-  void Save(Member& m) const {
-    m.q_ready = q_ready_, m.q8_ready = q8_ready_, m.stats = stats_, m.oacc = oacc_;
-    m.last_pv = last_pv_, m.alpha = alpha_, m.ids = ids_, m.q_buf = q_buf_;
-    CopySlots(slot_, m.slot), CopySlots(p_buf_, m.p_buf), CopySlots(s_ready_, m.s_ready);
-    CopySlots(max_, m.max), CopySlots(p_ready_, m.p_ready), CopySlots(sum_, m.sum);
-    CopySlots(pt_ready_, m.pt_ready), CopySlots(src_, m.src), CopySlots(src_bf16_, m.src_bf16);
-  }
-  void Load(const Member& m) {
-    q_ready_ = m.q_ready, q8_ready_ = m.q8_ready, stats_ = m.stats, alpha_ = m.alpha, ids_ = m.ids;
-    oacc_ = m.oacc, last_pv_ = m.last_pv, q_buf_ = m.q_buf;
-    CopySlots(m.slot, slot_), CopySlots(m.p_buf, p_buf_), CopySlots(m.s_ready, s_ready_);
-    CopySlots(m.max, max_), CopySlots(m.p_ready, p_ready_), CopySlots(m.sum, sum_);
-    CopySlots(m.pt_ready, pt_ready_), CopySlots(m.src, src_), CopySlots(m.src_bf16, src_bf16_);
-  }
-  template <typename T>
-  void CopySlots(const std::array<T, kSlots>& from, std::array<T, kSlots>& to) const {
-    std::copy_n(from.begin(), live_slots_, to.begin());
-  }
-
   const Plan& p_;
   const sim::Target& target_;
   ProgramT* program_;
   std::remove_reference_t<decltype(std::declval<ProgramT&>().cores[0])>* c_ = nullptr;
   std::vector<Member> members_;
   int current_ = 0;
-  // The per-tile slots in use (Save, Load): two phases of kv_block tiles.
+  Member* m_ = nullptr;  // members_[current_]: the query tile later calls refer to (Select)
+  // The per-tile slots in use (VisitState): two phases of kv_block tiles.
   const int live_slots_ = int(std::min<int64_t>(kSlots, 2 * p_.kv_block));
   std::vector<int32_t> kv_reader_, k_ready_, v_ready_, s_reader_, p_reader_;
   std::vector<int> kv_buf_of_tile_;
@@ -927,10 +913,8 @@ class SimEmitter {
   int64_t pt_count_ = 0;         // P^T tiles made so far (p_transpose split)
   int s_base_ = 0, p_base_ = 0;  // first score bank / P buffer of the step being emitted
   int64_t q_count_ = 0;
-  int q_buf_ = 0;
   int64_t stage_count_ = 0;
-  int32_t q_ready_ = -1, tr_reader_ = -1, pt_reader_ = -1, st_reader_ = -1;
-  int32_t q8_ready_ = -1;     // max_dtype=fp8: the member's fp8 Q^T
+  int32_t tr_reader_ = -1, pt_reader_ = -1, st_reader_ = -1;
   int32_t mask_ready_ = -1;   // mask=matmul: the constants
   int32_t ones_ready_ = -1;   // exp_layout=st: V's ones columns
   int32_t ident_ready_ = -1;  // exp_layout=st: the identity and ones tiles
@@ -939,15 +923,7 @@ class SimEmitter {
   // max_dtype=fp8, per K buffer: its fp8 copy (-1: not made yet), the copy's WAR dependency and
   // the tile's keys.
   std::vector<int32_t> k8_ready_, k8_war_, k8_size_;
-  std::vector<int32_t> o_reader_;                  // per output PSUM bank: its last reader
-  int32_t stats_ = -1, oacc_ = -1, last_pv_ = -1;  // stats_: the last op touching the stats
-  std::array<int32_t, 2> alpha_{-1, -1};           // per phase
-  StatIds ids_;
-  // Per tile of the two softmax steps in flight (phase x kv_block + tile).
-  std::array<int, kSlots> slot_{}, p_buf_{};
-  std::array<int32_t, kSlots> s_ready_{}, max_{}, p_ready_{}, sum_{}, pt_ready_{};
-  std::array<Mem, kSlots> src_{};
-  std::array<bool, kSlots> src_bf16_{};
+  std::vector<int32_t> o_reader_;  // per output PSUM bank: its last reader
   // The compact lowering's writer and heads loop, and Add's scratch.
   sim::StreamWriter writer_;
   sim::LoopCompressor loop_;
