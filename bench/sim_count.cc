@@ -9,6 +9,7 @@
 //
 // Run it with `--count 0` too and subtract, to leave out start-up. Prints the sum of the simulated
 // times so the work cannot be optimised away (and so two builds can be checked to agree).
+// `--estimate` prints the sum of the configs' analytic estimates instead of simulating them.
 // `--each` also prints each config's wall time (the cost of a random config is heavy-tailed);
 // `--repeat N` evaluates all the configs in turn N times and prints each one's fastest (warm
 // scratch buffers and heap, as in a worker that has run a few trials).
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   bool each = false;
   int repeat = 1;
   bool use_default = false;
+  bool estimate = false;
   std::string config_text;
   bench::WorkloadOptions workload;
   for (int i = 1; i < argc; ++i) {
@@ -48,14 +50,17 @@ int main(int argc, char** argv) {
       each = true;
     } else if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--estimate") {
+      estimate = true;
     } else if (arg == "--config" && i + 1 < argc) {
       config_text = argv[++i];
     } else if (arg == "--count" && i + 1 < argc) {
       count = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr,
-                   "usage: sim_count [--kernel K] [--shape DIMS] [--dtype T] [--target T] "
-                   "[--exact] [--default] [--config C] [--count N] [--each] [--repeat N]\n");
+      std::fprintf(
+          stderr,
+          "usage: sim_count [--kernel K] [--shape DIMS] [--dtype T] [--target T] "
+          "[--exact] [--default] [--config C] [--estimate] [--count N] [--each] [--repeat N]\n");
       return 2;
     }
   }
@@ -84,6 +89,12 @@ int main(int argc, char** argv) {
     configs.assign(size_t(std::max(0, count)), one);
   } else {
     configs = bench::ValidConfigs(w->space, count);
+  }
+  if (estimate) {  // the analytic estimates' sum instead (two builds' estimates agree)
+    double sum = 0;
+    for (const Config& config : configs) sum += w->space.EstimateNs(config).value_or(0);
+    std::printf("%zu configs, sum of the estimates %.6f ns\n", configs.size(), sum);
+    return 0;
   }
   std::vector<double> fastest_us(configs.size(), 0);
   double total_ns = 0;
