@@ -44,8 +44,9 @@ void SetBmmFaultForTesting(BmmFault fault);
 
 // How Lower writes the program: by default compact (a row block's column blocks compressed into
 // repeats, sim/compact.h, and a core whose share has the same shape as the core before it, as
-// many batches or as many M blocks none ragged, a copy of it); kFlat emits every instruction of
-// every core (the reference a test compares with). Not thread-safe; tests only.
+// many batches or as many M blocks none ragged, a repeat of it: Program::RepeatPrevious); kFlat
+// emits every instruction of every core (the reference a test compares with). Not thread-safe;
+// tests only.
 enum class BmmLowering { kCompact, kFlat };
 void SetBmmLoweringForTesting(BmmLowering lowering);
 

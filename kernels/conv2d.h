@@ -53,9 +53,9 @@ void SetConv2dFaultForTesting(Conv2dFault fault);
 
 // How Lower writes the program: by default compact (runs of alike pixel tiles compressed into
 // repeats, sim/compact.h, and a core whose share has the same shape as the core before it, as
-// many items from the same pixel tile of an image or as many K blocks none ragged, a copy of it);
-// kFlat emits every instruction of every core (the reference a test compares with). Not
-// thread-safe; tests only.
+// many items from the same pixel tile of an image or as many K blocks none ragged, a repeat of
+// it: Program::RepeatPrevious); kFlat emits every instruction of every core (the reference a test
+// compares with). Not thread-safe; tests only.
 enum class Conv2dLowering { kCompact, kFlat };
 void SetConv2dLoweringForTesting(Conv2dLowering lowering);
 

@@ -206,9 +206,9 @@ struct CoreProgram {
   // Instructions executed by the repeat whose kBegin is segments[begin] (all its iterations).
   int64_t RepeatFlatSize(size_t begin) const;
 
-  // Same instructions, dependencies, allocations and loop structure (so the same schedule).
-  // Compares the instruction, dependency and anchor buffers as bytes (ValidateProgram compares
-  // every copied core with the one before it).
+  // Same instructions, dependencies, allocations and loop structure (so the same schedule), and
+  // both repeats or neither. Compares the instruction, dependency and anchor buffers as bytes
+  // (ValidateProgram compares every core that is not a repeat with the one before it).
   bool operator==(const CoreProgram& other) const;
 
   std::span<const int32_t> DepsOf(int32_t index) const {
