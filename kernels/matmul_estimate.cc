@@ -150,12 +150,34 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t, double batche
   const double b_dmas = per_b * double(tk.count) * double(bn.count);
   e.fill_ns = std::max(dma.QueueNs(t, cores, kGemmQueueA) * first_dmas / a_dmas,
                        dma.QueueNs(t, cores, kGemmQueueB) * first_dmas / b_dmas);
-  e.fill_ns += e.store_ns / double(tm.count * tn.count);
+  // The simulator moves a transfer at the full rates and charges its queue the time at its shares
+  // before the next may follow, so the stores stream at the store queue's share. With few output
+  // tiles (a skinny M or N) that share is tiny and a store's turn long. The output tiles that
+  // finish together (all of the core's when K is the outermost loop, those of one block of the
+  // outer dim when K is in the middle, one block's when it is innermost) wait for each other's
+  // turns through the two staging buffers; a group's last store overlaps the next group's work,
+  // the very last one leaves after everything else.
+  const double stores = double(tm.count * tn.count) * batches;
+  const size_t k_level = p.order.find('k');
+  const bool m_outer = p.order[0] == 'm';
+  const double block_tiles_m = double(std::min(p.block_m, tm.count));
+  const double block_tiles_n = double(std::min(p.block_n, tn.count));
+  const double together = k_level == 0   ? double(tm.count * tn.count)
+                          : k_level == 1 ? (m_outer ? block_tiles_m * double(tn.count)
+                                                    : block_tiles_n * double(tm.count))
+                                         : block_tiles_m * block_tiles_n;
+  const double waiting_stores_ns = e.store_ns * (1 - 1 / together);
+  const int64_t last_parts = p.stationary_b ? tn.last : tm.last;
+  const int64_t last_free = p.stationary_b ? tm.last : tn.last;
+  sim::Instruction last_store =
+      sim::MakeDma(Op::kDmaStore, int(last_parts), last_free * p.out_bytes, kGemmQueueStore);
+  last_store.transpose = p.stationary_b;  // as the kernel's Store
+  e.fill_ns += DmaLoad::LatencyNs(t, last_store);
 
   // Two phases that do not overlap: the block iterations before each output block's last K
   // block, and those last K blocks, which evict and store every output tile. Only two staging
-  // buffers sit between the final evictions and the stores, so those iterations wait for the
-  // store queue, whose share of the DMA engines and HBM is fixed.
+  // buffers sit between the final evictions and the stores, so the evictions of the tiles that
+  // finish together wait for the store queue, whose share of the DMA engines and HBM is fixed.
   const double last_k_tiles = double(tk.count - (p.blocks_k - 1) * p.block_k);
   const double final_k = last_k_tiles / double(tk.count);
   auto phase = [&](const Phase& ph, double k_share, double store) {
@@ -163,8 +185,10 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t, double batche
     const double load = e.load_ns * k_share;
     return std::max({compute, load, store});
   };
-  e.final_ns = phase(final, final_k, e.store_ns);
+  e.final_ns = phase(final, final_k, waiting_stores_ns);
   e.total_ns = phase(early, 1 - final_k, 0) + e.final_ns + e.fill_ns;
+  // And the store queue streams all but the last store at its share.
+  e.total_ns = std::max(e.total_ns, e.store_ns * (stores - 1) / stores + e.fill_ns);
 
   // Latency: a block's loads start when the buffer they overwrite is free (its last matmul's
   // result, `bufs` loads earlier) and the block's matmuls wait for them, so with few buffers an
