@@ -19,10 +19,12 @@ BUDGETS = ("10", "30", "100")
 
 
 def run(binary, kernel, shape, target, runs):
-    out = subprocess.run([binary, "--kernel", kernel, "--shape", shape, "--target", target,
-                          "--runs", str(runs), "--budget", "300", "--json"],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+    proc = subprocess.run([binary, "--kernel", kernel, "--shape", shape, "--target", target,
+                           "--runs", str(runs), "--budget", "300", "--json"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{binary} {kernel} {shape} {target}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
 
 
 def main():

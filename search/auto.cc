@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "schema/status_macros.h"
 #include "schema/strings.h"
@@ -37,6 +38,16 @@ constexpr int kPriorDesign = 8;
 // Llama prefill tune ended at 1.862 ms alone and at 1.876 ms beside another run; ranked whole,
 // `tessel tune attention` of the 4096-token example still takes 2.0 s at budget 2.
 constexpr std::chrono::milliseconds kPriorRankingTime{10000};
+// The sample holds about the estimate's best percent of a million-config space, and the estimate's
+// best points lie a few params from the sample's. So the sample's best kPriorClimbs each descend
+// the estimate (the best change of one param to any value, while it improves), in at most
+// kPriorClimbCalls more estimates in all (a quarter of the sample's), and where they end joins
+// the ranking. Only the ends: the points on the way, all near them, would fill the prior design
+// and the prior arm with one basin of the estimate, and where the estimate errs (it flatters a
+// region) the search has nothing else to measure early.
+constexpr int kPriorClimbs = 8;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kPriorClimbCalls = kPriorPool / 4;
 
 uint64_t Mix(uint64_t seed, uint64_t salt) {
   uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (salt + 1);
@@ -244,9 +255,44 @@ void AutoStrategy::BuildPriorRanking() {
     if (std::isfinite(estimate)) ranked.emplace_back(estimate, pool[k]);
   }
   std::sort(ranked.begin(), ranked.end(), std::greater<>());  // best last
+  ClimbEstimate(ranked);
   prior_ranked_.clear();
   for (const auto& [estimate, i] : ranked) prior_ranked_.push_back(i);
   if (!identity.empty()) SharedRankings::Get().Put(identity, prior_ranked_);
+}
+
+void AutoStrategy::ClimbEstimate(std::vector<std::pair<double, uint64_t>>& ranked) const {
+  absl::flat_hash_map<uint64_t, double> estimated;
+  for (const auto& [estimate, i] : ranked) estimated.emplace(i, estimate);
+  int calls = 0;
+  std::vector<std::pair<double, uint64_t>> found;  // the descents' ends
+  for (int climb = 0; climb < kPriorClimbs && climb < static_cast<int>(ranked.size()); ++climb) {
+    auto [best, at] = ranked[ranked.size() - 1 - static_cast<size_t>(climb)];
+    const uint64_t start = at;
+    for (bool moved = true; moved && calls < kPriorClimbCalls;) {
+      moved = false;
+      const uint64_t from = at;
+      for (uint64_t n : space_.Ball(from, 1)) {
+        auto [it, added] = estimated.emplace(n, kInf);
+        if (added) {
+          if (++calls > kPriorClimbCalls) break;
+          const double e = space_.EstimateAt(n);
+          if (std::isfinite(e)) it->second = e;
+        }
+        if (it->second < best) {
+          best = it->second;
+          at = n;
+          moved = true;
+        }
+      }
+    }
+    const bool known =
+        std::any_of(found.begin(), found.end(), [&](const auto& f) { return f.second == at; });
+    if (at != start && !known) found.emplace_back(best, at);
+  }
+  if (found.empty()) return;
+  ranked.insert(ranked.end(), found.begin(), found.end());
+  std::sort(ranked.begin(), ranked.end(), std::greater<>());  // best last
 }
 
 std::optional<uint64_t> AutoStrategy::NextByEstimate() {

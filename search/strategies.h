@@ -282,6 +282,9 @@ class AutoStrategy final : public SpaceStrategy {
   // points by it; claims the best ranked unseen one; the best `n` unseen, pairwise at least two
   // params apart, unclaimed.
   void BuildPriorRanking();
+  // Adds to `ranked` (estimate, index; best last) the points where descents of the estimate from
+  // its best few end (kPriorClimbs), and sorts it again.
+  void ClimbEstimate(std::vector<std::pair<double, uint64_t>>& ranked) const;
   std::optional<uint64_t> NextByEstimate();
   std::vector<uint64_t> PriorDesign(int n);
 
