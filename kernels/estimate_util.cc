@@ -83,9 +83,11 @@ double DmaLoad::BurstNs(const sim::Target& target, int cores, const sim::Instruc
   const double data = sim::DmaDataNs(target, inst, parts, false);
   const double padded = sim::DmaDataNs(target, inst, parts, true);
   const double waves = std::ceil(count * p.count / std::max(1, target.dma_engines));
+  // The queue generates the transfers' descriptors one after another; the last one's data moves
+  // after its descriptors (at the full rate: a piece alone on an idle engine).
   const double eng =
       target.dma_fixed_ns + std::max({waves * data / std::max(share, 1e-12), waves * padded,
-                                      (count - 1) * target.dma_fixed_ns});
+                                      (count - 1) * target.dma_fixed_ns + data});
   const double chip = target.HbmGbps(cores);
   double hbm = 0;
   if (chip > 0 && q.hbm_bytes > 0) {
