@@ -586,13 +586,7 @@ class SimEmitter {
   }
 
   int64_t Store(int, int64_t, int64_t msz, int64_t, int64_t nsz, int, int64_t dep) {
-    const int partitions = int(p_.stationary_b ? nsz : msz);
-    const int64_t free = p_.stationary_b ? msz : nsz;
-    sim::Instruction dma =
-        sim::MakeDma(Op::kDmaStore, partitions, free * p_.out_bytes, kGemmQueueStore);
-    // C is row-major in HBM: C^T tiles (stationary=b) need a transposing store.
-    dma.transpose = p_.stationary_b;
-    return writer_.Add(dma, {dep});
+    return writer_.Add(matmul_internal::TileStore(p_, msz, nsz), {dep});
   }
 
  private:

@@ -132,10 +132,7 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t, double batche
         early.vector += add_v * double(evictions - 2);
         final.vector += add_v;
       }
-      sim::Instruction store =
-          sim::MakeDma(Op::kDmaStore, parts, free * p.out_bytes, kGemmQueueStore);
-      store.transpose = p.stationary_b;
-      dma.Add(t, store, tiles);
+      dma.Add(t, matmul_internal::TileStore(p, msz, nsz), tiles);
     });
   });
   e.evict_ns = early.Evict(t) + final.Evict(t);
@@ -167,12 +164,7 @@ MatmulEstimate EstimateMatmul(const Plan& p, const sim::Target& t, double batche
                                                     : block_tiles_n * double(tm.count))
                                          : block_tiles_m * block_tiles_n;
   const double waiting_stores_ns = e.store_ns * (1 - 1 / together);
-  const int64_t last_parts = p.stationary_b ? tn.last : tm.last;
-  const int64_t last_free = p.stationary_b ? tm.last : tn.last;
-  sim::Instruction last_store =
-      sim::MakeDma(Op::kDmaStore, int(last_parts), last_free * p.out_bytes, kGemmQueueStore);
-  last_store.transpose = p.stationary_b;  // as the kernel's Store
-  e.fill_ns += DmaLoad::LatencyNs(t, last_store);
+  e.fill_ns += DmaLoad::LatencyNs(t, matmul_internal::TileStore(p, tm.last, tn.last));
 
   // Two phases that do not overlap: the block iterations before each output block's last K
   // block, and those last K blocks, which evict and store every output tile. Only two staging

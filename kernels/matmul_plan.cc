@@ -110,4 +110,13 @@ absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
   return p;
 }
 
+sim::Instruction TileStore(const Plan& plan, int64_t msz, int64_t nsz) {
+  const int64_t partitions = plan.stationary_b ? nsz : msz;
+  const int64_t free = plan.stationary_b ? msz : nsz;
+  sim::Instruction store =
+      sim::MakeDma(sim::Op::kDmaStore, int(partitions), free * plan.out_bytes, kGemmQueueStore);
+  store.transpose = plan.stationary_b;
+  return store;
+}
+
 }  // namespace tessel::kernels::matmul_internal

@@ -12,6 +12,7 @@
 #include "kernels/kernel.h"
 #include "kernels/lowering/gemm_plan.h"
 #include "kernels/schedule_util.h"
+#include "sim/program.h"
 #include "sim/target.h"
 
 namespace tessel::kernels::matmul_internal {
@@ -38,6 +39,11 @@ struct Plan : GemmOperands, GemmTiling, GemmChoices, GemmBlocks {
 // InvalidArgument with the violated rule for an invalid config.
 absl::StatusOr<Plan> MakePlan(const Problem& problem, const Config& config,
                               const sim::Target& target, bool strict);
+
+// The store of one msz x nsz output tile to HBM: from its partitions (N with stationary=b, where
+// the tile is C^T and the store transposes, since C is row-major), on the store queue. The
+// kernel emits it; the estimate counts it.
+sim::Instruction TileStore(const Plan& plan, int64_t msz, int64_t nsz);
 
 }  // namespace tessel::kernels::matmul_internal
 
